@@ -1,0 +1,185 @@
+"""Cause probes: the attributes that explain a phase's cost.
+
+Two kinds, both fail-soft (a probe that fails only loses its attributes):
+  CALL_PROBES[name](rt, span, instance, args, kwargs, result)  after a patched call returns; ``span`` is
+      our span for that call, or None when the call is not ours (enrich hooks): then the probe records
+      pending attributes for the phase's span instead.
+  PHASE_PROBES[phase] = (on_start(rt, span), on_ending(rt, span))  around any span of that phase, native
+      or ours, from the span processor.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from . import semconv as sc
+from .runtime import Runtime
+
+
+def _arg(args: tuple, kwargs: dict, index: int, name: str) -> Any:
+    if name in kwargs:
+        return kwargs[name]
+    return args[index] if len(args) > index else None
+
+
+def _config_facts(vllm_config: Any) -> dict[str, Any]:
+    mc = getattr(vllm_config, "model_config", None)
+    pc = getattr(vllm_config, "parallel_config", None)
+    cc = getattr(vllm_config, "compilation_config", None)
+    dc = getattr(vllm_config, "device_config", None)
+    facts: dict[str, Any] = {}
+    if mc is not None:
+        facts[sc.MODEL] = str(getattr(mc, "model", ""))
+        served = getattr(mc, "served_model_name", None)
+        if served:
+            facts[sc.SERVED_MODEL_NAME] = str(served if isinstance(served, str) else served[0])
+        facts[sc.DTYPE] = str(getattr(mc, "dtype", "")).replace("torch.", "")
+        facts[sc.ENFORCE_EAGER] = bool(getattr(mc, "enforce_eager", False))
+        if getattr(mc, "max_model_len", None) is not None:
+            facts[sc.MAX_MODEL_LEN] = int(mc.max_model_len)
+    if pc is not None:
+        facts[sc.TP_SIZE] = int(getattr(pc, "tensor_parallel_size", 1))
+        facts[sc.PP_SIZE] = int(getattr(pc, "pipeline_parallel_size", 1))
+        facts[sc.DP_SIZE] = int(getattr(pc, "data_parallel_size", 1))
+    if cc is not None:
+        mode = getattr(cc, "mode", getattr(cc, "level", None))
+        if mode is not None:
+            facts[sc.COMPILATION_MODE] = getattr(mode, "name", str(mode))
+    if dc is not None and getattr(dc, "device_type", None):
+        facts[sc.DEVICE] = str(dc.device_type)
+    return facts
+
+
+def config(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    facts = _config_facts(result)
+    rt.facts.update(facts)
+    if span is not None:
+        span.set_attributes(facts)
+
+
+def model_inspection(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    if span is not None:
+        before = getattr(span, "_vos_subprocess_count", 0)
+        span.set_attribute(sc.MODEL_INSPECTION_CACHE_HIT, rt.counters.get("inspect_subprocess", 0) == before)
+
+
+def model_inspection_subprocess(rt: Runtime, span: Any, *_: Any) -> None:
+    rt.count("inspect_subprocess")
+
+
+def kv_cache_profile(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    if span is not None and isinstance(result, int):
+        span.set_attribute(sc.KV_CACHE_BYTES, result)
+
+
+def prepare_weights(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    """DefaultModelLoader._prepare_weights(model_name_or_path, ...) -> (folder, files, use_safetensors)."""
+    model = _arg(args, kwargs, 0, "model_name_or_path")
+    files = list(result[1]) if isinstance(result, tuple) and len(result) > 1 else []
+    total = fresh = 0
+    for f in files:
+        try:
+            st = os.stat(f)  # follows hub-cache symlinks to the blob
+        except OSError:
+            continue
+        total += st.st_size
+        if st.st_mtime_ns >= rt.info.create_ns:  # written during this start: downloaded now
+            fresh += st.st_size
+    if model and os.path.isdir(str(model)):
+        source = "local_dir"
+    else:
+        source = "hub_download" if fresh else "hub_cache"
+    attrs: dict[str, Any] = {sc.WEIGHTS_SOURCE: source, sc.WEIGHTS_FILES: len(files), sc.WEIGHTS_BYTES: total}
+    if source == "hub_download":
+        attrs[sc.DOWNLOAD_BYTES] = fresh
+    lc = getattr(instance, "load_config", None)
+    if lc is not None and getattr(lc, "load_format", None) is not None:
+        attrs[sc.WEIGHTS_LOAD_FORMAT] = str(getattr(lc.load_format, "value", lc.load_format))
+    prev = rt.pending.get("weights_load", {})
+    for key in (sc.WEIGHTS_BYTES, sc.WEIGHTS_FILES, sc.DOWNLOAD_BYTES):  # several sources add up
+        if key in prev and key in attrs:
+            attrs[key] += prev[key]
+    rt.add_pending("weights_load", attrs)
+
+
+def aot_load(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    rt.add_pending("torch_compile", {sc.COMPILE_AOT_LOADED: result is not None})
+
+
+CALL_PROBES: dict[str, Callable[..., None]] = {
+    "config": config,
+    "model_inspection": model_inspection,
+    "model_inspection_subprocess": model_inspection_subprocess,
+    "kv_cache_profile": kv_cache_profile,
+    "prepare_weights": prepare_weights,
+    "aot_load": aot_load,
+}
+
+
+def call_probe_before(name: str | None, rt: Runtime, span: Any) -> None:
+    if name == "model_inspection" and span is not None:
+        span._vos_subprocess_count = rt.counters.get("inspect_subprocess", 0)  # noqa: SLF001
+
+
+# ---- phase probes (processor side) ----------------------------------------------------------------
+_COMPILE_COUNTERS = (
+    ("inductor", "fxgraph_cache_hit"),
+    ("inductor", "fxgraph_cache_miss"),
+    ("aot_autograd", "autograd_cache_hit"),
+    ("aot_autograd", "autograd_cache_miss"),
+    ("stats", "unique_graphs"),
+)
+
+
+def _torch_counters() -> dict[tuple[str, str], int] | None:
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    if counters is None:
+        return None
+    return {(g, k): int(counters[g][k]) for g, k in _COMPILE_COUNTERS}
+
+
+def _compile_start(rt: Runtime, span: Any) -> None:
+    rt.compile_snapshot = _torch_counters()  # type: ignore[attr-defined]
+
+
+def _compile_ending(rt: Runtime, span: Any) -> None:
+    before = getattr(rt, "compile_snapshot", None)
+    after = _torch_counters()
+    if before is None or after is None:
+        return
+    d = {k: after[k] - before[k] for k in after}
+    hits = d[("inductor", "fxgraph_cache_hit")]
+    misses = d[("inductor", "fxgraph_cache_miss")]
+    span.set_attribute(sc.COMPILE_FX_HITS, hits)
+    span.set_attribute(sc.COMPILE_FX_MISSES, misses)
+    span.set_attribute(sc.COMPILE_UNIQUE_GRAPHS, d[("stats", "unique_graphs")])
+    aot = span.attributes.get(sc.COMPILE_AOT_LOADED) if span.attributes else None
+    if aot:
+        span.set_attribute(sc.COMPILE_CACHE_HIT, True)
+    elif hits or misses:
+        span.set_attribute(sc.COMPILE_CACHE_HIT, misses == 0)
+    cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if cache_dir:
+        span.set_attribute(sc.COMPILE_CACHE_DIR, cache_dir)
+
+
+def _weights_ending(rt: Runtime, span: Any) -> None:
+    attrs = span.attributes or {}
+    nbytes = attrs.get(sc.WEIGHTS_BYTES)
+    start = getattr(span, "start_time", None)
+    if nbytes and start:
+        import time
+
+        seconds = (time.time_ns() - start) / 1e9
+        if seconds > 0:
+            span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
+
+
+PHASE_PROBES: dict[str, tuple[Callable[[Runtime, Any], None] | None, Callable[[Runtime, Any], None] | None]] = {
+    "torch_compile": (_compile_start, _compile_ending),
+    "weights_load": (None, _weights_ending),
+}

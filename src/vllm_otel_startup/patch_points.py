@@ -1,0 +1,214 @@
+"""The one declarative table of patch points.
+
+Each row names a target (``module:Qual.name``), the span it yields (vLLM's own name where vLLM >= 0.16
+traces it natively), its phase id, the process it runs in, the vLLM versions that define it, and the
+hook kind. Rows are resolved lazily by wrapt post-import hooks (see hooks.py); a target missing from a
+version that should have it is logged once and recorded on the process span, never raised.
+
+Hook kinds:
+  span      a span around the call (skipped when vLLM already traces this very function)
+  spawn     span + trace context handed to the child process through the environment (child=kind)
+  ready     span (unless native) + this process's startup ends when the call returns (or raises)
+  guard     span (unless native) + an exception escaping the call fails this process's startup
+  marker    no span: ends the current bootstrap segment and starts ``segment`` (or none)
+  cli_main  no span: a failure escaping the CLI marks the start failed
+  ctx       span around a context manager returned by the call (enter to exit)
+  enrich    no span: a cause probe (causes.py) records attributes for the named phase
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import semconv as sc
+
+API, CORE, WORKER, ANY = "api_server", "engine_core", "worker", "any"
+
+
+@dataclass(frozen=True)
+class PatchPoint:
+    target: str  # "module:Qual.name"
+    span: str  # span name ("" for marker / cli_main / enrich)
+    phase: str  # phase id (semconv.PHASES) or the phase an enrich probe feeds
+    process: str  # api_server | engine_core | worker | any (documentation + ready-hook gating)
+    versions: str = ">=0.10"  # PEP 440 specifier of vLLM releases that define the target
+    hook: str = "span"
+    native_since: str | None = None  # first vLLM release that traces this target itself
+    waiting: bool = False  # the span only waits for another process
+    child: str | None = None  # spawn: kind of the child process
+    segment: str | None = None  # marker: name of the segment that starts here
+    probe: str | None = None  # causes.py probe name
+
+    @property
+    def module(self) -> str:
+        return self.target.split(":", 1)[0]
+
+    @property
+    def qualname(self) -> str:
+        return self.target.split(":", 1)[1]
+
+
+P = PatchPoint
+_OAS = "vllm.entrypoints.openai.api_server"
+_LAUNCH = "vllm.entrypoints.launchers"
+_GW = "vllm.v1.worker.gpu_worker"
+_CW = "vllm.v1.worker.cpu_worker"
+_MPE = "vllm.v1.executor.multiproc_executor"
+_LOADER = "vllm.model_executor.model_loader"
+
+PATCH_POINTS: tuple[PatchPoint, ...] = (
+    # ---- API server: bootstrap segments -------------------------------------------------------------
+    P("vllm.entrypoints.cli.main:main", "", "cli", API, hook="cli_main"),
+    P("vllm.entrypoints.utils:cli_env_setup", "", "imports", API, "<0.19", "marker", segment=sc.CLI_SPAN),
+    P("vllm.entrypoints.serve.utils.api_utils:cli_env_setup", "", "imports", API, ">=0.24,<0.33", "marker",
+      segment=sc.CLI_SPAN),
+    P("vllm.entrypoints.common.startup:cli_env_setup", "", "imports", API, ">=0.33", "marker",
+      segment=sc.CLI_SPAN),
+    P("vllm.entrypoints.cli.serve:ServeSubcommand.cmd", "", "cli", API, hook="marker",
+      segment=sc.EVENT_LOOP_SPAN),
+    P(f"{_OAS}:run_server", "", "event_loop", API, "<0.29", "marker"),
+    P(f"{_LAUNCH}.api_server.entry:run_server", "", "event_loop", API, ">=0.29", "marker"),
+    # ---- API server: phases ---------------------------------------------------------------------------
+    P(f"{_OAS}:setup_server", "API server setup", "api_server_setup", API, "<0.29", native_since="0.16"),
+    P(f"{_LAUNCH}.launcher:setup_server", "API server setup", "api_server_setup", API, ">=0.29",
+      native_since="0.29"),
+    P("vllm.engine.arg_utils:EngineArgs.create_engine_config", "Config resolution", "config", API,
+      probe="config"),
+    P("vllm.transformers_utils.config:get_config", "HF config load", "hf_config", ANY),
+    P("vllm.model_executor.models.registry:_LazyRegisteredModel.inspect_model_cls",
+      "Model architecture inspection", "model_inspection", ANY, probe="model_inspection"),
+    P("vllm.model_executor.models.registry:_run_in_subprocess", "Model inspection subprocess",
+      "model_inspection_subprocess", ANY, probe="model_inspection_subprocess"),
+    P("vllm.v1.engine.async_llm:AsyncLLM.__init__", "AsyncLLM init", "async_llm_init", API),
+    P("vllm.transformers_utils.tokenizer_group:init_tokenizer_from_configs", "Tokenizer init", "tokenizer",
+      ANY, "<0.11"),
+    P("vllm.transformers_utils.tokenizer:get_tokenizer", "Tokenizer init", "tokenizer", ANY,
+      ">=0.11,<0.14"),
+    P("vllm.tokenizers.registry:cached_tokenizer_from_config", "Tokenizer init", "tokenizer", ANY,
+      ">=0.14,<0.15"),
+    P("vllm.renderers.registry:renderer_from_config", "Tokenizer init", "tokenizer", ANY, ">=0.15"),
+    P("vllm.v1.engine.core_client:EngineCoreClient.make_async_mp_client", "Overall Loading",
+      "engine_client", API, native_since="0.16"),
+    P("vllm.v1.engine.core_client:AsyncMPClient.__init__", "AsyncMPClient init", "engine_client_init", API,
+      native_since="0.16"),
+    P("vllm.v1.engine.utils:CoreEngineProcManager.__init__", "Engine spawn", "engine_spawn", API,
+      hook="spawn", child=CORE),
+    P("vllm.v1.engine.utils:wait_for_engine_startup", "Engine handshake", "engine_wait", API, waiting=True),
+    P(f"{_OAS}:build_app", "Build app", "app_build", API, "<0.29"),
+    P(f"{_LAUNCH}.app:build_app", "Build app", "app_build", API, ">=0.29"),
+    P(f"{_OAS}:init_app_state", "Init app state", "app_state", API, "<0.29"),
+    P(f"{_LAUNCH}.api_server.app_state:init_app_state", "Init app state", "app_state", API, ">=0.29"),
+    P("uvicorn.server:Server.startup", "HTTP startup", "http_startup", API, "<0.28", "ready"),
+    P("vllm.entrypoints.launcher:NoSignalServer.startup", "HTTP startup", "http_startup", API,
+      ">=0.28,<0.29", "ready"),
+    P(f"{_LAUNCH}.launcher:NoSignalServer.startup", "HTTP startup", "http_startup", API, ">=0.29", "ready"),
+    # ---- EngineCore ---------------------------------------------------------------------------------
+    P("vllm.v1.engine.core:EngineCoreProc.__init__", "EngineCoreProc init", "engine_core_init", CORE,
+      hook="ready", native_since="0.16"),
+    P("vllm.v1.engine.core:EngineCore.__init__", "Engine init", "engine_init", CORE, probe="engine_init"),
+    P("vllm.executor.executor_base:ExecutorBase.__init__", "Executor init", "executor_init", CORE, "<0.14"),
+    P("vllm.v1.executor.abstract:Executor.__init__", "Executor init", "executor_init", CORE, ">=0.14",
+      native_since="0.16"),
+    P(f"{_MPE}:WorkerProc.make_worker_process", "Worker spawn", "worker_spawn", CORE, hook="spawn",
+      child=WORKER),
+    P(f"{_MPE}:WorkerProc.wait_for_ready", "Worker wait ready", "worker_wait", CORE, waiting=True),
+    P("vllm.v1.engine.core:EngineCore._initialize_kv_caches", "Prepare model", "kv_cache_init", CORE,
+      native_since="0.16"),
+    # ---- Worker (the EngineCore itself when the executor is in-process) -----------------------------------
+    P(f"{_MPE}:WorkerProc.__init__", "Worker init", "worker_init", WORKER, hook="guard", native_since="0.16"),
+    P("vllm.worker.worker_base:WorkerWrapperBase.init_worker", "Worker init", "worker_init", ANY, "<0.14"),
+    P("vllm.v1.worker.worker_base:WorkerWrapperBase.init_worker", "Worker init", "worker_init", ANY,
+      ">=0.14", native_since="0.16"),
+    P(f"{_GW}:Worker.init_device", "Init device", "device_init", ANY, native_since="0.16"),
+    P(f"{_CW}:CPUWorker.init_device", "Init device", "device_init", ANY),
+    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.load_model", "Loading (GPU)", "model_load", ANY,
+      native_since="0.16"),
+    P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.load_model", "Loading (GPU)", "model_load", ANY,
+      ">=0.14"),
+    P("vllm.v1.worker.cpu_model_runner:CPUModelRunner.load_model", "Loading (CPU)", "model_load", ANY,
+      native_since="0.16"),
+    P(f"{_LOADER}.base_loader:BaseModelLoader.load_model", "Load model", "model_loader", ANY,
+      native_since="0.16"),
+    P(f"{_LOADER}.utils:initialize_model", "Initialize model", "model_init", ANY, native_since="0.16"),
+    P(f"{_LOADER}.default_loader:DefaultModelLoader.load_weights", "Load weights", "weights_load", ANY,
+      native_since="0.16"),
+    P(f"{_LOADER}.default_loader:DefaultModelLoader._prepare_weights", "", "weights_load", ANY,
+      hook="enrich", probe="prepare_weights"),
+    P(f"{_LOADER}.weight_utils:download_weights_from_hf", "Download weights - HF", "weights_download", ANY,
+      native_since="0.16"),
+    P(f"{_GW}:Worker.determine_available_memory", "KV cache profiling", "kv_cache_profile", ANY,
+      probe="kv_cache_profile"),
+    P(f"{_CW}:CPUWorker.determine_available_memory", "KV cache profiling", "kv_cache_profile", ANY,
+      probe="kv_cache_profile"),
+    P(f"{_GW}:Worker.initialize_from_config", "Allocate KV cache", "kv_cache_allocate", ANY,
+      native_since="0.16"),
+    P(f"{_GW}:Worker.compile_or_warm_up_model", "Warmup (GPU)", "warmup", ANY, hook="ready",
+      native_since="0.16"),
+    P(f"{_CW}:CPUWorker.compile_or_warm_up_model", "Compile or warm up model", "warmup", ANY, hook="ready"),
+    P("vllm.v1.worker.cpu_model_runner:CPUModelRunner.warming_up_model", "Warmup (CPU)", "compile_warmup",
+      ANY, native_since="0.16"),
+    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model", "Capture model", "cudagraph_capture",
+      ANY, native_since="0.16", probe="cudagraph"),
+    P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.capture_model", "Capture model", "cudagraph_capture",
+      ANY, ">=0.14", probe="cudagraph"),
+    # ---- torch.compile ---------------------------------------------------------------------------------
+    P("vllm.compilation.monitor:monitor_torch_compile", "torch.compile", "torch_compile", ANY, ">=0.18",
+      "ctx", probe="torch_compile"),
+    P("vllm.compilation.decorators:_try_load_aot_compiled_fn", "", "torch_compile", ANY, ">=0.18", "enrich",
+      probe="aot_load"),
+    P("vllm.compilation.backends:CompilerManager.compile", "Compile graph", "compile_graph", ANY,
+      native_since="0.16"),
+    P("vllm.compilation.backends:PiecewiseCompileInterpreter.run", "Inductor compilation", "inductor_compile",
+      ANY, native_since="0.16"),
+)
+
+# vLLM's own startup span names (>= 0.16) and the phase each one is adopted as.
+NATIVE_SPANS: dict[str, str] = {
+    "API server setup": "api_server_setup",
+    "Overall Loading": "engine_client",
+    "AsyncMPClient init": "engine_client_init",
+    "SyncMPClient init": "engine_client_init",
+    "EngineCoreProc init": "engine_core_init",
+    "Executor init": "executor_init",
+    "Worker init": "worker_init",
+    "Init device": "device_init",
+    "Loading (GPU)": "model_load",
+    "Loading (CPU)": "model_load",
+    "Load model": "model_loader",
+    "Initialize model": "model_init",
+    "Load weights": "weights_load",
+    "Download weights - HF": "weights_download",
+    "Prepare model": "kv_cache_init",
+    "Allocate KV cache": "kv_cache_allocate",
+    "Warmup (GPU)": "warmup",
+    "Warmup (CPU)": "compile_warmup",
+    "Capture model": "cudagraph_capture",
+    "Compile graph": "compile_graph",
+    "Inductor compilation": "inductor_compile",
+    "Dynamo bytecode transform": "dynamo_transform",
+    "DeepGemm warmup": "kernel_warmup",
+    "CuTeDSL warmup": "kernel_warmup",
+    "MiniMax M3 MSA warmup": "kernel_warmup",
+}
+
+# Phase of every span name we may emit (ours and native), for the processor.
+SPAN_PHASES: dict[str, str] = {
+    **NATIVE_SPANS,
+    **{p.span: p.phase for p in PATCH_POINTS if p.span},
+    sc.ROOT_SPAN: "startup",
+    sc.ENGINE_CORE_PROCESS_SPAN: "engine_core_process",
+    sc.WORKER_PROCESS_SPAN: "worker_process",
+    sc.INTERPRETER_START_SPAN: "interpreter_start",
+    sc.IMPORTS_SPAN: "imports",
+    sc.CLI_SPAN: "cli",
+    sc.EVENT_LOOP_SPAN: "event_loop",
+    sc.PROCESS_ENTRY_SPAN: "process_entry",
+}
+WAITING_SPANS = frozenset(p.span for p in PATCH_POINTS if p.waiting)
+
+
+def by_module() -> dict[str, list[PatchPoint]]:
+    out: dict[str, list[PatchPoint]] = {}
+    for p in PATCH_POINTS:
+        out.setdefault(p.module, []).append(p)
+    return out

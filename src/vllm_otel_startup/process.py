@@ -1,0 +1,128 @@
+"""Process identity and cross-process plumbing: which process this is, when it was created, how the trace
+context reaches spawned children, and what of the command line may be exported.
+
+Only the standard library is used here: this runs in every Python process at interpreter start.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+
+# Environment handed to spawned children (set around Process.start(), restored right after).
+ENV_PARENT = "VLLM_OTEL_STARTUP_TRACEPARENT"  # W3C traceparent of the span the child hangs under
+ENV_KIND = "VLLM_OTEL_STARTUP_CHILD_KIND"  # engine_core | worker
+ENV_RANK = "VLLM_OTEL_STARTUP_CHILD_RANK"
+ENV_DISABLE = "VLLM_OTEL_STARTUP_DISABLED"  # "1": the instrumentor does nothing in this process
+
+API_SERVER, ENGINE_CORE, WORKER, HELPER, OTHER = "api_server", "engine_core", "worker", "helper", "other"
+
+# Python helpers that inherit the hook but are not part of the start: never instrument them.
+_HELPER_MARKERS = (
+    "multiprocessing.resource_tracker",
+    "multiprocessing.forkserver",
+    "torch._inductor.compile_worker",
+    "vllm.model_executor.models.registry",  # model-inspection subprocess, timed from its parent
+)
+
+
+def cmdline() -> list[str]:
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            raw = f.read()
+        return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+    except OSError:
+        return [sys.executable, *sys.argv]
+
+
+def _is_serve_command(argv: list[str]) -> bool:
+    script = [os.path.basename(a) for a in argv[:3]]
+    if "serve" in argv and ("vllm" in script or any(a.startswith("vllm.entrypoints") for a in argv[:4])):
+        return True
+    return any(a.startswith("vllm.entrypoints.openai.api_server") for a in argv[:4])
+
+
+def classify(argv: list[str], environ: os._Environ | dict = os.environ) -> str:
+    joined = " ".join(argv[:6])
+    if any(m in joined for m in _HELPER_MARKERS):
+        return HELPER
+    if "--multiprocessing-fork" in argv:
+        return environ.get(ENV_KIND) or OTHER
+    if _is_serve_command(argv):
+        return API_SERVER
+    return OTHER
+
+
+def create_time_ns() -> tuple[int, str]:
+    """Wall-clock creation time of this process, in ns, and where it came from.
+
+    /proc/self/stat gives the start in clock ticks since boot (10 ms); CLOCK_BOOTTIME gives "now" in the
+    same time base, so the result is exact to a tick (psutil's btime-based value is only exact to 1 s).
+    """
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        start_ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])
+        ticks = os.sysconf("SC_CLK_TCK")
+        boot_now = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+        wall_now = time.time_ns()
+        return wall_now - (boot_now - start_ticks * 1_000_000_000 // ticks), "proc"
+    except (OSError, ValueError, AttributeError, IndexError):
+        return time.time_ns(), "clock"
+
+
+# ---- secrets: what of argv / env may leave the process --------------------------------------------
+_SECRET_FLAG = re.compile(r"(api[-_]?key|token|secret|passw(or)?d|credential|auth)", re.I)
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+REDACTED = "<redacted>"
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """Blank the values of secret-looking flags and the user-info of URLs."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if arg.startswith("-") and _SECRET_FLAG.search(arg):
+            if "=" in arg:
+                out.append(arg.split("=", 1)[0] + "=" + REDACTED)
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(_URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", arg))
+    return out
+
+
+@dataclass
+class ProcessInfo:
+    kind: str
+    pid: int
+    create_ns: int
+    create_source: str
+    hook_ns: int
+    argv: list[str]
+    rank: int | None = None
+
+    @classmethod
+    def current(cls) -> ProcessInfo:
+        hook_ns = time.time_ns()
+        argv = cmdline()
+        kind = classify(argv)
+        create_ns, source = create_time_ns()
+        rank = os.environ.get(ENV_RANK)
+        return cls(
+            kind=kind,
+            pid=os.getpid(),
+            create_ns=min(create_ns, hook_ns),
+            create_source=source,
+            hook_ns=hook_ns,
+            argv=argv,
+            rank=int(rank) if kind == WORKER and rank and rank.isdigit() else None,
+        )

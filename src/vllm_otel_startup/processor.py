@@ -1,0 +1,99 @@
+"""Adoption of vLLM's own startup spans into our vocabulary, and the startup window.
+
+The span processor tags every startup span (vLLM's or ours) with its phase and process kind, closes
+the open bootstrap segment when a phase begins, runs the phase's cause probes and keeps the local
+accounting for gaps. The sampler drops vLLM's startup-span names once this process is past ready, so
+later recompiles or dummy runs while serving never look like startup.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+
+from . import semconv as sc
+from .causes import PHASE_PROBES
+from .patch_points import NATIVE_SPANS, SPAN_PHASES, WAITING_SPANS
+from .runtime import SEGMENT_SPANS, Runtime
+
+_log = logging.getLogger("vllm_otel_startup")
+
+
+class StartupSpanProcessor(SpanProcessor):
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        rt = self.rt
+        if not rt.active or rt.done:
+            return
+        phase = SPAN_PHASES.get(span.name)
+        if phase is None:
+            return
+        try:
+            native = span.instrumentation_scope is None or span.instrumentation_scope.name != sc.INSTRUMENTATION_NAME
+            attrs: dict[str, Any] = {sc.PHASE: phase, sc.PROCESS_KIND: rt.info.kind}
+            if native:
+                attrs[sc.NATIVE] = True
+            if span.name in WAITING_SPANS:
+                attrs[sc.WAITING] = True
+            span.set_attributes(attrs)
+            if span is not rt.process_span and span.name not in SEGMENT_SPANS and span.start_time:
+                rt.close_segment(span.start_time)
+            start = PHASE_PROBES.get(phase, (None, None))[0]
+            if start:
+                start(rt, span)
+        except Exception:  # noqa: BLE001
+            _log.debug("on_start failed for %s", span.name, exc_info=True)
+
+    def _on_ending(self, span: Any) -> None:  # SDK >= 1.3x: span still writable
+        rt = self.rt
+        if not rt.active or span is rt.process_span:
+            return
+        attrs = span.attributes or {}
+        phase = attrs.get(sc.PHASE)
+        if phase is None:
+            return
+        try:
+            pending = rt.pop_pending(phase)
+            if pending:
+                span.set_attributes(pending)
+            ending = PHASE_PROBES.get(phase, (None, None))[1]
+            if ending:
+                ending(rt, span)
+        except Exception:  # noqa: BLE001
+            _log.debug("on_ending failed for %s", span.name, exc_info=True)
+
+    def on_end(self, span: Any) -> None:
+        rt = self.rt
+        if not rt.active or span.name == sc.ROOT_SPAN or span is rt.process_span:
+            return
+        attrs = span.attributes or {}
+        if sc.PHASE in attrs and span.start_time and span.end_time:
+            rt.record_local(span.start_time, span.end_time, span.name)
+
+    def shutdown(self) -> None:  # the end of an unfinished start is handled by our atexit hook
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class StartupSampler(Sampler):
+    """Delegates to the configured sampler; drops vLLM startup-span names after this process is ready."""
+
+    def __init__(self, delegate: Sampler, rt: Runtime) -> None:
+        self.delegate = delegate
+        self.rt = rt
+
+    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None,
+                      trace_state=None) -> SamplingResult:  # noqa: PLR0913
+        if self.rt.done and name in NATIVE_SPANS:
+            return SamplingResult(Decision.DROP)
+        return self.delegate.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
+
+    def get_description(self) -> str:
+        return f"VllmStartupWindow{{{self.delegate.get_description()}}}"

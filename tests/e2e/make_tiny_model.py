@@ -1,0 +1,52 @@
+"""Builds a tiny random-weight Llama model with a byte-level BPE tokenizer, fully offline.
+
+hidden 128, 2 layers, 4 heads / 2 KV heads, head_dim 32 (a size vLLM's CPU attention supports),
+max positions 256; float32 safetensors (~1.7 MB). Usage: python make_tiny_model.py OUT_DIR
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+TEXT = [
+    "The quick brown fox jumps over the lazy dog.",
+    "vLLM serves large language models fast.",
+    "OpenTelemetry traces explain where the time goes.",
+    "Startup: imports, config, weights, compile, KV cache, warm-up, HTTP.",
+] * 20
+
+
+def build(out: Path) -> Path:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=512, special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(TEXT, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+    fast.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+    fast.save_pretrained(out)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=len(fast), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+        bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
+        torch_dtype="float32", tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(cfg).to(torch.float32)
+    model.save_pretrained(out, safe_serialization=True)
+    return out
+
+
+if __name__ == "__main__":
+    print(build(Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-model")))
