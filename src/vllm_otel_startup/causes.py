@@ -105,17 +105,12 @@ def prepare_weights(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: 
     rt.add_pending("weights_load", attrs)
 
 
-def aot_load(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
-    rt.add_pending("torch_compile", {sc.COMPILE_AOT_LOADED: result is not None})
-
-
 CALL_PROBES: dict[str, Callable[..., None]] = {
     "config": config,
     "model_inspection": model_inspection,
     "model_inspection_subprocess": model_inspection_subprocess,
     "kv_cache_profile": kv_cache_profile,
     "prepare_weights": prepare_weights,
-    "aot_load": aot_load,
 }
 
 
@@ -144,6 +139,9 @@ def _torch_counters() -> dict[tuple[str, str], int] | None:
 
 def _compile_start(rt: Runtime, span: Any) -> None:
     rt.compile_snapshot = _torch_counters()  # type: ignore[attr-defined]
+    if os.environ.get("VOS_DEBUG_COUNTERS"):
+        u = sys.modules.get("torch._dynamo.utils")
+        rt.all_counters = {g: dict(c) for g, c in u.counters.items()} if u else {}
 
 
 def _compile_ending(rt: Runtime, span: Any) -> None:
@@ -157,11 +155,12 @@ def _compile_ending(rt: Runtime, span: Any) -> None:
     span.set_attribute(sc.COMPILE_FX_HITS, hits)
     span.set_attribute(sc.COMPILE_FX_MISSES, misses)
     span.set_attribute(sc.COMPILE_UNIQUE_GRAPHS, d[("stats", "unique_graphs")])
-    aot = span.attributes.get(sc.COMPILE_AOT_LOADED) if span.attributes else None
-    if aot:
-        span.set_attribute(sc.COMPILE_CACHE_HIT, True)
-    elif hits or misses:
+    if hits or misses:
         span.set_attribute(sc.COMPILE_CACHE_HIT, misses == 0)
+    if os.environ.get("VOS_DEBUG_COUNTERS"):
+        u = sys.modules.get("torch._dynamo.utils")
+        span.set_attribute("debug.counters_before", repr(getattr(rt, "all_counters", None)))
+        span.set_attribute("debug.counters_after", repr({g: dict(c) for g, c in u.counters.items()}))
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache_dir:
         span.set_attribute(sc.COMPILE_CACHE_DIR, cache_dir)

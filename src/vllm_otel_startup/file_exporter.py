@@ -1,7 +1,7 @@
 """Local startup-trace files: OTLP JSON, one file per start, written by every process of that start.
 
-Default directory ``~/.cache/vllm-otel-startup/starts`` (``VLLM_OTEL_STARTUP_DIR``); the newest
-``VLLM_OTEL_STARTUP_KEEP`` (default 20) files are kept. Only startup spans (those with a
+Default directory ``~/.cache/vllm-otel-startup/starts`` (``OTEL_PYTHON_VLLM_STARTUP_DIR``); the newest
+``OTEL_PYTHON_VLLM_STARTUP_KEEP`` (default 20) files are kept. Only startup spans (those with a
 ``vllm.startup.phase``) are written. A full disk or read-only directory costs one warning, never the start.
 """
 
@@ -21,7 +21,7 @@ _log = logging.getLogger("vllm_otel_startup")
 
 
 def default_dir() -> str:
-    d = os.environ.get("VLLM_OTEL_STARTUP_DIR")
+    d = os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DIR")
     if d:
         return os.path.expanduser(d)
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -86,7 +86,7 @@ class StartupFileExporter(SpanExporter):
     def __init__(self, directory: str | None = None, keep: int | None = None) -> None:
         self.directory = directory or default_dir()
         try:
-            self.keep = keep if keep is not None else int(os.environ.get("VLLM_OTEL_STARTUP_KEEP", "20"))
+            self.keep = keep if keep is not None else int(os.environ.get("OTEL_PYTHON_VLLM_STARTUP_KEEP", "20"))
         except ValueError:
             self.keep = 20
         self._warned = False

@@ -27,6 +27,7 @@ from .runtime import Runtime
 
 _log = logging.getLogger("vllm_otel_startup")
 _MARK = "_self_vllm_otel_startup"
+AOT_LOAD_SPAN = sc.AOT_LOAD_SPAN
 
 
 @lru_cache(maxsize=1)
@@ -87,8 +88,9 @@ _INHERITED = object()
 
 
 class Installer:
-    def __init__(self, rt: Runtime, tracer: trace.Tracer) -> None:
+    def __init__(self, rt: Runtime, tracer: trace.Tracer, version: str | None = None) -> None:
         self.rt = rt
+        self.version = version
         self.tracer = tracer
         self.enabled = True
         self.status: dict[str, str] = {}  # target -> applied | native | inherited | out_of_range | missing
@@ -118,7 +120,7 @@ class Installer:
                 _log.warning("vllm-otel-startup: could not patch %s; skipped", point.target, exc_info=True)
 
     def _apply_one(self, module: Any, point: PatchPoint) -> None:
-        ver = vllm_version()
+        ver = self.version or vllm_version()
         if not in_range(point.versions, ver):
             self.status[point.target] = "out_of_range"
             return
@@ -200,7 +202,12 @@ class Installer:
                 cm = wrapped(*args, **kwargs)
                 if not rt.active or rt.done:
                     return cm
-                return _SpanContextManager(cm, lambda: self._start(point))
+                # vLLM opens the same monitor around an AOT-artifact load (announce_start=False): that is
+                # a cache lookup whose failure only means "compile again", not an error of the start.
+                aot = kwargs.get("announce_start") is False
+                name = AOT_LOAD_SPAN if aot else point.span
+                return _SpanContextManager(cm, lambda: self.tracer.start_as_current_span(
+                    name, record_exception=not aot, set_status_on_exception=not aot), aot)
             return ctx
 
         def before():
@@ -303,15 +310,17 @@ def _owns_ready(point: PatchPoint, rt: Runtime) -> bool:
 class _SpanContextManager:
     """Wraps a context manager so that a span covers its enter-to-exit."""
 
-    def __init__(self, cm: Any, start) -> None:
+    def __init__(self, cm: Any, start, aot: bool = False) -> None:
         self._cm = cm
         self._start = start
+        self._aot = aot
         self._span_cm = None
+        self._span = None
 
     def __enter__(self):
         try:
             self._span_cm = self._start()
-            self._span_cm.__enter__()
+            self._span = self._span_cm.__enter__()
         except Exception:  # noqa: BLE001
             self._span_cm = None
         return self._cm.__enter__()
@@ -322,6 +331,10 @@ class _SpanContextManager:
         finally:
             if self._span_cm is not None:
                 try:
+                    if self._aot and self._span is not None:
+                        self._span.set_attribute(sc.COMPILE_AOT_LOADED, exc is None)
+                        if exc is not None:
+                            self._span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, f"{type(exc).__name__}: {exc}"[:300])
                     self._span_cm.__exit__(exc_type, exc, tb)
                 except Exception:  # noqa: BLE001
                     pass

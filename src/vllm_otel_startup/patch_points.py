@@ -134,6 +134,8 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       native_since="0.16"),
     P(f"{_LOADER}.default_loader:DefaultModelLoader._prepare_weights", "", "weights_load", ANY,
       hook="enrich", probe="prepare_weights"),
+    P(f"{_LOADER}.utils:process_weights_after_loading", "Process weights after loading", "weights_postprocess",
+      ANY),
     P(f"{_LOADER}.weight_utils:download_weights_from_hf", "Download weights - HF", "weights_download", ANY,
       native_since="0.16"),
     P(f"{_GW}:Worker.determine_available_memory", "KV cache profiling", "kv_cache_profile", ANY,
@@ -154,8 +156,6 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     # ---- torch.compile ---------------------------------------------------------------------------------
     P("vllm.compilation.monitor:monitor_torch_compile", "torch.compile", "torch_compile", ANY, ">=0.18",
       "ctx", probe="torch_compile"),
-    P("vllm.compilation.decorators:_try_load_aot_compiled_fn", "", "torch_compile", ANY, ">=0.18", "enrich",
-      probe="aot_load"),
     P("vllm.compilation.backends:CompilerManager.compile", "Compile graph", "compile_graph", ANY,
       native_since="0.16"),
     P("vllm.compilation.backends:PiecewiseCompileInterpreter.run", "Inductor compilation", "inductor_compile",
@@ -203,6 +203,7 @@ SPAN_PHASES: dict[str, str] = {
     sc.CLI_SPAN: "cli",
     sc.EVENT_LOOP_SPAN: "event_loop",
     sc.PROCESS_ENTRY_SPAN: "process_entry",
+    sc.AOT_LOAD_SPAN: "aot_load",
 }
 WAITING_SPANS = frozenset(p.span for p in PATCH_POINTS if p.waiting)
 

@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass
 
 # Environment handed to spawned children (set around Process.start(), restored right after).
-ENV_PARENT = "VLLM_OTEL_STARTUP_TRACEPARENT"  # W3C traceparent of the span the child hangs under
-ENV_KIND = "VLLM_OTEL_STARTUP_CHILD_KIND"  # engine_core | worker
-ENV_RANK = "VLLM_OTEL_STARTUP_CHILD_RANK"
-ENV_DISABLE = "VLLM_OTEL_STARTUP_DISABLED"  # "1": the instrumentor does nothing in this process
+ENV_PARENT = "OTEL_PYTHON_VLLM_STARTUP_TRACEPARENT"  # W3C traceparent of the span the child hangs under
+ENV_KIND = "OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND"  # engine_core | worker
+ENV_RANK = "OTEL_PYTHON_VLLM_STARTUP_CHILD_RANK"
+ENV_DISABLE = "OTEL_PYTHON_VLLM_STARTUP_DISABLED"  # "1": the instrumentor does nothing in this process
 
 API_SERVER, ENGINE_CORE, WORKER, HELPER, OTHER = "api_server", "engine_core", "worker", "helper", "other"
 

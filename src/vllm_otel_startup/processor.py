@@ -46,16 +46,16 @@ class StartupSpanProcessor(SpanProcessor):
             start = PHASE_PROBES.get(phase, (None, None))[0]
             if start:
                 start(rt, span)
+            if span is not rt.process_span:
+                _run_before_end(span, self._before_end)
         except Exception:  # noqa: BLE001
             _log.debug("on_start failed for %s", span.name, exc_info=True)
 
-    def _on_ending(self, span: Any) -> None:  # SDK >= 1.3x: span still writable
+    def _before_end(self, span: Any) -> None:
+        """Runs while the span is still writable: pending cause attributes and the phase's end probe."""
         rt = self.rt
-        if not rt.active or span is rt.process_span:
-            return
-        attrs = span.attributes or {}
-        phase = attrs.get(sc.PHASE)
-        if phase is None:
+        phase = (span.attributes or {}).get(sc.PHASE)
+        if phase is None or not rt.active:
             return
         try:
             pending = rt.pop_pending(phase)
@@ -65,7 +65,7 @@ class StartupSpanProcessor(SpanProcessor):
             if ending:
                 ending(rt, span)
         except Exception:  # noqa: BLE001
-            _log.debug("on_ending failed for %s", span.name, exc_info=True)
+            _log.debug("end probe failed for %s", span.name, exc_info=True)
 
     def on_end(self, span: Any) -> None:
         rt = self.rt
@@ -80,6 +80,20 @@ class StartupSpanProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+def _run_before_end(span: Any, hook: Any) -> None:
+    """Make ``span.end()`` call ``hook(span)`` first. SDK span processors only see ended, read-only
+    spans (``_on_ending`` runs after the attributes are frozen in SDK 1.45), so the instance's own end
+    is shadowed instead: vLLM's ``with start_as_current_span(...)`` ends through it too."""
+    original = span.end
+
+    def end(end_time: int | None = None) -> None:
+        if span.is_recording():
+            hook(span)
+        original(end_time=end_time)
+
+    span.end = end
 
 
 class StartupSampler(Sampler):

@@ -72,6 +72,13 @@ class Runtime:
         self.last_error: BaseException | None = None
         self._segment: tuple[str, int] | None = None
         self._lock = threading.Lock()
+        self._token: object | None = None
+
+    def detach(self) -> None:
+        """Leave the process span's context (uninstrument, tests); the process normally never does."""
+        if self._token is not None:
+            context.detach(self._token)
+            self._token = None
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -99,7 +106,7 @@ class Runtime:
             PROCESS_SPANS[info.kind], context=parent, start_time=info.create_ns, attributes=attrs
         )
         # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
-        context.attach(trace.set_span_in_context(self.process_span))
+        self._token = context.attach(trace.set_span_in_context(self.process_span))
         self._emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns)
         self._segment = (sc.IMPORTS_SPAN, info.hook_ns)
 
@@ -143,8 +150,8 @@ class Runtime:
             span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
         span.end(end_time=end_ns)
-        wait = _env_ms("VLLM_OTEL_STARTUP_FAILURE_FLUSH_MS", 5000) if error else _env_ms(
-            "VLLM_OTEL_STARTUP_FLUSH_MS", 100
+        wait = _env_ms("OTEL_PYTHON_VLLM_STARTUP_FAILURE_FLUSH_MS", 5000) if error else _env_ms(
+            "OTEL_PYTHON_VLLM_STARTUP_FLUSH_MS", 100
         )
         self.flush(wait)
 

@@ -18,6 +18,7 @@ IMPORTS_SPAN = "Imports"
 CLI_SPAN = "CLI parsing"
 EVENT_LOOP_SPAN = "Event loop start"
 PROCESS_ENTRY_SPAN = "Process entry"
+AOT_LOAD_SPAN = "AOT cache load"
 
 # --- attributes -------------------------------------------------------------------------------------
 PHASE = "vllm.startup.phase"  # str: stable phase id
@@ -105,12 +106,15 @@ PHASES: dict[str, str] = {
     "model_init": "model module construction",
     "weights_load": "weights load (includes a lazy download)",
     "weights_download": "weights download from the hub",
+    "weights_postprocess": "weight post-processing into kernel formats",
     "kv_cache_init": "KV-cache profiling, allocation and warm-up (Prepare model)",
     "kv_cache_profile": "KV-cache memory profiling",
     "kv_cache_allocate": "KV-cache allocation",
     "warmup": "compile or warm up model",
     "compile_warmup": "warm-up run that triggers torch.compile",
-    "torch_compile": "torch.compile (Dynamo + backend, or AOT load)",
+    "torch_compile": "torch.compile (Dynamo + backend)",
+    "aot_load": "load of a saved AOT-compiled artifact (a failure means compile again)",
+    "kernel_warmup": "kernel warm-up (DeepGemm, CuTeDSL, ...)",
     "dynamo_transform": "Dynamo bytecode transform",
     "inductor_compile": "Inductor compilation",
     "compile_graph": "compile one graph (cache load or compile)",

@@ -1,0 +1,250 @@
+"""Real backends and real vLLM starts for the end-to-end tests.
+
+Backends (installed by tests/e2e/bootstrap.sh, started here on 127.0.0.1 with free ports):
+  rotel   an OTLP collector (gRPC + HTTP in), exporting traces over gRPC to
+  Phoenix a trace store with a REST span API (Tempo cannot be installed here; Phoenix stands in).
+Phoenix's REST API does not return resource attributes, so starts also write the local OTLP-JSON file
+(OTEL_TRACES_EXPORTER=otlp,vllm_startup_file): resource-level checks read that real export.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e"))
+VENV = E2E_HOME / "venv-vllm"
+BACKENDS = E2E_HOME / "venv-backends"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - loopback only
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (urllib.error.URLError, OSError):
+        return 0, b""
+
+
+def wait_until(pred, timeout: float, what: str, interval: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def _stop(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+@dataclass
+class Backends:
+    workdir: Path
+    phoenix_http: int = field(default_factory=free_port)
+    phoenix_grpc: int = field(default_factory=free_port)
+    otlp_grpc: int = field(default_factory=free_port)
+    otlp_http: int = field(default_factory=free_port)
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def start(self) -> Backends:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PHOENIX_HOST="127.0.0.1", PHOENIX_PORT=str(self.phoenix_http),
+                   PHOENIX_GRPC_PORT=str(self.phoenix_grpc), PHOENIX_WORKING_DIR=str(self.workdir / "phoenix"),
+                   PHOENIX_TELEMETRY_ENABLED="false")
+        for k in [k for k in env if k.startswith("OTEL_")]:
+            env.pop(k)
+        self.procs.append(subprocess.Popen(
+            [str(BACKENDS / "bin/phoenix"), "serve"], env=env, start_new_session=True,
+            stdout=open(self.workdir / "phoenix.log", "wb"), stderr=subprocess.STDOUT))
+        rotel = next((BACKENDS / "lib").glob("python3*/site-packages/rotel/rotel-agent"))
+        self.procs.append(subprocess.Popen(
+            [str(rotel), "start",
+             "--otlp-grpc-endpoint", f"127.0.0.1:{self.otlp_grpc}",
+             "--otlp-http-endpoint", f"127.0.0.1:{self.otlp_http}",
+             "--exporter", "otlp",
+             "--otlp-exporter-traces-endpoint", f"http://127.0.0.1:{self.phoenix_grpc}",
+             "--otlp-exporter-traces-protocol", "grpc",
+             "--otlp-exporter-metrics-endpoint", "http://127.0.0.1:9/v1/metrics",
+             "--otlp-exporter-logs-endpoint", "http://127.0.0.1:9/v1/logs",
+             "--otlp-receiver-logs-disabled"],
+            start_new_session=True, stdout=open(self.workdir / "rotel.log", "wb"), stderr=subprocess.STDOUT))
+        wait_until(lambda: http_get(f"http://127.0.0.1:{self.phoenix_http}/healthz")[0] == 200, 180, "Phoenix")
+        wait_until(lambda: _listening(self.otlp_http), 30, "rotel")
+        return self
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            _stop(p)
+
+    # ---- Phoenix queries ---------------------------------------------------------------------------
+    def all_spans(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            url = f"http://127.0.0.1:{self.phoenix_http}/v1/projects/default/spans?limit=1000"
+            if cursor:
+                url += f"&cursor={cursor}"
+            status, body = http_get(url, timeout=30)
+            assert status == 200, f"Phoenix span query failed: {status} {body[:200]!r}"
+            doc = json.loads(body)
+            out.extend(doc["data"])
+            cursor = doc.get("next_cursor")
+            if not cursor:
+                return out
+
+    def trace_of_root(self, pid: int, timeout: float = 30) -> list[StoredSpan]:
+        """The spans of the start whose root carries process.pid == pid (waits for late exports)."""
+        found: list[StoredSpan] = []
+
+        def ready() -> bool:
+            nonlocal found
+            spans = [StoredSpan.from_phoenix(s) for s in self.all_spans()]
+            roots = [s for s in spans if s.name == "vLLM startup" and s.attrs.get("process.pid") == pid]
+            if not roots:
+                return False
+            tid = roots[0].trace_id
+            found = [s for s in spans if s.trace_id == tid]
+            return True
+
+        wait_until(ready, timeout, f"the startup trace of pid {pid} in Phoenix", interval=1.0)
+        time.sleep(2)  # late batches (the last flush of each process) settle
+        ready()
+        return found
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _ts(iso: str) -> int:
+    t = dt.datetime.fromisoformat(iso)
+    return int(t.timestamp()) * 1_000_000_000 + t.microsecond * 1000
+
+
+@dataclass
+class StoredSpan:
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    start: int
+    end: int
+    attrs: dict[str, Any]
+    status: str
+    status_message: str
+    events: list[dict[str, Any]]
+
+    @classmethod
+    def from_phoenix(cls, s: dict[str, Any]) -> StoredSpan:
+        return cls(s["context"]["trace_id"], s["context"]["span_id"], s.get("parent_id"), s["name"],
+                   _ts(s["start_time"]), _ts(s["end_time"]), s.get("attributes") or {},
+                   s.get("status_code", "UNSET"), s.get("status_message") or "", s.get("events") or [])
+
+    @property
+    def duration(self) -> float:
+        return (self.end - self.start) / 1e9
+
+
+# ---- vLLM starts ---------------------------------------------------------------------------------------
+SECRET_API_KEY = "sk-planted-apikey-5f3a9c"
+SECRET_HF_TOKEN = "hf_plantedTokenXYZ123456"
+SECRET_URL_PASSWORD = "planted-url-password-77"
+
+
+@dataclass
+class Start:
+    pid: int
+    spawn_ns: int
+    ready_ns: int | None
+    returncode: int | None
+    log: str
+    trace_file_dir: Path
+
+
+def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
+          env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
+          instrument: bool = True, expect_ready: bool = True, port: int | None = None) -> Start:
+    """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health."""
+    port = port or free_port()
+    files = files or (cache / "starts")
+    cache.mkdir(parents=True, exist_ok=True)
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
+    e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
+             VLLM_CACHE_ROOT=str(cache / "vllm"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
+             TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files),
+             PATH=f"{VENV / 'bin'}:{os.environ.get('PATH', '')}")
+    (cache / "tmp").mkdir(exist_ok=True)
+    if backends is not None:
+        ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
+              else f"http://127.0.0.1:{backends.otlp_http}")
+        e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+                 OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
+    e.update(env or {})
+    cmd = [str(VENV / "bin/vllm"), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
+           "--max-model-len", "256", "--dtype", "float32", *args]
+    if instrument:
+        cmd = [str(VENV / "bin/opentelemetry-instrument"), *cmd]
+    log_path = cache / f"serve-{port}.log"
+    with open(log_path, "wb") as log:
+        spawn_ns = time.time_ns()
+        proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        ready_ns = None
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and proc.poll() is None:
+                if http_get(f"http://127.0.0.1:{port}/health", timeout=1)[0] == 200:
+                    ready_ns = time.time_ns()
+                    break
+                time.sleep(0.02)
+        finally:
+            # SIGTERM to the API server alone stops the whole tree cleanly (vllm-on-cpu.md).
+            _stop(proc, signal.SIGTERM, timeout=60)
+    if expect_ready and ready_ns is None:
+        raise AssertionError(f"vllm serve did not become ready; log:\n{log_path.read_text()[-4000:]}")
+    return Start(proc.pid, spawn_ns, ready_ns, proc.returncode, log_path.read_text(errors="replace"), files)
+
+
+# vLLM's own timing log lines and the phase each one measures (vLLM 0.32).
+LOG_TIMINGS = {
+    "Loading weights took": (re.compile(r"Loading weights took ([\d.]+) seconds"), "Load weights"),
+    "Initializing model took": (re.compile(r"Initializing model took ([\d.]+) seconds"), "Initialize model"),
+    "init engine": (re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+                    "Prepare model"),
+}
+
+
+def python() -> str:
+    return str(VENV / "bin/python") if (VENV / "bin/python").exists() else sys.executable

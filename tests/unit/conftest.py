@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace as trace_api
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util._once import Once
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import fake_vllm  # noqa: E402
+
+from vllm_otel_startup.hooks import Installer  # noqa: E402
+from vllm_otel_startup.processor import StartupSampler, StartupSpanProcessor  # noqa: E402
+from vllm_otel_startup.process import ProcessInfo  # noqa: E402
+from vllm_otel_startup.runtime import Runtime  # noqa: E402
+from vllm_otel_startup.semconv import INSTRUMENTATION_NAME  # noqa: E402
+
+
+@pytest.fixture
+def otel():
+    """A fresh global SDK TracerProvider with an in-memory exporter (vLLM's spans use the global one)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace_api._TRACER_PROVIDER_SET_ONCE = Once()  # noqa: SLF001 - test isolation, as contrib tests do
+    trace_api._TRACER_PROVIDER = None  # noqa: SLF001
+    trace_api.set_tracer_provider(provider)
+    yield provider, exporter
+    trace_api._TRACER_PROVIDER_SET_ONCE = Once()  # noqa: SLF001
+    trace_api._TRACER_PROVIDER = None  # noqa: SLF001
+
+
+class Started:
+    def __init__(self, rt: Runtime, installer: Installer, exporter: InMemorySpanExporter) -> None:
+        self.rt, self.installer, self.exporter = rt, installer, exporter
+
+    def spans(self, name: str | None = None):
+        return [s for s in self.exporter.get_finished_spans() if name is None or s.name == name]
+
+
+@pytest.fixture
+def start(otel, tmp_path, monkeypatch):
+    """start(kind, version, drop=...) -> Started: our runtime in a process of that kind, hooks installed,
+    and a fake vLLM of that release importable (imports happen in the test, after the hooks)."""
+    provider, exporter = otel
+    made: list[Started] = []
+
+    def _start(kind: str = "api_server", version: str = "0.33.0", drop: frozenset = frozenset()) -> Started:
+        root = fake_vllm.write_tree(tmp_path / f"fake-{version}", version, set(drop))
+        fake_vllm.purge()
+        monkeypatch.syspath_prepend(str(root))
+        now = time.time_ns()
+        info = ProcessInfo(kind=kind, pid=os.getpid(), create_ns=now - 50_000_000, create_source="proc",
+                           hook_ns=now, argv=["vllm", "serve", "m"])
+        tracer = trace_api.get_tracer(INSTRUMENTATION_NAME, tracer_provider=provider)
+        rt = Runtime(info, tracer, provider)
+        provider.add_span_processor(StartupSpanProcessor(rt))
+        provider.sampler = StartupSampler(provider.sampler, rt)
+        rt.start()
+        installer = Installer(rt, tracer, version=version)
+        installer.install()
+        made.append(Started(rt, installer, exporter))
+        return made[-1]
+
+    yield _start
+    for s in reversed(made):
+        s.installer.uninstall()
+        s.rt.detach()
+    fake_vllm.purge()

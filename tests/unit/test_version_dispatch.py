@@ -1,0 +1,158 @@
+"""One vocabulary across vLLM 0.10 -> 0.33: our patch points on fake module trees shaped like real releases."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.process import ENV_KIND, ENV_PARENT
+
+
+def call(target: str, *args, **kwargs):
+    module, qual = target.split(":")
+    obj = importlib.import_module(module)
+    parts = qual.split(".")
+    if len(parts) == 2:
+        cls = getattr(obj, parts[0])
+        return cls(*args, **kwargs) if parts[1] == "__init__" else getattr(cls(), parts[1])(*args, **kwargs)
+    return getattr(obj, parts[0])(*args, **kwargs)
+
+
+def test_old_release_gets_our_spans_under_vllms_own_names(start):
+    s = start("worker", "0.10.1")
+    call("vllm.model_executor.model_loader.default_loader:DefaultModelLoader.load_weights")
+    call("vllm.v1.worker.gpu_worker:Worker.init_device")
+    [weights] = s.spans("Load weights")
+    assert weights.instrumentation_scope.name == sc.INSTRUMENTATION_NAME
+    assert weights.attributes[sc.PHASE] == "weights_load"
+    assert weights.attributes[sc.PROCESS_KIND] == "worker"
+    assert sc.NATIVE not in weights.attributes
+    assert s.spans("Init device")[0].attributes[sc.PHASE] == "device_init"
+    status = s.installer.status
+    assert status["vllm.model_executor.model_loader.default_loader:DefaultModelLoader.load_weights"] == "applied"
+    # 0.10.1 has no v1 Executor.__init__: that row is for >= 0.14 and is not reported missing
+    call("vllm.v1.executor.abstract:Executor.get_class")
+    assert status["vllm.v1.executor.abstract:Executor.__init__"] == "out_of_range"
+    assert "vllm.v1.executor.abstract:Executor.__init__" not in s.rt.patch_missing
+
+
+def test_old_release_tokenizer_dispatch(start):
+    s = start("api_server", "0.10.1")
+    call("vllm.transformers_utils.tokenizer_group:init_tokenizer_from_configs")
+    [tok] = s.spans("Tokenizer init")
+    assert tok.attributes[sc.PHASE] == "tokenizer"
+
+
+def test_new_release_adopts_native_spans_without_duplicates(start):
+    s = start("worker", "0.33.0")
+    call("vllm.model_executor.model_loader.default_loader:DefaultModelLoader.load_weights")
+    [weights] = s.spans("Load weights")  # exactly one: vLLM's, not a second one of ours
+    assert weights.instrumentation_scope.name != sc.INSTRUMENTATION_NAME
+    assert weights.attributes[sc.PHASE] == "weights_load"
+    assert weights.attributes[sc.NATIVE] is True
+    assert s.installer.status[
+        "vllm.model_executor.model_loader.default_loader:DefaultModelLoader.load_weights"] == "native"
+    # parented to this process's span, in the same trace
+    assert weights.parent.span_id == s.rt.process_span.get_span_context().span_id
+    # what vLLM does not trace natively we add, with the same vocabulary
+    call("vllm.v1.worker.gpu_worker:Worker.determine_available_memory")
+    [kv] = s.spans("KV cache profiling")
+    assert kv.instrumentation_scope.name == sc.INSTRUMENTATION_NAME
+
+
+def test_new_release_tokenizer_is_renderer(start):
+    s = start("api_server", "0.33.0")
+    call("vllm.renderers.registry:renderer_from_config")
+    assert [sp.attributes[sc.PHASE] for sp in s.spans("Tokenizer init")] == ["tokenizer"]
+
+
+def test_missing_target_is_logged_once_recorded_and_never_raised(start, caplog):
+    target = "vllm.v1.engine.core:EngineCore._initialize_kv_caches"
+    with caplog.at_level(logging.WARNING, logger="vllm_otel_startup"):
+        s = start("engine_core", "0.33.0", drop=frozenset({target}))
+        call("vllm.v1.engine.core:EngineCore.__init__")  # the module imports and works
+    assert s.installer.status[target] == "missing"
+    assert target in s.rt.patch_missing
+    assert sum(target in r.getMessage() for r in caplog.records) == 1
+    s.rt.finish()
+    [proc] = s.spans(sc.ENGINE_CORE_PROCESS_SPAN)
+    assert target in proc.attributes[sc.PATCH_MISSING]
+
+
+def replace_body(module: str, qualname: str, new) -> None:
+    """Give the fake release's function (inside vLLM's and our wrappers) another body."""
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    while hasattr(obj, "__wrapped__"):
+        obj = obj.__wrapped__
+    obj.__code__ = new.__code__
+    obj.__globals__.update(new.__globals__)
+
+
+SEEN: dict = {}
+
+
+def _capture_env(self, *args, **kwargs):
+    SEEN.update({k: os.environ.get(k) for k in (ENV_PARENT, ENV_KIND)})
+
+
+def _boom(self, *args, **kwargs):
+    raise RuntimeError("model failed to load")
+
+
+def test_spawn_hands_the_trace_to_the_child_through_the_environment(start):
+    s = start("api_server", "0.33.0")
+    replace_body("vllm.v1.engine.utils", "CoreEngineProcManager.__init__", _capture_env)
+    call("vllm.v1.engine.utils:CoreEngineProcManager.__init__")
+    root_ctx = s.rt.process_span.get_span_context()
+    assert SEEN[ENV_KIND] == "engine_core"
+    assert SEEN[ENV_PARENT].split("-")[1] == f"{root_ctx.trace_id:032x}"
+    assert os.environ.get(ENV_PARENT) is None and os.environ.get(ENV_KIND) is None  # restored
+    [spawn] = s.spans("Engine spawn")
+    assert spawn.attributes[sc.PHASE] == "engine_spawn"
+
+
+def test_ready_point_ends_the_process_span_and_later_native_spans_are_dropped(start):
+    s = start("engine_core", "0.33.0")
+    call("vllm.v1.engine.core:EngineCoreProc.__init__")
+    [proc] = s.spans(sc.ENGINE_CORE_PROCESS_SPAN)
+    assert proc.attributes[sc.OUTCOME] == "ready"
+    assert s.rt.done
+    # a dummy run while serving must not look like startup
+    call("vllm.v1.engine.core:EngineCore._initialize_kv_caches")
+    assert s.spans("Prepare model") == []
+
+
+def test_failure_in_a_phase_marks_the_phase_and_the_process(start):
+    s = start("engine_core", "0.33.0")
+    replace_body("vllm.v1.engine.core", "EngineCoreProc.__init__", _boom)
+    try:
+        call("vllm.v1.engine.core:EngineCoreProc.__init__")
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the failure must propagate unchanged")
+    [proc] = s.spans(sc.ENGINE_CORE_PROCESS_SPAN)
+    assert proc.attributes[sc.OUTCOME] == "failed"
+    assert proc.status.status_code.name == "ERROR"
+    assert any(e.name == "exception" for e in proc.events)
+    [init] = s.spans("EngineCoreProc init")
+    assert init.status.status_code.name == "ERROR"
+
+
+def test_bootstrap_segments_are_named_and_cover_the_start(start):
+    s = start("api_server", "0.33.0")
+    call("vllm.entrypoints.common.startup:cli_env_setup")
+    call("vllm.entrypoints.cli.serve:ServeSubcommand.cmd")
+    call("vllm.engine.arg_utils:EngineArgs.create_engine_config")
+    names = [sp.name for sp in sorted(s.spans(), key=lambda x: x.start_time)]
+    assert names[:4] == [sc.INTERPRETER_START_SPAN, sc.IMPORTS_SPAN, sc.CLI_SPAN, sc.EVENT_LOOP_SPAN]
+    imports, cli = s.spans(sc.IMPORTS_SPAN)[0], s.spans(sc.CLI_SPAN)[0]
+    assert imports.end_time == cli.start_time
+    s.rt.finish()
+    [root] = s.spans(sc.ROOT_SPAN)
+    assert root.start_time == s.rt.info.create_ns
+    assert root.attributes[sc.UNEXPLAINED_S] < 0.05
