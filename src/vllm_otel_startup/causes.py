@@ -137,30 +137,53 @@ def _torch_counters() -> dict[tuple[str, str], int] | None:
     return {(g, k): int(counters[g][k]) for g, k in _COMPILE_COUNTERS}
 
 
+def _count_cpp_builds(rt: Runtime) -> None:
+    """Count Inductor's C++ compiler runs (CppBuilder.build runs only when generated code is not cached).
+    Installed once, in the process that compiles, when its first torch.compile span starts."""
+    if getattr(rt, "cpp_counter_installed", False):
+        return
+    rt.cpp_counter_installed = True  # type: ignore[attr-defined]
+    mod = sys.modules.get("torch._inductor.cpp_builder")
+    if mod is None:
+        try:
+            import torch._inductor.cpp_builder as mod  # noqa: PLC0415 - torch is loaded: we are compiling
+        except Exception:  # noqa: BLE001
+            return
+    import wrapt
+
+    def build(wrapped, instance, args, kwargs):
+        rt.count("cpp_builds")
+        return wrapped(*args, **kwargs)
+
+    wrapt.wrap_function_wrapper(mod, "CppBuilder.build", build)
+
+
 def _compile_start(rt: Runtime, span: Any) -> None:
-    rt.compile_snapshot = _torch_counters()  # type: ignore[attr-defined]
-    if os.environ.get("VOS_DEBUG_COUNTERS"):
-        u = sys.modules.get("torch._dynamo.utils")
-        rt.all_counters = {g: dict(c) for g, c in u.counters.items()} if u else {}
+    _count_cpp_builds(rt)
+    rt.compile_snapshot = (_torch_counters(), rt.counters.get("cpp_builds", 0))  # type: ignore[attr-defined]
 
 
 def _compile_ending(rt: Runtime, span: Any) -> None:
-    before = getattr(rt, "compile_snapshot", None)
+    before, cpp_before = getattr(rt, "compile_snapshot", (None, 0))
     after = _torch_counters()
     if before is None or after is None:
         return
     d = {k: after[k] - before[k] for k in after}
-    hits = d[("inductor", "fxgraph_cache_hit")]
-    misses = d[("inductor", "fxgraph_cache_miss")]
-    span.set_attribute(sc.COMPILE_FX_HITS, hits)
-    span.set_attribute(sc.COMPILE_FX_MISSES, misses)
-    span.set_attribute(sc.COMPILE_UNIQUE_GRAPHS, d[("stats", "unique_graphs")])
-    if hits or misses:
-        span.set_attribute(sc.COMPILE_CACHE_HIT, misses == 0)
-    if os.environ.get("VOS_DEBUG_COUNTERS"):
-        u = sys.modules.get("torch._dynamo.utils")
-        span.set_attribute("debug.counters_before", repr(getattr(rt, "all_counters", None)))
-        span.set_attribute("debug.counters_after", repr({g: dict(c) for g, c in u.counters.items()}))
+    fx_hits, fx_misses = d[("inductor", "fxgraph_cache_hit")], d[("inductor", "fxgraph_cache_miss")]
+    cpp = rt.counters.get("cpp_builds", 0) - cpp_before
+    graphs = d[("stats", "unique_graphs")]
+    span.set_attributes({
+        sc.COMPILE_FX_HITS: fx_hits,
+        sc.COMPILE_FX_MISSES: fx_misses,
+        sc.COMPILE_AUTOGRAD_HITS: d[("aot_autograd", "autograd_cache_hit")],
+        sc.COMPILE_AUTOGRAD_MISSES: d[("aot_autograd", "autograd_cache_miss")],
+        sc.COMPILE_UNIQUE_GRAPHS: graphs,
+        sc.COMPILE_CPP_BUILDS: cpp,
+    })
+    if fx_hits or fx_misses:  # Inductor's FX-graph cache decided (GPU / Triton path)
+        span.set_attribute(sc.COMPILE_CACHE_HIT, fx_misses == 0)
+    elif graphs:  # CPU path: generated C++ came from the cache iff the compiler never ran
+        span.set_attribute(sc.COMPILE_CACHE_HIT, cpp == 0)
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     if cache_dir:
         span.set_attribute(sc.COMPILE_CACHE_DIR, cache_dir)

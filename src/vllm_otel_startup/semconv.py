@@ -58,9 +58,12 @@ WEIGHTS_FILES = "vllm.weights.files"  # int
 WEIGHTS_GBPS = "vllm.weights.throughput_gb_per_s"  # float GB/s (1e9 bytes) over the Load weights span
 DOWNLOAD_BYTES = "vllm.weights.download_bytes"  # int By: bytes fetched from the hub during this start
 
-COMPILE_CACHE_HIT = "vllm.compile.cache_hit"  # bool: every compiled graph came from a cache
+COMPILE_CACHE_HIT = "vllm.compile.cache_hit"  # bool: compiled code came from a cache (no compile work)
 COMPILE_FX_HITS = "vllm.compile.inductor_cache_hits"  # int
 COMPILE_FX_MISSES = "vllm.compile.inductor_cache_misses"  # int
+COMPILE_AUTOGRAD_HITS = "vllm.compile.autograd_cache_hits"  # int
+COMPILE_AUTOGRAD_MISSES = "vllm.compile.autograd_cache_misses"  # int
+COMPILE_CPP_BUILDS = "vllm.compile.cpp_builds"  # int: C++ compiler runs for generated kernels (CPU)
 COMPILE_AOT_LOADED = "vllm.compile.aot_loaded"  # bool: AOT artifact loaded (no Dynamo run)
 COMPILE_AOT_LOAD_ERROR = "vllm.compile.aot_load_error"  # str: why an existing AOT artifact was not used
 COMPILE_UNIQUE_GRAPHS = "vllm.compile.unique_graphs"  # int: Dynamo graphs captured

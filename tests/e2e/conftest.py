@@ -1,0 +1,102 @@
+"""Session fixtures: real backends, a tiny model built offline, and real instrumented vLLM starts.
+
+Each start runs once per session and is shared by the tests that read it (a start costs ~1 minute).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import harness  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+
+
+def pytest_collection_modifyitems(config, items):
+    if not harness.VENV.joinpath("bin/vllm").exists():
+        pytest.exit(f"e2e environment missing at {harness.E2E_HOME}: run tests/e2e/bootstrap.sh first", 2)
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="session")
+def backends(workdir):
+    b = harness.Backends(workdir / "backends").start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(workdir) -> Path:
+    out = workdir / "tiny-model"
+    subprocess.run([harness.python(), str(Path(__file__).parent / "make_tiny_model.py"), str(out)],
+                   check=True, capture_output=True)
+    return out
+
+
+class Observed:
+    """A start as the backends saw it."""
+
+    def __init__(self, start: harness.Start, spans: list[harness.StoredSpan]) -> None:
+        self.start = start
+        self.spans = spans
+        roots = [s for s in spans if s.name == "vLLM startup"]
+        assert len(roots) == 1, f"expected one root, got {len(roots)}"
+        self.root = roots[0]
+
+    def named(self, name: str) -> list[harness.StoredSpan]:
+        return [s for s in self.spans if s.name == name]
+
+    def one(self, name: str) -> harness.StoredSpan:
+        found = self.named(name)
+        assert len(found) == 1, f"{name}: {len(found)} spans"
+        return found[0]
+
+    def file_docs(self) -> list[dict]:
+        path = self.start.trace_file_dir / f"{self.root.trace_id}.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _observe(backends, start: harness.Start) -> Observed:
+    return Observed(start, backends.trace_of_root(start.pid))
+
+
+@pytest.fixture(scope="session")
+def eager(backends, tiny_model, workdir) -> Observed:
+    """Eager start over OTLP http/protobuf through the collector, with secrets planted in argv and env."""
+    start = harness.serve(
+        tiny_model, workdir / "eager", backends,
+        args=["--enforce-eager", "--api-key", harness.SECRET_API_KEY,
+              "--allowed-origins", f'["https://admin:{harness.SECRET_URL_PASSWORD}@example.invalid"]'],
+        env={"HF_TOKEN": harness.SECRET_HF_TOKEN,
+             "MY_SERVICE_URL": f"https://svc:{harness.SECRET_URL_PASSWORD}@example.invalid/v1"},
+    )
+    return _observe(backends, start)
+
+
+@pytest.fixture(scope="session")
+def compiled_cold(backends, tiny_model, workdir) -> Observed:
+    """Default (torch.compile) start on an empty cache root, OTLP over gRPC."""
+    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, protocol="grpc"))
+
+
+@pytest.fixture(scope="session")
+def compiled_warm(backends, tiny_model, workdir, compiled_cold) -> Observed:
+    """The same start again with the same cache root."""
+    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends))
+
+
+@pytest.fixture(scope="session")
+def bad_model(backends, workdir) -> Observed:
+    start = harness.serve(workdir / "no-such-model", workdir / "bad", backends, expect_ready=False, timeout=300)
+    return _observe(backends, start)

