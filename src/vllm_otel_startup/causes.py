@@ -88,10 +88,7 @@ def prepare_weights(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: 
         total += st.st_size
         if st.st_mtime_ns >= rt.info.create_ns:  # written during this start: downloaded now
             fresh += st.st_size
-    if model and os.path.isdir(str(model)):
-        source = "local_dir"
-    else:
-        source = "hub_download" if fresh else "hub_cache"
+    source = "local_dir" if model and os.path.isdir(str(model)) else ("hub_download" if fresh else "hub_cache")
     attrs: dict[str, Any] = {sc.WEIGHTS_SOURCE: source, sc.WEIGHTS_FILES: len(files), sc.WEIGHTS_BYTES: total}
     if source == "hub_download":
         attrs[sc.DOWNLOAD_BYTES] = fresh

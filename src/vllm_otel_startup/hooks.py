@@ -7,6 +7,7 @@ should define it is logged once and recorded on the process span. Nothing here r
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
@@ -148,17 +149,15 @@ class Installer:
         wrapper = self._wrapper(point, emit_span=bool(point.span) and not native, is_async=is_async)
         wrapt.wrap_function_wrapper(parent, name, wrapper)
         new = vars(parent)[name] if inspect.isclass(parent) else getattr(parent, name)
-        try:
+        with contextlib.suppress(Exception):
             setattr(new, _MARK, point.target)
-        except Exception:  # noqa: BLE001
-            pass
         self._undo.append((parent, name, raw))
         self.rt.patch_applied += 1
         self.status[point.target] = "native" if native else "applied"
 
     # ---- wrappers -----------------------------------------------------------------------------------
     def _wrapper(self, point: PatchPoint, emit_span: bool, is_async: bool):
-        rt, tracer = self.rt, self.tracer
+        rt = self.rt
         hook = point.hook
 
         if hook == "marker":

@@ -42,10 +42,10 @@ if [ ! -f "$V/.vllm-ok" ]; then
   touch "$V/.vllm-ok"
 fi
 # Our package, always refreshed (editable: tests run against the working tree).
-"$UV" pip install -q -p "$V/bin/python" "${FIND_LINKS[@]}" --override "$OVR" -e "$REPO[test]"
+"$UV" pip install -q -p "$V/bin/python" "${FIND_LINKS[@]}" --override "$OVR" -e "$REPO[dev]"
 
 B="$HOME_DIR/venv-backends"
-if [ ! -f "$B/.ok" ]; then
+if [ "${VOS_E2E_BACKENDS:-1}" = "1" ] && [ ! -f "$B/.ok" ]; then
   log "creating $B with arize-phoenix and rotel"
   rm -rf "$B"
   "$UV" venv -q -p "$PY" "$B"

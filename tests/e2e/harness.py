@@ -76,6 +76,7 @@ class Backends:
     otlp_grpc: int = field(default_factory=free_port)
     otlp_http: int = field(default_factory=free_port)
     procs: list[subprocess.Popen] = field(default_factory=list)
+    logs: list = field(default_factory=list)
 
     def start(self) -> Backends:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -86,7 +87,7 @@ class Backends:
             env.pop(k)
         self.procs.append(subprocess.Popen(
             [str(BACKENDS / "bin/phoenix"), "serve"], env=env, start_new_session=True,
-            stdout=open(self.workdir / "phoenix.log", "wb"), stderr=subprocess.STDOUT))
+            stdout=self._log("phoenix"), stderr=subprocess.STDOUT))
         rotel = next((BACKENDS / "lib").glob("python3*/site-packages/rotel/rotel-agent"))
         self.procs.append(subprocess.Popen(
             [str(rotel), "start",
@@ -98,14 +99,21 @@ class Backends:
              "--otlp-exporter-metrics-endpoint", "http://127.0.0.1:9/v1/metrics",
              "--otlp-exporter-logs-endpoint", "http://127.0.0.1:9/v1/logs",
              "--otlp-receiver-logs-disabled"],
-            start_new_session=True, stdout=open(self.workdir / "rotel.log", "wb"), stderr=subprocess.STDOUT))
+            start_new_session=True, stdout=self._log("rotel"), stderr=subprocess.STDOUT))
         wait_until(lambda: http_get(f"http://127.0.0.1:{self.phoenix_http}/healthz")[0] == 200, 180, "Phoenix")
         wait_until(lambda: _listening(self.otlp_http), 30, "rotel")
         return self
 
+    def _log(self, name: str):
+        f = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - open as long as the server runs
+        self.logs.append(f)
+        return f
+
     def stop(self) -> None:
         for p in reversed(self.procs):
             _stop(p)
+        for f in self.logs:
+            f.close()
 
     # ---- Phoenix queries ---------------------------------------------------------------------------
     def all_spans(self) -> list[dict[str, Any]]:

@@ -7,7 +7,15 @@ import time
 import psutil
 
 from vllm_otel_startup.process import (
-    API_SERVER, ENGINE_CORE, ENV_KIND, HELPER, OTHER, REDACTED, classify, create_time_ns, redact_argv,
+    API_SERVER,
+    ENGINE_CORE,
+    ENV_KIND,
+    HELPER,
+    OTHER,
+    REDACTED,
+    classify,
+    create_time_ns,
+    redact_argv,
 )
 
 

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command (README): installs what it needs (tests/e2e/bootstrap.sh), then lint, unit and
+# end-to-end tests. Extra arguments go to pytest, e.g. `bash tests/run.sh tests/unit`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tests/e2e/bootstrap.sh >/dev/null
+V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"
+"$V/bin/python" -m ruff check src tests scripts
+exec "$V/bin/python" -m pytest -rA -v "${@:-tests}"
