@@ -48,6 +48,9 @@ def _config_facts(vllm_config: Any) -> dict[str, Any]:
         mode = getattr(cc, "mode", getattr(cc, "level", None))
         if mode is not None:
             facts[sc.COMPILATION_MODE] = getattr(mode, "name", str(mode))
+        sizes = getattr(cc, "cudagraph_capture_sizes", None)
+        if sizes is not None:
+            facts[sc.CUDAGRAPH_CAPTURE_SIZES] = len(sizes)
     if dc is not None and getattr(dc, "device_type", None):
         facts[sc.DEVICE] = str(dc.device_type)
     return facts
@@ -198,7 +201,36 @@ def _weights_ending(rt: Runtime, span: Any) -> None:
             span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
 
 
+def _count_graph_captures(rt: Runtime) -> None:
+    """Count CUDA-graph captures (CUDAGraph.capture_begin) in the process that captures. Installed when its
+    first capture span starts, so torch.cuda is never touched by us anywhere else (never in the API server)."""
+    if getattr(rt, "graph_counter_installed", False):
+        return
+    rt.graph_counter_installed = True  # type: ignore[attr-defined]
+    graphs = sys.modules.get("torch.cuda.graphs")
+    if graphs is None or not hasattr(getattr(graphs, "CUDAGraph", None), "capture_begin"):
+        return
+    import wrapt
+
+    def capture_begin(wrapped, instance, args, kwargs):
+        rt.count("cudagraphs")
+        return wrapped(*args, **kwargs)
+
+    wrapt.wrap_function_wrapper(graphs, "CUDAGraph.capture_begin", capture_begin)
+
+
+def _capture_start(rt: Runtime, span: Any) -> None:
+    _count_graph_captures(rt)
+    rt.graphs_before = rt.counters.get("cudagraphs", 0)  # type: ignore[attr-defined]
+
+
+def _capture_ending(rt: Runtime, span: Any) -> None:
+    if getattr(rt, "graph_counter_installed", False):
+        span.set_attribute(sc.CUDAGRAPH_COUNT, rt.counters.get("cudagraphs", 0) - getattr(rt, "graphs_before", 0))
+
+
 PHASE_PROBES: dict[str, tuple[Callable[[Runtime, Any], None] | None, Callable[[Runtime, Any], None] | None]] = {
     "torch_compile": (_compile_start, _compile_ending),
     "weights_load": (None, _weights_ending),
+    "cudagraph_capture": (_capture_start, _capture_ending),
 }

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from . import semconv as sc
 
 API, CORE, WORKER, ANY = "api_server", "engine_core", "worker", "any"
+HOOKS = frozenset({"span", "spawn", "ready", "guard", "marker", "cli_main", "ctx", "enrich"})
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     # ---- EngineCore ---------------------------------------------------------------------------------
     P("vllm.v1.engine.core:EngineCoreProc.__init__", "EngineCoreProc init", "engine_core_init", CORE,
       hook="ready", native_since="0.16"),
-    P("vllm.v1.engine.core:EngineCore.__init__", "Engine init", "engine_init", CORE, probe="engine_init"),
+    P("vllm.v1.engine.core:EngineCore.__init__", "Engine init", "engine_init", CORE),
     P("vllm.executor.executor_base:ExecutorBase.__init__", "Executor init", "executor_init", CORE, "<0.14"),
     P("vllm.v1.executor.abstract:Executor.__init__", "Executor init", "executor_init", CORE, ">=0.14",
       native_since="0.16"),
@@ -150,12 +151,12 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P("vllm.v1.worker.cpu_model_runner:CPUModelRunner.warming_up_model", "Warmup (CPU)", "compile_warmup",
       ANY, native_since="0.16"),
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model", "Capture model", "cudagraph_capture",
-      ANY, native_since="0.16", probe="cudagraph"),
+      ANY, native_since="0.16"),
     P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.capture_model", "Capture model", "cudagraph_capture",
-      ANY, ">=0.14", probe="cudagraph"),
+      ANY, ">=0.14"),
     # ---- torch.compile ---------------------------------------------------------------------------------
     P("vllm.compilation.monitor:monitor_torch_compile", "torch.compile", "torch_compile", ANY, ">=0.18",
-      "ctx", probe="torch_compile"),
+      "ctx"),
     P("vllm.compilation.backends:CompilerManager.compile", "Compile graph", "compile_graph", ANY,
       native_since="0.16"),
     P("vllm.compilation.backends:PiecewiseCompileInterpreter.run", "Inductor compilation", "inductor_compile",

@@ -72,7 +72,7 @@ COMPILE_CACHE_DIR = "vllm.compile.cache_dir"  # str
 KV_CACHE_BYTES = "vllm.kv_cache.bytes"  # int By: memory given to the KV cache
 KV_CACHE_BLOCKS = "vllm.kv_cache.blocks"  # int
 CUDAGRAPH_COUNT = "vllm.cudagraph.count"  # int: CUDA graphs captured
-CUDAGRAPH_CAPTURE_SIZES = "vllm.cudagraph.capture_sizes"  # int: distinct batch sizes captured
+CUDAGRAPH_CAPTURE_SIZES = "vllm.cudagraph.capture_sizes"  # int: batch sizes configured for capture
 
 ERROR_TYPE = "error.type"  # OTel semconv
 

@@ -1,0 +1,49 @@
+"""The vocabulary is one contract: the table, the semantic-convention module and docs/telemetry.md agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_otel_startup import causes
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.patch_points import HOOKS, NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
+
+
+def test_every_row_is_well_formed():
+    for p in PATCH_POINTS:
+        assert ":" in p.target and p.hook in HOOKS, p
+        assert p.phase in sc.PHASES, p
+        assert p.probe is None or p.probe in causes.CALL_PROBES, p
+        if p.native_since:
+            assert NATIVE_SPANS.get(p.span) == p.phase, p  # our fallback uses vLLM's own name
+    assert len({p.target for p in PATCH_POINTS}) == len(PATCH_POINTS)
+
+
+def test_every_span_name_maps_to_one_documented_phase():
+    for name, phase in SPAN_PHASES.items():
+        assert phase in sc.PHASES, name
+        assert f"`{name}`" in DOC, f"span name {name!r} not documented"
+    for phase in sc.PHASES:
+        assert f"`{phase}`" in DOC, f"phase {phase!r} not documented"
+
+
+def test_every_attribute_is_documented():
+    names = [v for k, v in vars(sc).items() if k.isupper() and isinstance(v, str) and "." in v and " " not in v]
+    assert names
+    for name in names:
+        assert f"`{name}`" in DOC, f"attribute {name!r} not documented"
+
+
+def test_every_patch_target_is_documented():
+    for p in PATCH_POINTS:
+        assert f"`{p.target}`" in DOC, p.target
+
+
+def test_generated_tables_in_the_doc_match_the_code():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gen_docs.py"
+    assert subprocess.run([sys.executable, str(script), "--check"]).returncode == 0
