@@ -71,6 +71,8 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         installer = Installer(rt, tracer)
         installer.install()
         atexit.register(_at_exit, rt)
+        if hasattr(os, "register_at_fork"):  # VLLM_WORKER_MULTIPROC_METHOD=fork: children run no sitecustomize
+            os.register_at_fork(after_in_child=rt.after_fork_in_child)
         VllmStartupInstrumentor._runtime = rt
         VllmStartupInstrumentor._installer = installer
 

@@ -14,7 +14,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from . import semconv as sc
-from .process import API_SERVER, ENGINE_CORE, ENV_PARENT, WORKER, ProcessInfo
+from .process import API_SERVER, ENGINE_CORE, ENV_KIND, ENV_PARENT, ENV_RANK, WORKER, ProcessInfo
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -81,7 +81,24 @@ class Runtime:
             self._token = None
 
     # ---- lifecycle ------------------------------------------------------------------------------------
-    def start(self) -> None:
+    def after_fork_in_child(self) -> None:
+        """A forked child inherits this process's state (hooks, provider, even our runtime) but runs no
+        sitecustomize: become the EngineCore / worker the parent announced, or go quiet."""
+        kind = os.environ.get(ENV_KIND)
+        self._lock = threading.Lock()
+        if not self.active or kind not in (ENGINE_CORE, WORKER):
+            self.active, self.done = False, True
+            return
+        now = time.time_ns()
+        rank = os.environ.get(ENV_RANK, "")
+        self.info = ProcessInfo(kind=kind, pid=os.getpid(), create_ns=now, create_source="fork", hook_ns=now,
+                                argv=self.info.argv, rank=int(rank) if kind == WORKER and rank.isdigit() else None)
+        self.done = False
+        self.facts, self.pending, self.counters, self.local = {}, {}, {}, []
+        self.patch_missing, self.last_error, self._segment = [], None, None
+        self.start(segment=sc.PROCESS_ENTRY_SPAN)
+
+    def start(self, segment: str = sc.IMPORTS_SPAN) -> None:
         info = self.info
         if info.kind == API_SERVER:
             parent = context.Context()  # a new trace per start
@@ -108,7 +125,7 @@ class Runtime:
         # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
         self._token = context.attach(trace.set_span_in_context(self.process_span))
         self._emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns)
-        self._segment = (sc.IMPORTS_SPAN, info.hook_ns)
+        self._segment = (segment, info.hook_ns)
 
     def _emit(self, name: str, start_ns: int, end_ns: int) -> None:
         if end_ns <= start_ns or self.process_span is None:
