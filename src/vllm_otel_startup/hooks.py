@@ -210,11 +210,16 @@ class Installer:
             return ctx
 
         def before():
-            span_cm = self._start(point) if emit_span and rt.active and not rt.done else None
-            span = span_cm.__enter__() if span_cm is not None else None
-            if span is not None:
+            if not (emit_span and rt.active and not rt.done):
+                return None, None
+            try:
+                span_cm = self._start(point)
+                span = span_cm.__enter__()
                 causes.call_probe_before(point.probe, rt, span)
-            return span_cm, span
+                return span_cm, span
+            except Exception:  # noqa: BLE001 - the call goes on untraced
+                _log.debug("could not open span %s", point.span, exc_info=True)
+                return None, None
 
         def spawn_env(parent_ctx, args, kwargs):
             if hook != "spawn" or not rt.active or rt.done:
@@ -244,6 +249,12 @@ class Installer:
                     os.environ[k] = v
 
         def after(span_cm, span, instance, args, kwargs, result, exc):
+            try:
+                _after(span_cm, span, instance, args, kwargs, result, exc)
+            except Exception:  # noqa: BLE001 - never mask the call's own result or exception
+                _log.debug("after-hook failed for %s", point.target, exc_info=True)
+
+        def _after(span_cm, span, instance, args, kwargs, result, exc):
             if span is not None and point.probe and exc is None:
                 probe = causes.CALL_PROBES.get(point.probe)
                 if probe:

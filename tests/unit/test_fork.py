@@ -6,7 +6,6 @@ import json
 import os
 import time
 
-from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
