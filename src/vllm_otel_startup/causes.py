@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import semconv as sc
+from .process import redact_url
 from .runtime import Runtime
 
 
@@ -32,10 +33,10 @@ def _config_facts(vllm_config: Any) -> dict[str, Any]:
     dc = getattr(vllm_config, "device_config", None)
     facts: dict[str, Any] = {}
     if mc is not None:
-        facts[sc.MODEL] = str(getattr(mc, "model", ""))
+        facts[sc.MODEL] = redact_url(str(getattr(mc, "model", "")))  # e.g. s3://key:secret@bucket/...
         served = getattr(mc, "served_model_name", None)
         if served:
-            facts[sc.SERVED_MODEL_NAME] = str(served if isinstance(served, str) else served[0])
+            facts[sc.SERVED_MODEL_NAME] = redact_url(str(served if isinstance(served, str) else served[0]))
         facts[sc.DTYPE] = str(getattr(mc, "dtype", "")).replace("torch.", "")
         facts[sc.ENFORCE_EAGER] = bool(getattr(mc, "enforce_eager", False))
         if getattr(mc, "max_model_len", None) is not None:

@@ -80,6 +80,11 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
 REDACTED = "<redacted>"
 
 
+def redact_url(value: str) -> str:
+    """Blank the user-info (``user:password@``) of every URL in ``value``."""
+    return _URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", value)
+
+
 def redact_argv(argv: list[str]) -> list[str]:
     """Blank the values of secret-looking flags and the user-info of URLs."""
     out: list[str] = []
@@ -96,7 +101,7 @@ def redact_argv(argv: list[str]) -> list[str]:
                 out.append(arg)
                 hide_next = True
             continue
-        out.append(_URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", arg))
+        out.append(redact_url(arg))
     return out
 
 

@@ -16,6 +16,7 @@ from vllm_otel_startup.process import (
     classify,
     create_time_ns,
     redact_argv,
+    redact_url,
 )
 
 
@@ -52,3 +53,8 @@ def test_secrets_in_argv_are_redacted():
     assert out[:4] == ["vllm", "serve", "m", "--api-key"] and out[4] == REDACTED
     assert "--hf-token=" + REDACTED in out
     assert "8000" in out and "https://" + REDACTED + "@collector:4318" in out
+
+
+def test_urls_lose_their_credentials_anywhere():
+    assert redact_url("s3://AKIA:secret@bucket/model") == "s3://" + REDACTED + "@bucket/model"
+    assert redact_url("/models/llama") == "/models/llama"
