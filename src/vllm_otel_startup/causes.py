@@ -10,6 +10,7 @@ Two kinds, both fail-soft (a probe that fails only loses its attributes):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -138,29 +139,32 @@ def _torch_counters() -> dict[tuple[str, str], int] | None:
     return {(g, k): int(counters[g][k]) for g, k in _COMPILE_COUNTERS}
 
 
-def _count_cpp_builds(rt: Runtime) -> None:
-    """Count Inductor's C++ compiler runs (CppBuilder.build runs only when generated code is not cached).
-    Installed once, in the process that compiles, when its first torch.compile span starts."""
-    if getattr(rt, "cpp_counter_installed", False):
-        return
-    rt.cpp_counter_installed = True  # type: ignore[attr-defined]
-    mod = sys.modules.get("torch._inductor.cpp_builder")
-    if mod is None:
-        try:
-            import torch._inductor.cpp_builder as mod  # noqa: PLC0415 - torch is loaded: we are compiling
-        except Exception:  # noqa: BLE001
-            return
-    import wrapt
+def count_calls(rt: Runtime, module: str, qualname: str, key: str) -> bool:
+    """Count calls of ``module:qualname`` into ``rt.counters[key]`` from now on, in this process only.
+    Installed lazily, once, by the phase that needs it (the module is loaded by then); False if absent."""
+    installed: dict[str, bool] = rt.__dict__.setdefault("call_counters", {})
+    if key not in installed:
+        installed[key] = False
+        mod = sys.modules.get(module)
+        owner = getattr(mod, qualname.split(".")[0], None) if mod is not None else None
+        if owner is not None and hasattr(owner, qualname.split(".")[-1]):
+            import wrapt
 
-    def build(wrapped, instance, args, kwargs):
-        rt.count("cpp_builds")
-        return wrapped(*args, **kwargs)
+            def counted(wrapped, instance, args, kwargs):
+                rt.count(key)
+                return wrapped(*args, **kwargs)
 
-    wrapt.wrap_function_wrapper(mod, "CppBuilder.build", build)
+            wrapt.wrap_function_wrapper(mod, qualname, counted)
+            installed[key] = True
+    return installed[key]
 
 
 def _compile_start(rt: Runtime, span: Any) -> None:
-    _count_cpp_builds(rt)
+    if "torch._inductor.cpp_builder" not in sys.modules:
+        with contextlib.suppress(Exception):
+            import torch._inductor.cpp_builder  # noqa: F401 - torch is loaded: this process is compiling
+    # CppBuilder.build runs only when generated C++ is not in Inductor's cache
+    count_calls(rt, "torch._inductor.cpp_builder", "CppBuilder.build", "cpp_builds")
     rt.compile_snapshot = (_torch_counters(), rt.counters.get("cpp_builds", 0))  # type: ignore[attr-defined]
 
 
@@ -202,31 +206,14 @@ def _weights_ending(rt: Runtime, span: Any) -> None:
             span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
 
 
-def _count_graph_captures(rt: Runtime) -> None:
-    """Count CUDA-graph captures (CUDAGraph.capture_begin) in the process that captures. Installed when its
-    first capture span starts, so torch.cuda is never touched by us anywhere else (never in the API server)."""
-    if getattr(rt, "graph_counter_installed", False):
-        return
-    rt.graph_counter_installed = True  # type: ignore[attr-defined]
-    graphs = sys.modules.get("torch.cuda.graphs")
-    if graphs is None or not hasattr(getattr(graphs, "CUDAGraph", None), "capture_begin"):
-        return
-    import wrapt
-
-    def capture_begin(wrapped, instance, args, kwargs):
-        rt.count("cudagraphs")
-        return wrapped(*args, **kwargs)
-
-    wrapt.wrap_function_wrapper(graphs, "CUDAGraph.capture_begin", capture_begin)
-
-
 def _capture_start(rt: Runtime, span: Any) -> None:
-    _count_graph_captures(rt)
+    # in the process that captures, when its capture span starts: torch.cuda is never touched elsewhere
+    count_calls(rt, "torch.cuda.graphs", "CUDAGraph.capture_begin", "cudagraphs")
     rt.graphs_before = rt.counters.get("cudagraphs", 0)  # type: ignore[attr-defined]
 
 
 def _capture_ending(rt: Runtime, span: Any) -> None:
-    if getattr(rt, "graph_counter_installed", False):
+    if rt.__dict__.get("call_counters", {}).get("cudagraphs"):
         span.set_attribute(sc.CUDAGRAPH_COUNT, rt.counters.get("cudagraphs", 0) - getattr(rt, "graphs_before", 0))
 
 

@@ -26,8 +26,9 @@ class Span:
     end: int
     attrs: dict[str, Any]
     resource: dict[str, Any]
-    status: int = 0
+    status: int = 0  # OTLP status code: 0 unset, 1 ok, 2 error
     status_message: str = ""
+    events: list[dict[str, Any]] = field(default_factory=list)
     children: list[Span] = field(default_factory=list)
 
     @property
@@ -65,6 +66,8 @@ def parse_otlp(doc: dict[str, Any]) -> list[Span]:
                     name=s["name"], start=int(s["startTimeUnixNano"]), end=int(s["endTimeUnixNano"]),
                     attrs=_attrs(s.get("attributes")), resource=res,
                     status=int(status.get("code", 0)), status_message=status.get("message", ""),
+                    events=[{"name": e.get("name", ""), "attributes": _attrs(e.get("attributes"))}
+                            for e in s.get("events", [])],
                 ))
     return out
 

@@ -47,17 +47,17 @@ def tiny_model(workdir) -> Path:
 class Observed:
     """A start as the backends saw it."""
 
-    def __init__(self, start: harness.Start, spans: list[harness.StoredSpan]) -> None:
+    def __init__(self, start: harness.Start, spans: list[harness.Span]) -> None:
         self.start = start
         self.spans = spans
         roots = [s for s in spans if s.name == "vLLM startup"]
         assert len(roots) == 1, f"expected one root, got {len(roots)}"
         self.root = roots[0]
 
-    def named(self, name: str) -> list[harness.StoredSpan]:
+    def named(self, name: str) -> list[harness.Span]:
         return [s for s in self.spans if s.name == name]
 
-    def one(self, name: str) -> harness.StoredSpan:
+    def one(self, name: str) -> harness.Span:
         found = self.named(name)
         assert len(found) == 1, f"{name}: {len(found)} spans"
         return found[0]

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vllm_otel_startup.report import Span
+
 E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e"))
 VENV = E2E_HOME / "venv-vllm"
 BACKENDS = E2E_HOME / "venv-backends"
@@ -131,13 +133,13 @@ class Backends:
             if not cursor:
                 return out
 
-    def trace_of_root(self, pid: int, timeout: float = 30) -> list[StoredSpan]:
+    def trace_of_root(self, pid: int, timeout: float = 30) -> list[Span]:
         """The spans of the start whose root carries process.pid == pid (waits for late exports)."""
-        found: list[StoredSpan] = []
+        found: list[Span] = []
 
         def ready() -> bool:
             nonlocal found
-            spans = [StoredSpan.from_phoenix(s) for s in self.all_spans()]
+            spans = [from_phoenix(s) for s in self.all_spans()]
             roots = [s for s in spans if s.name == "vLLM startup" and s.attrs.get("process.pid") == pid]
             if not roots:
                 return False
@@ -162,28 +164,15 @@ def _ts(iso: str) -> int:
     return int(t.timestamp()) * 1_000_000_000 + t.microsecond * 1000
 
 
-@dataclass
-class StoredSpan:
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    name: str
-    start: int
-    end: int
-    attrs: dict[str, Any]
-    status: str
-    status_message: str
-    events: list[dict[str, Any]]
+_STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}
 
-    @classmethod
-    def from_phoenix(cls, s: dict[str, Any]) -> StoredSpan:
-        return cls(s["context"]["trace_id"], s["context"]["span_id"], s.get("parent_id"), s["name"],
-                   _ts(s["start_time"]), _ts(s["end_time"]), s.get("attributes") or {},
-                   s.get("status_code", "UNSET"), s.get("status_message") or "", s.get("events") or [])
 
-    @property
-    def duration(self) -> float:
-        return (self.end - self.start) / 1e9
+def from_phoenix(s: dict[str, Any]) -> Span:
+    """A span as Phoenix's REST API returns it, in the report's model (Phoenix gives no resource)."""
+    return Span(s["context"]["trace_id"], s["context"]["span_id"], s.get("parent_id"), s["name"],
+                _ts(s["start_time"]), _ts(s["end_time"]), s.get("attributes") or {}, {},
+                status=_STATUS.get(s.get("status_code", "UNSET"), 0), status_message=s.get("status_message") or "",
+                events=s.get("events") or [])
 
 
 # ---- vLLM starts ---------------------------------------------------------------------------------------

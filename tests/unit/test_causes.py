@@ -1,0 +1,48 @@
+"""Cause probes that count library calls (C++ builds, CUDA-graph captures), on stand-in modules."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from vllm_otel_startup import causes
+from vllm_otel_startup import semconv as sc
+
+
+class _Span:
+    def __init__(self):
+        self.attributes = {}
+
+    def set_attribute(self, k, v):
+        self.attributes[k] = v
+
+
+def test_cuda_graph_captures_are_counted_on_the_capture_span(start, monkeypatch):
+    """A stand-in torch.cuda.graphs (no GPU here): the count comes from CUDAGraph.capture_begin calls."""
+    mod = types.ModuleType("torch.cuda.graphs")
+
+    class CUDAGraph:
+        def capture_begin(self, *a, **k):
+            return None
+
+    mod.CUDAGraph = CUDAGraph
+    monkeypatch.setitem(sys.modules, "torch.cuda.graphs", mod)
+    s = start("worker", "0.33.0")
+    span = _Span()
+    begin, end = causes.PHASE_PROBES["cudagraph_capture"]
+    begin(s.rt, span)
+    for _ in range(5):
+        mod.CUDAGraph().capture_begin()
+    end(s.rt, span)
+    assert span.attributes[sc.CUDAGRAPH_COUNT] == 5
+
+
+def test_no_torch_cuda_means_no_count_and_no_error(start, monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch.cuda.graphs", raising=False)
+    s = start("worker", "0.33.0")
+    span = _Span()
+    begin, end = causes.PHASE_PROBES["cudagraph_capture"]
+    begin(s.rt, span)
+    end(s.rt, span)
+    assert sc.CUDAGRAPH_COUNT not in span.attributes
+    assert "torch.cuda.graphs" not in sys.modules  # never imported by us
