@@ -63,6 +63,10 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=provider)
         rt = Runtime(info, tracer, provider)
         if hasattr(provider, "add_span_processor"):
+            from .ids import UrandomIdGenerator
+
+            # vLLM seeds Python's global random (set_random_seed): the SDK's default ids would repeat
+            provider.id_generator = UrandomIdGenerator()
             provider.add_span_processor(StartupSpanProcessor(rt))
             sampler = getattr(provider, "sampler", None)
             if sampler is not None:  # tracers made from now on (vLLM makes one per call) use it

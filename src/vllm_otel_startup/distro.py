@@ -87,4 +87,8 @@ class VllmStartupConfigurator(_OTelSDKConfigurator):
         attrs = resource_attributes()
         attrs.update(kwargs.get("resource_attributes") or {})
         kwargs["resource_attributes"] = attrs
+        if not os.environ.get("OTEL_PYTHON_ID_GENERATOR"):
+            from .ids import UrandomIdGenerator
+
+            kwargs.setdefault("id_generator", UrandomIdGenerator())
         super()._configure(**kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from typing import Any
@@ -179,10 +180,14 @@ class Runtime:
             return
 
         def run() -> None:
+            t0 = time.monotonic()
             try:
                 flush(30_000)
             except Exception:  # noqa: BLE001 - telemetry never raises into the host
                 _log.debug("flush failed", exc_info=True)
+            if os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DEBUG"):
+                print(f"[vllm-otel-startup] {self.info.kind} pid {os.getpid()} flushed in "
+                      f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
 
         t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
         t.start()

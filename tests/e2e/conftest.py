@@ -16,6 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import harness  # noqa: E402
 
+from vllm_otel_startup import report  # noqa: E402
+
 pytestmark = pytest.mark.e2e
 
 
@@ -63,12 +65,22 @@ class Observed:
         return found[0]
 
     def file_docs(self) -> list[dict]:
-        path = self.start.trace_file_dir / f"{self.root.trace_id}.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return file_docs(self.start, self.root.trace_id)
+
+    def file_spans(self) -> list[report.Span]:
+        return [s for d in self.file_docs() for s in report.parse_otlp(d)]
+
+
+def file_docs(start: harness.Start, trace_id: str) -> list[dict]:
+    path = start.trace_file_dir / f"{trace_id}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _observe(backends, start: harness.Start) -> Observed:
-    return Observed(start, backends.trace_of_root(start.pid))
+    """What Phoenix holds for this start, once it holds as many spans as the start's local file."""
+    first = backends.trace_of_root(start.pid)
+    written = sum(len(report.parse_otlp(d)) for d in file_docs(start, first[0].trace_id))
+    return Observed(start, backends.trace_of_root(start.pid, expect=written))
 
 
 @pytest.fixture(scope="session")
