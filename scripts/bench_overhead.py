@@ -46,6 +46,65 @@ def interp(n: int) -> dict:
             "added_ms": 1e3 * (statistics.median(on) - statistics.median(off))}
 
 
+HOOK_COST = """
+import time, opentelemetry.instrumentation.instrumentor, opentelemetry.sdk.trace, wrapt  # loaded by then
+t = time.perf_counter()
+from vllm_otel_startup import VllmStartupInstrumentor
+VllmStartupInstrumentor().instrument(skip_dep_check=True)
+print(time.perf_counter() - t)
+"""
+
+
+def hook_cost(n: int) -> dict:
+    """Our share alone, inside fresh `python -c` processes (an 'other' process: classify and return);
+    the paired whole-interpreter figure above is dominated by the SDK's own start-up and its noise."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    runs = [float(subprocess.run([sys.executable, "-c", HOOK_COST], env=base, check=True, capture_output=True,
+                                 text=True).stdout) for _ in range(n)]
+    return {"runs": n, "median_ms": 1e3 * statistics.median(runs), "max_ms": 1e3 * max(runs)}
+
+
+def call_cost(n: int = 20000) -> dict:
+    """Cost of one patched call that opens and ends a span (our wrapper + processor + batch export queue),
+    against the bare call, in this process. Times the spans one start emits gives the work we add."""
+    import wrapt
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from vllm_otel_startup.file_exporter import StartupFileExporter
+    from vllm_otel_startup.hooks import Installer
+    from vllm_otel_startup.patch_points import PatchPoint
+    from vllm_otel_startup.process import ProcessInfo
+    from vllm_otel_startup.processor import StartupSpanProcessor
+    from vllm_otel_startup.runtime import Runtime
+
+    with tempfile.TemporaryDirectory() as d:
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(StartupFileExporter(d), max_queue_size=n + 10))
+        tracer = provider.get_tracer("vllm_otel_startup")
+        now = time.time_ns()
+        rt = Runtime(ProcessInfo("worker", os.getpid(), now, "proc", now, ["bench"]), tracer, provider)
+        provider.add_span_processor(StartupSpanProcessor(rt))
+        rt.start()
+        point = PatchPoint("bench:noop", "Load weights", "weights_load", "any")
+
+        def noop():
+            return None
+
+        wrapped = wrapt.FunctionWrapper(noop, Installer(rt, tracer)._wrapper(point, emit_span=True, is_async=False))
+        t = time.perf_counter()
+        for _ in range(n):
+            noop()
+        bare = (time.perf_counter() - t) / n
+        t = time.perf_counter()
+        for _ in range(n):
+            wrapped()
+        traced = (time.perf_counter() - t) / n
+        rt.detach()
+        provider.shutdown()
+    return {"calls": n, "per_call_us": 1e6 * (traced - bare)}
+
+
 def starts(n: int, mode: str, workdir: Path) -> dict:
     model = workdir / "tiny-model"
     if not model.exists():
@@ -81,6 +140,10 @@ def main() -> None:
     print(f"interpreter start, {args.interp} interleaved pairs ...", flush=True)
     result["interpreter"] = r = interp(args.interp)
     print(f"  enabled {r['median_on_ms']:.1f} ms, disabled {r['median_off_ms']:.1f} ms, added {r['added_ms']:+.1f} ms")
+    result["hook"] = h = hook_cost(args.interp)
+    print(f"  our instrumentor in a non-vLLM process: median {h['median_ms']:.2f} ms, max {h['max_ms']:.2f} ms")
+    result["call"] = c = call_cost()
+    print(f"  one traced call (span open/close, processor, export queue): {c['per_call_us']:.1f} us")
     if args.starts:
         print(f"whole start ({args.mode}), {args.starts} pairs ...", flush=True)
         with tempfile.TemporaryDirectory(prefix="vos-bench-") as d:
