@@ -58,6 +58,11 @@ print(time.perf_counter() - t)
 def hook_cost(n: int) -> dict:
     """Our share alone, inside fresh `python -c` processes (an 'other' process: classify and return);
     the paired whole-interpreter figure above is dominated by the SDK's own start-up and its noise."""
+    import compileall
+
+    # as after `pip install` (which writes bytecode): an editable checkout under PYTHONDONTWRITEBYTECODE=1
+    # would otherwise recompile our sources in every process
+    compileall.compile_dir(str(HERE.parent / "src" / "vllm_otel_startup"), quiet=1)
     base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     runs = [float(subprocess.run([sys.executable, "-c", HOOK_COST], env=base, check=True, capture_output=True,
                                  text=True).stdout) for _ in range(n)]

@@ -10,7 +10,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from functools import lru_cache
 
 # Environment handed to spawned children (set around Process.start(), restored right after).
 ENV_PARENT = "OTEL_PYTHON_VLLM_STARTUP_TRACEPARENT"  # W3C traceparent of the span the child hangs under
@@ -75,14 +75,20 @@ def create_time_ns() -> tuple[int, str]:
 
 
 # ---- secrets: what of argv / env may leave the process --------------------------------------------
-_SECRET_FLAG = re.compile(r"(api[-_]?key|token|secret|passw(or)?d|credential|auth)", re.I)
-_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
 REDACTED = "<redacted>"
+
+
+@lru_cache(maxsize=1)
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:  # compiled on first use, not at every start
+    return (
+        re.compile(r"(api[-_]?key|token|secret|passw(or)?d|credential|auth)", re.I),
+        re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@"),
+    )
 
 
 def redact_url(value: str) -> str:
     """Blank the user-info (``user:password@``) of every URL in ``value``."""
-    return _URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", value)
+    return _patterns()[1].sub(lambda m: m.group("scheme") + REDACTED + "@", value)
 
 
 def redact_argv(argv: list[str]) -> list[str]:
@@ -94,7 +100,7 @@ def redact_argv(argv: list[str]) -> list[str]:
             out.append(REDACTED)
             hide_next = False
             continue
-        if arg.startswith("-") and _SECRET_FLAG.search(arg):
+        if arg.startswith("-") and _patterns()[0].search(arg):
             if "=" in arg:
                 out.append(arg.split("=", 1)[0] + "=" + REDACTED)
             else:
@@ -105,15 +111,15 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
-@dataclass
 class ProcessInfo:
-    kind: str
-    pid: int
-    create_ns: int
-    create_source: str
-    hook_ns: int
-    argv: list[str]
-    rank: int | None = None
+    """Who this process is. (A plain class: a dataclass costs ~1 ms to build at every interpreter start.)"""
+
+    __slots__ = ("kind", "pid", "create_ns", "create_source", "hook_ns", "argv", "rank")
+
+    def __init__(self, kind: str, pid: int, create_ns: int, create_source: str, hook_ns: int, argv: list[str],
+                 rank: int | None = None) -> None:
+        self.kind, self.pid, self.create_ns, self.create_source = kind, pid, create_ns, create_source
+        self.hook_ns, self.argv, self.rank = hook_ns, argv, rank
 
     @classmethod
     def current(cls) -> ProcessInfo:
