@@ -109,6 +109,14 @@ def compiled_warm(backends, tiny_model, workdir, compiled_cold) -> Observed:
 
 
 @pytest.fixture(scope="session")
+def tensor_parallel(backends, tiny_model, workdir) -> Observed:
+    """Two tensor-parallel workers (CPU: one NUMA node here, so each worker's OpenMP threads are bound by hand)."""
+    return _observe(backends, harness.serve(
+        tiny_model, workdir / "tp2", backends, args=["--enforce-eager", "--tensor-parallel-size", "2"],
+        env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"}))
+
+
+@pytest.fixture(scope="session")
 def bad_model(backends, workdir) -> Observed:
     start = harness.serve(workdir / "no-such-model", workdir / "bad", backends, expect_ready=False, timeout=300)
     return _observe(backends, start)

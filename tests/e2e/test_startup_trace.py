@@ -56,6 +56,22 @@ def test_parentage_is_complete_and_crosses_processes(eager):
     assert setup.parent_id == eager.root.span_id and setup.attrs[sc.NATIVE] is True
 
 
+def test_every_tensor_parallel_rank_has_its_worker_span(tensor_parallel):
+    by_id = {s.span_id: s for s in tensor_parallel.spans}
+    workers = tensor_parallel.named(sc.WORKER_PROCESS_SPAN)
+    assert sorted(w.attrs[sc.WORKER_RANK] for w in workers) == [0, 1]
+    assert len({w.attrs["process.pid"] for w in workers}) == 2
+    for w in workers:
+        assert by_id[w.parent_id].attrs[sc.PROCESS_KIND] == "engine_core"
+        assert w.attrs[sc.OUTCOME] == "ready"
+        mine = [s for s in tensor_parallel.spans if s.attrs.get("process.pid") == w.attrs["process.pid"]]
+        assert mine == [w]  # process.pid is set on process spans only
+    loads = tensor_parallel.named("Load weights")
+    assert len(loads) == 2  # one per rank, each under its own worker process
+    share, _ = explained(tensor_parallel)
+    assert share >= 0.98
+
+
 def test_root_spans_process_creation_to_http_accepting(eager):
     """Against the external stopwatch: spawn of the command -> first 200 on /health, 250 ms at both ends."""
     st = eager.start
