@@ -65,14 +65,15 @@ def config(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, res
         span.set_attributes(facts)
 
 
+SUBPROCESS_SPAN = "Model inspection subprocess"
+
+
 def model_inspection(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    """A cache hit is an inspection that needed no subprocess (its child span) since it began."""
     if span is not None:
-        before = getattr(span, "_vos_subprocess_count", 0)
-        span.set_attribute(sc.MODEL_INSPECTION_CACHE_HIT, rt.counters.get("inspect_subprocess", 0) == before)
-
-
-def model_inspection_subprocess(rt: Runtime, span: Any, *_: Any) -> None:
-    rt.count("inspect_subprocess")
+        began = span.start_time or 0
+        miss = any(name == SUBPROCESS_SPAN and start >= began for start, _, name in list(rt.local))
+        span.set_attribute(sc.MODEL_INSPECTION_CACHE_HIT, not miss)
 
 
 def kv_cache_profile(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
@@ -110,15 +111,9 @@ def prepare_weights(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: 
 CALL_PROBES: dict[str, Callable[..., None]] = {
     "config": config,
     "model_inspection": model_inspection,
-    "model_inspection_subprocess": model_inspection_subprocess,
     "kv_cache_profile": kv_cache_profile,
     "prepare_weights": prepare_weights,
 }
-
-
-def call_probe_before(name: str | None, rt: Runtime, span: Any) -> None:
-    if name == "model_inspection" and span is not None:
-        span._vos_subprocess_count = rt.counters.get("inspect_subprocess", 0)  # noqa: SLF001
 
 
 # ---- phase probes (processor side) ----------------------------------------------------------------

@@ -224,9 +224,7 @@ class Installer:
                 return None, None
             try:
                 span_cm = self._start(point)
-                span = span_cm.__enter__()
-                causes.call_probe_before(point.probe, rt, span)
-                return span_cm, span
+                return span_cm, span_cm.__enter__()
             except Exception:  # noqa: BLE001 - the call goes on untraced
                 _log.debug("could not open span %s", point.span, exc_info=True)
                 return None, None

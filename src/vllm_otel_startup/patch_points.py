@@ -80,7 +80,7 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P("vllm.model_executor.models.registry:_LazyRegisteredModel.inspect_model_cls",
       "Model architecture inspection", "model_inspection", ANY, probe="model_inspection"),
     P("vllm.model_executor.models.registry:_run_in_subprocess", "Model inspection subprocess",
-      "model_inspection_subprocess", ANY, probe="model_inspection_subprocess"),
+      "model_inspection_subprocess", ANY),
     P("vllm.v1.engine.async_llm:AsyncLLM.__init__", "AsyncLLM init", "async_llm_init", API),
     P("vllm.transformers_utils.tokenizer_group:init_tokenizer_from_configs", "Tokenizer init", "tokenizer",
       ANY, "<0.11"),

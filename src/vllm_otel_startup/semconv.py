@@ -85,7 +85,7 @@ PHASES: dict[str, str] = {
     "imports": "our hook to the first vLLM startup call (module imports, spawn unpickling)",
     "cli": "CLI setup and argument parsing",
     "event_loop": "event-loop start before the server entry",
-    "process_entry": "spawned process entry before its first vLLM startup call",
+    "process_entry": "a forked child: from the fork to its first vLLM startup call",
     "api_server_setup": "socket bind and argument logging",
     "engine_args": "engine arguments from the CLI (validation, model path resolution)",
     "config": "engine config resolution",
