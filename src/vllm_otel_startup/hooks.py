@@ -193,16 +193,20 @@ class Installer:
                         rt.finish(error=rt.last_error, outcome="failed" if rt.last_error else "exited")
             return cli_main
 
-        if hook == "enrich":
+        def run_probe(span, instance, args, kwargs, result):
             probe = causes.CALL_PROBES.get(point.probe or "")
+            if probe is None:
+                return
+            try:
+                probe(rt, span, instance, args, kwargs, result)
+            except Exception:  # noqa: BLE001 - a probe that fails only loses its attributes
+                _log.debug("probe %s failed", point.probe, exc_info=True)
 
+        if hook == "enrich":
             def enrich(wrapped, instance, args, kwargs):
                 result = wrapped(*args, **kwargs)
-                if probe and rt.active and not rt.done:
-                    try:
-                        probe(rt, None, instance, args, kwargs, result)
-                    except Exception:  # noqa: BLE001
-                        _log.debug("probe %s failed", point.probe, exc_info=True)
+                if rt.active and not rt.done:
+                    run_probe(None, instance, args, kwargs, result)
                 return result
             return enrich
 
@@ -263,13 +267,8 @@ class Installer:
                 _log.debug("after-hook failed for %s", point.target, exc_info=True)
 
         def _after(span_cm, span, instance, args, kwargs, result, exc):
-            if span is not None and point.probe and exc is None:
-                probe = causes.CALL_PROBES.get(point.probe)
-                if probe:
-                    try:
-                        probe(rt, span, instance, args, kwargs, result)
-                    except Exception:  # noqa: BLE001
-                        _log.debug("probe %s failed", point.probe, exc_info=True)
+            if span is not None and exc is None:
+                run_probe(span, instance, args, kwargs, result)
             if exc is not None:
                 rt.last_error = exc
             if span_cm is not None:
@@ -279,11 +278,12 @@ class Installer:
                     span_cm.__exit__(None, None, None)
             if hook == "guard" and exc is not None and rt.active:
                 rt.finish(error=exc)
-            if hook == "ready" and rt.active and point.process in ("any", rt.info.kind) and _owns_ready(point, rt):
+            if hook == "ready" and rt.active and point.ends == rt.info.kind:
                 rt.finish(error=exc)
 
         def sync(wrapped, instance, args, kwargs):
-            parent_ctx = otel_context.get_current()  # a spawned child hangs beside the spawn span
+            # a spawned child hangs beside the spawn span, under what was current before it
+            parent_ctx = otel_context.get_current() if hook == "spawn" else None
             span_cm, span = before()
             saved = spawn_env(parent_ctx, args, kwargs)
             try:
@@ -316,13 +316,6 @@ class Installer:
         return self.tracer.start_as_current_span(
             point.span, record_exception=True, set_status_on_exception=True, end_on_exit=True
         )
-
-
-def _owns_ready(point: PatchPoint, rt: Runtime) -> bool:
-    """Which ready row ends which process: HTTP startup the API server, EngineCoreProc init the
-    EngineCore, the warm-up RPC a worker process (in-process executors finish with the EngineCore)."""
-    phase_owner = {"http_startup": "api_server", "engine_core_init": "engine_core", "warmup": "worker"}
-    return phase_owner.get(point.phase) == rt.info.kind
 
 
 class _SpanContextManager:

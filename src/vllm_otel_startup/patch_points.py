@@ -39,6 +39,7 @@ class PatchPoint:
     child: str | None = None  # spawn: kind of the child process
     segment: str | None = None  # marker: name of the segment that starts here
     probe: str | None = None  # causes.py probe name
+    ends: str | None = None  # ready: the process kind whose startup this call's return ends
 
     @property
     def module(self) -> str:
@@ -100,13 +101,14 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P(f"{_LAUNCH}.app:build_app", "Build app", "app_build", API, ">=0.29"),
     P(f"{_OAS}:init_app_state", "Init app state", "app_state", API, "<0.29"),
     P(f"{_LAUNCH}.api_server.app_state:init_app_state", "Init app state", "app_state", API, ">=0.29"),
-    P("uvicorn.server:Server.startup", "HTTP startup", "http_startup", API, "<0.28", "ready"),
+    P("uvicorn.server:Server.startup", "HTTP startup", "http_startup", API, "<0.28", "ready", ends=API),
     P("vllm.entrypoints.launcher:NoSignalServer.startup", "HTTP startup", "http_startup", API,
-      ">=0.28,<0.29", "ready"),
-    P(f"{_LAUNCH}.launcher:NoSignalServer.startup", "HTTP startup", "http_startup", API, ">=0.29", "ready"),
+      ">=0.28,<0.29", "ready", ends=API),
+    P(f"{_LAUNCH}.launcher:NoSignalServer.startup", "HTTP startup", "http_startup", API, ">=0.29", "ready",
+      ends=API),
     # ---- EngineCore ---------------------------------------------------------------------------------
     P("vllm.v1.engine.core:EngineCoreProc.__init__", "EngineCoreProc init", "engine_core_init", CORE,
-      hook="ready", native_since="0.16"),
+      hook="ready", native_since="0.16", ends=CORE),
     P("vllm.v1.engine.core:EngineCore.__init__", "Engine init", "engine_init", CORE),
     P("vllm.executor.executor_base:ExecutorBase.__init__", "Executor init", "executor_init", CORE, "<0.14"),
     P("vllm.v1.executor.abstract:Executor.__init__", "Executor init", "executor_init", CORE, ">=0.14",
@@ -147,9 +149,11 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       probe="kv_cache_profile"),
     P(f"{_GW}:Worker.initialize_from_config", "Allocate KV cache", "kv_cache_allocate", ANY,
       native_since="0.16"),
+    # the last startup RPC ends a worker process; with an in-process executor the EngineCore ends itself
     P(f"{_GW}:Worker.compile_or_warm_up_model", "Warmup (GPU)", "warmup", ANY, hook="ready",
-      native_since="0.16"),
-    P(f"{_CW}:CPUWorker.compile_or_warm_up_model", "Compile or warm up model", "warmup", ANY, hook="ready"),
+      native_since="0.16", ends=WORKER),
+    P(f"{_CW}:CPUWorker.compile_or_warm_up_model", "Compile or warm up model", "warmup", ANY, hook="ready",
+      ends=WORKER),
     P("vllm.v1.worker.cpu_model_runner:CPUModelRunner.warming_up_model", "Warmup (CPU)", "compile_warmup",
       ANY, native_since="0.16"),
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model", "Capture model", "cudagraph_capture",

@@ -111,6 +111,12 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
+def child_rank(kind: str) -> int | None:
+    """A worker's rank, as its parent announced it around Process.start()."""
+    rank = os.environ.get(ENV_RANK, "")
+    return int(rank) if kind == WORKER and rank.isdigit() else None
+
+
 class ProcessInfo:
     """Who this process is. (A plain class: a dataclass costs ~1 ms to build at every interpreter start.)"""
 
@@ -127,7 +133,6 @@ class ProcessInfo:
         argv = cmdline()
         kind = classify(argv)
         create_ns, source = create_time_ns()
-        rank = os.environ.get(ENV_RANK)
         return cls(
             kind=kind,
             pid=os.getpid(),
@@ -135,5 +140,5 @@ class ProcessInfo:
             create_source=source,
             hook_ns=hook_ns,
             argv=argv,
-            rank=int(rank) if kind == WORKER and rank and rank.isdigit() else None,
+            rank=child_rank(kind),
         )

@@ -69,7 +69,9 @@ class StartupSpanProcessor(SpanProcessor):
 
     def on_end(self, span: Any) -> None:
         rt = self.rt
-        if not rt.active or span.name == sc.ROOT_SPAN or span is rt.process_span:
+        if not rt.active or rt.process_span is None:
+            return
+        if span.context.span_id == rt.process_span.get_span_context().span_id:  # on_end gets a read-only copy
             return
         attrs = span.attributes or {}
         if sc.PHASE in attrs and span.start_time and span.end_time:

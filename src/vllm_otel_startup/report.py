@@ -10,6 +10,7 @@ from typing import Any
 
 from . import semconv as sc
 from .file_exporter import default_dir
+from .intervals import uncovered
 
 
 class ReportError(Exception):
@@ -110,26 +111,14 @@ def tree(spans: list[Span]) -> Span:
 
 
 def coverage(root: Span, spans: list[Span], skip_waiting: bool = False) -> tuple[float, int, int]:
-    """Share of the root's wall time covered by the union of leaf spans; largest uncovered interval (ns)."""
+    """Share of the root's wall time covered by the union of leaf spans; largest uncovered interval (ns)
+    and where it begins."""
     parents = {s.parent_id for s in spans if s.parent_id}
-    leaves = sorted(
-        (s.start, s.end) for s in spans
-        if s.span_id not in parents and s is not root and not (skip_waiting and s.attrs.get(sc.WAITING))
-    )
-    cursor, covered, largest = root.start, 0, 0
-    gap_at = root.start
-    for s, e in leaves:
-        s, e = max(s, root.start), min(e, root.end)
-        if e <= cursor:
-            continue
-        if s > cursor and s - cursor > largest:
-            largest, gap_at = s - cursor, cursor
-        covered += e - max(s, cursor)
-        cursor = e
-    if root.end - cursor > largest:
-        largest, gap_at = root.end - cursor, cursor
+    leaves = [(s.start, s.end, s.name) for s in spans
+              if s.span_id not in parents and s is not root and not (skip_waiting and s.attrs.get(sc.WAITING))]
+    gap, largest, largest_at, _ = uncovered(leaves, root.start, root.end)
     total = max(root.end - root.start, 1)
-    return covered / total, largest, gap_at
+    return (total - gap) / total, largest, largest_at
 
 
 def render(root: Span, spans: list[Span]) -> str:

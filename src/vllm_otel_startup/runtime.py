@@ -15,7 +15,8 @@ from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from . import semconv as sc
-from .process import API_SERVER, ENGINE_CORE, ENV_KIND, ENV_PARENT, ENV_RANK, WORKER, ProcessInfo
+from .intervals import uncovered
+from .process import API_SERVER, ENGINE_CORE, ENV_KIND, ENV_PARENT, WORKER, ProcessInfo, child_rank
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -91,9 +92,8 @@ class Runtime:
             self.active, self.done = False, True
             return
         now = time.time_ns()
-        rank = os.environ.get(ENV_RANK, "")
         self.info = ProcessInfo(kind=kind, pid=os.getpid(), create_ns=now, create_source="fork", hook_ns=now,
-                                argv=self.info.argv, rank=int(rank) if kind == WORKER and rank.isdigit() else None)
+                                argv=self.info.argv, rank=child_rank(kind))
         self.done = False
         self.facts, self.pending, self.counters, self.local = {}, {}, {}, []
         self.patch_missing, self.last_error, self._segment = [], None, None
@@ -202,24 +202,9 @@ class Runtime:
     def gaps(self, start_ns: int, end_ns: int) -> tuple[int, int, str | None]:
         """Time in [start, end] no span of this process covers; the largest such gap; the span before it."""
         with self._lock:
-            spans = sorted(self.local)
-        uncovered = largest = 0
-        after: str | None = None
-        cursor, last_name = start_ns, None
-        for s, e, name in spans:
-            s, e = max(s, start_ns), min(e, end_ns)
-            if e <= cursor:
-                continue
-            if s > cursor:
-                uncovered += s - cursor
-                if s - cursor > largest:
-                    largest, after = s - cursor, last_name
-            cursor, last_name = e, name
-        if end_ns > cursor:
-            uncovered += end_ns - cursor
-            if end_ns - cursor > largest:
-                largest, after = end_ns - cursor, last_name
-        return uncovered, largest, after
+            spans = list(self.local)
+        total, largest, _, after = uncovered(spans, start_ns, end_ns)
+        return total, largest, after
 
     def add_pending(self, phase: str, attrs: dict[str, Any]) -> None:
         with self._lock:
