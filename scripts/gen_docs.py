@@ -39,8 +39,19 @@ def patch_table() -> str:
     return "\n".join(rows)
 
 
+def metrics_table(metrics: dict, fleet: bool) -> str:
+    rows = ["| metric (OTLP) | Prometheus name | instrument | unit | labels | meaning |", "|---|---|---|---|---|---|"]
+    for name, (kind, unit, labels, meaning) in metrics.items():
+        shown = (["fleet labels"] if fleet else []) + [f"`{sc.prom_label(x)}`" for x in labels]
+        rows.append(f"| `{name}` | `{sc.prom_name(name)}` | {kind} | `{unit}` | {', '.join(shown) or '—'} | {meaning} |")
+    return "\n".join(rows)
+
+
 def render(text: str) -> str:
-    for name, table in (("phases", phases_table()), ("patch-points", patch_table())):
+    tables = (("phases", phases_table()), ("patch-points", patch_table()),
+              ("startup-metrics", metrics_table(sc.STARTUP_METRICS, True)),
+              ("resource-metrics", metrics_table(sc.RESOURCE_METRICS, False)))
+    for name, table in tables:
         start, end = f"<!-- generated:{name} -->", f"<!-- /generated:{name} -->"
         head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)

@@ -44,6 +44,7 @@ TP_SIZE = "vllm.parallel.tensor_size"
 PP_SIZE = "vllm.parallel.pipeline_size"
 DP_SIZE = "vllm.parallel.data_size"
 DEVICE = "vllm.device"  # str: cuda | cpu | ... (platform device type)
+DEVICE_MODEL = "vllm.device.model"  # str: GPU product name (NVML) or CPU model name
 ENFORCE_EAGER = "vllm.enforce_eager"
 COMPILATION_MODE = "vllm.compile.mode"
 MAX_MODEL_LEN = "vllm.max_model_len"
@@ -75,6 +76,22 @@ CUDAGRAPH_COUNT = "vllm.cudagraph.count"  # int: CUDA graphs captured
 CUDAGRAPH_CAPTURE_SIZES = "vllm.cudagraph.capture_sizes"  # int: batch sizes configured for capture
 
 ERROR_TYPE = "error.type"  # OTel semconv
+COMMAND_ARGS = "process.command_args"  # str[] on process spans: argv with secrets redacted
+TRACE_ID = "trace_id"  # metric label on vllm.startup.last_start.duration: the start's trace
+
+# --- per-phase resource summary, on every startup span (sampler.py) --------------------------------
+RES_CPU_TIME = "vllm.startup.resource.cpu_time"  # float s: CPU time of this process during the span
+RES_CORES_AVG = "vllm.startup.resource.cores_avg"  # float: cpu_time / duration (cores kept busy)
+RES_CORES_PEAK = "vllm.startup.resource.cores_peak"  # float: peak cores this process used (10 Hz windows)
+RES_RSS_PEAK = "vllm.startup.resource.rss_peak"  # int By: peak resident memory of this process
+RES_DISK_READ = "vllm.startup.resource.disk_read"  # int By: bytes this process read from storage
+RES_DISK_READ_GBPS = "vllm.startup.resource.disk_read_gb_per_s"  # float GB/s: disk_read / duration
+RES_GPU_MEMORY_DELTA = "vllm.startup.resource.gpu_memory_delta"  # int By: this process's GPU memory, end - start
+RES_SAMPLES = "vllm.startup.resource.samples"  # int: sampler ticks inside the span
+# root only: the whole process tree and the host
+RES_TREE_CPU_TIME = "vllm.startup.resource.tree_cpu_time"  # float s: API server + all descendants
+RES_SYSTEM_CORES_BUSY_PEAK = "vllm.startup.resource.system_cores_busy_peak"  # int: logical cores > 50 % busy
+RES_CGROUP_THROTTLED = "vllm.startup.resource.cgroup_throttled_time"  # float s: cgroup CPU throttling
 
 # --- phase ids (closed list; docs/telemetry.md) ----------------------------------------------------
 PHASES: dict[str, str] = {
@@ -128,3 +145,82 @@ PHASES: dict[str, str] = {
     "app_state": "app state init",
     "http_startup": "uvicorn startup: lifespan and listen",
 }
+
+
+# --- metrics (docs/telemetry.md "Metrics") ----------------------------------------------------------
+# Labels every startup metric carries: low-cardinality, what a fleet is compared by. Pod / host identity
+# rides on resource attributes (OTLP) or on the scrape target (Prometheus).
+FLEET_LABELS: tuple[str, ...] = (
+    MODEL, VLLM_VERSION, DEVICE, DEVICE_MODEL, TP_SIZE, PP_SIZE, DP_SIZE, MODE, COMPILATION_MODE,
+)
+CPU_MODE = "cpu.mode"  # user | system (OTel semconv)
+DISK_IO_DIRECTION = "disk.io.direction"  # read | write (OTel semconv)
+NETWORK_IO_DIRECTION = "network.io.direction"  # receive | transmit (OTel semconv; hw.gpu.io = PCIe)
+CPU_SCOPE = "vllm.startup.cpu.scope"  # process | tree | system
+HW_ID, HW_NAME, HW_VENDOR, HW_TYPE, HW_GPU_TASK = "hw.id", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"
+
+# Histogram buckets (s): 50 ms to 30 min.
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800,
+)
+
+# name -> (instrument, unit, labels, description)
+# Startup metrics: recorded once per start at each process's ready point, from its startup spans; they
+# carry FLEET_LABELS besides the labels listed. Served over OTLP and on vLLM's own GET /metrics.
+STARTUP_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    "vllm.startup.duration": ("histogram", "s", (OUTCOME,),
+                              "whole start: API-server process creation to HTTP accepting (the root span)"),
+    "vllm.startup.phase.duration": ("histogram", "s", (PHASE, PROCESS_KIND),
+                                    "every startup span's duration, by phase and process kind"),
+    "vllm.startup.phase.cpu_time": ("counter", "s", (PHASE, PROCESS_KIND),
+                                    "CPU time the process spent during each startup span"),
+    "vllm.startup.phase.disk_read": ("counter", "By", (PHASE, PROCESS_KIND),
+                                     "bytes the process read from storage during each startup span"),
+    "vllm.startup.starts": ("counter", "{start}", (OUTCOME,), "starts, by outcome (ready, failed or exited)"),
+    "vllm.startup.compiles": ("counter", "{compile}", (COMPILE_CACHE_HIT,),
+                              "torch.compile runs at startup, by compile-cache hit (true or false)"),
+    "vllm.startup.weights.bytes": ("counter", "By", (WEIGHTS_SOURCE,), "weight bytes loaded, by source"),
+    "vllm.startup.weights.load_time": ("counter", "s", (WEIGHTS_SOURCE,),
+                                       "time spent in Load weights, by source (bytes / time = GB/s)"),
+    "vllm.startup.cudagraphs": ("counter", "{graph}", (), "CUDA graphs captured at startup"),
+    "vllm.startup.last_start.duration": (
+        "gauge", "s", (OUTCOME, TRACE_ID, COMPILE_CACHE_HIT, MODEL_INSPECTION_CACHE_HIT, WEIGHTS_SOURCE),
+        "the last start's duration with its trace id and causes (one series per start)"),
+}
+# Resource fingerprint: sampled from process start until shortly after ready, then stopped (OTLP only).
+RESOURCE_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    "process.cpu.time": ("counter", "s", (CPU_MODE,), "CPU time of this process (OTel semconv)"),
+    "process.memory.usage": ("updowncounter", "By", (), "resident memory of this process (OTel semconv)"),
+    "process.disk.io": ("counter", "By", (DISK_IO_DIRECTION,), "storage bytes read / written (OTel semconv)"),
+    "vllm.startup.cpu.cores": ("gauge", "{core}", (CPU_SCOPE,),
+                               "peak cores busy since the last export: this process, the process tree "
+                               "(API server) or host cores > 50 % busy (API server)"),
+    "vllm.startup.cgroup.cpu.throttled_time": ("counter", "s", (), "cgroup CPU throttling (API server)"),
+    "hw.gpu.memory.usage": ("updowncounter", "By", (HW_ID, HW_NAME, HW_VENDOR), "GPU memory used (OTel semconv)"),
+    "hw.gpu.memory.limit": ("updowncounter", "By", (HW_ID, HW_NAME, HW_VENDOR), "GPU memory size (OTel semconv)"),
+    "hw.gpu.utilization": ("gauge", "1", (HW_ID, HW_NAME, HW_VENDOR, HW_GPU_TASK), "GPU busy ratio (OTel semconv)"),
+    "hw.gpu.io": ("counter", "By", (HW_ID, HW_NAME, HW_VENDOR, NETWORK_IO_DIRECTION), "PCIe traffic (OTel semconv)"),
+    "hw.power": ("gauge", "W", (HW_ID, HW_NAME, HW_VENDOR, HW_TYPE), "GPU power draw (OTel semconv, hw.type=gpu)"),
+}
+METRICS = {**STARTUP_METRICS, **RESOURCE_METRICS}
+
+_UNITS = {"s": "seconds", "By": "bytes", "W": "watts", "1": "ratio"}
+
+
+def prom_name(name: str) -> str:
+    """Prometheus name of a metric (OpenTelemetry's OTLP-to-Prometheus rules, as VictoriaMetrics applies
+    them with -opentelemetry.usePrometheusNaming): dots to underscores, unit suffix, _total on counters."""
+    kind, unit = METRICS[name][0], METRICS[name][1]
+    out = name.replace(".", "_")
+    suffix = _UNITS.get(unit, "")
+    if suffix == "ratio" and kind != "gauge":
+        suffix = ""
+    if suffix and not out.endswith("_" + suffix):
+        out += "_" + suffix
+    if kind == "counter":
+        out += "_total"
+    return out
+
+
+def prom_label(name: str) -> str:
+    return name.replace(".", "_")
