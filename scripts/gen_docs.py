@@ -43,7 +43,8 @@ def metrics_table(metrics: dict, fleet: bool) -> str:
     rows = ["| metric (OTLP) | Prometheus name | instrument | unit | labels | meaning |", "|---|---|---|---|---|---|"]
     for name, (kind, unit, labels, meaning) in metrics.items():
         shown = (["fleet labels"] if fleet else []) + [f"`{sc.prom_label(x)}`" for x in labels]
-        rows.append(f"| `{name}` | `{sc.prom_name(name)}` | {kind} | `{unit}` | {', '.join(shown) or '—'} | {meaning} |")
+        rows.append(f"| `{name}` | `{sc.prom_name(name)}` | {kind} | `{unit}` | {', '.join(shown) or '—'} "
+                    f"| {meaning} |")
     return "\n".join(rows)
 
 

@@ -5,72 +5,15 @@ from __future__ import annotations
 import glob
 import json
 import os
-from dataclasses import dataclass, field
-from typing import Any
 
 from . import semconv as sc
 from .file_exporter import default_dir
 from .intervals import uncovered
+from .spanmodel import Span, parse_otlp
 
 
 class ReportError(Exception):
     pass
-
-
-@dataclass
-class Span:
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    name: str
-    start: int
-    end: int
-    attrs: dict[str, Any]
-    resource: dict[str, Any]
-    status: int = 0  # OTLP status code: 0 unset, 1 ok, 2 error
-    status_message: str = ""
-    events: list[dict[str, Any]] = field(default_factory=list)
-    children: list[Span] = field(default_factory=list)
-
-    @property
-    def duration(self) -> float:
-        return (self.end - self.start) / 1e9
-
-
-def _val(v: dict[str, Any]) -> Any:
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        return int(v["intValue"])
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "boolValue" in v:
-        return bool(v["boolValue"])
-    if "arrayValue" in v:
-        return [_val(x) for x in v["arrayValue"].get("values", [])]
-    return None
-
-
-def _attrs(items: list[dict[str, Any]] | None) -> dict[str, Any]:
-    return {a["key"]: _val(a.get("value", {})) for a in items or []}
-
-
-def parse_otlp(doc: dict[str, Any]) -> list[Span]:
-    out: list[Span] = []
-    for rs in doc.get("resourceSpans", []):
-        res = _attrs(rs.get("resource", {}).get("attributes"))
-        for ss in rs.get("scopeSpans", []):
-            for s in ss.get("spans", []):
-                status = s.get("status", {})
-                out.append(Span(
-                    trace_id=s["traceId"], span_id=s["spanId"], parent_id=s.get("parentSpanId") or None,
-                    name=s["name"], start=int(s["startTimeUnixNano"]), end=int(s["endTimeUnixNano"]),
-                    attrs=_attrs(s.get("attributes")), resource=res,
-                    status=int(status.get("code", 0)), status_message=status.get("message", ""),
-                    events=[{"name": e.get("name", ""), "attributes": _attrs(e.get("attributes"))}
-                            for e in s.get("events", [])],
-                ))
-    return out
 
 
 def load(path: str) -> list[Span]:

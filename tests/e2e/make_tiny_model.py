@@ -1,12 +1,12 @@
 """Builds a tiny random-weight Llama model with a byte-level BPE tokenizer, fully offline.
 
-hidden 128, 2 layers, 4 heads / 2 KV heads, head_dim 32 (a size vLLM's CPU attention supports),
-max positions 256; float32 safetensors (~1.7 MB). Usage: python make_tiny_model.py OUT_DIR
+By default hidden 128, 2 layers, 4 heads / 2 KV heads, head_dim 32 (a size vLLM's CPU attention
+supports), max positions 256; float32 safetensors (~1.7 MB). Larger variants (for the start corpus):
+    python make_tiny_model.py OUT_DIR [--layers N] [--hidden H]    (heads = H / 32, KV heads = heads / 2)
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 TEXT = [
@@ -17,7 +17,7 @@ TEXT = [
 ] * 20
 
 
-def build(out: Path) -> Path:
+def build(out: Path, layers: int = 2, hidden: int = 128) -> Path:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -38,8 +38,9 @@ def build(out: Path) -> Path:
     fast.save_pretrained(out)
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=len(fast), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+        vocab_size=len(fast), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=hidden // 32, num_key_value_heads=max(1, hidden // 64), head_dim=32,
+        max_position_embeddings=256,
         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
         torch_dtype="float32", tie_word_embeddings=False,
     )
@@ -49,4 +50,11 @@ def build(out: Path) -> Path:
 
 
 if __name__ == "__main__":
-    print(build(Path(sys.argv[1] if len(sys.argv) > 1 else "tiny-model")))
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", default="tiny-model")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=128)
+    a = ap.parse_args()
+    print(build(Path(a.out), a.layers, a.hidden))
