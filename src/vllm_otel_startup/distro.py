@@ -2,7 +2,8 @@
 
 - OTLP over HTTP/protobuf unless the user chose a protocol (safe across fork; gRPC works when chosen).
 - No OTLP endpoint configured: startup traces go to a local file (file_exporter.py), nothing is sent
-  anywhere, nothing hangs; metrics and logs exporters default to none.
+  anywhere, nothing hangs; metrics go over OTLP only when an endpoint is configured (they are served on
+  vLLM's own /metrics either way); logs exporter defaults to none.
 - service.name defaults to "vllm"; process.*, host.* and k8s.* (downward-API environment) resource
   attributes; command-line secrets are redacted.
 
@@ -22,9 +23,10 @@ from opentelemetry.instrumentation.distro import BaseDistro
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 
 from . import semconv as sc
-from .process import classify, cmdline, redact_argv
+from .process import child_rank, classify, cmdline
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+METRICS_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 
 # k8s.* resource attribute -> downward-API environment variables we read (first one set wins)
 K8S_ENV: dict[str, tuple[str, ...]] = {
@@ -38,8 +40,8 @@ K8S_ENV: dict[str, tuple[str, ...]] = {
 }
 
 
-def endpoint_configured(environ: Any = os.environ) -> bool:
-    return any(environ.get(k) for k in ENDPOINT_VARS)
+def endpoint_configured(environ: Any = os.environ, names: tuple[str, ...] = ENDPOINT_VARS) -> bool:
+    return any(environ.get(k) for k in names)
 
 
 class VllmStartupDistro(BaseDistro):
@@ -47,7 +49,8 @@ class VllmStartupDistro(BaseDistro):
         remote = endpoint_configured()
         os.environ.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         os.environ.setdefault("OTEL_TRACES_EXPORTER", "otlp" if remote else "vllm_startup_file")
-        os.environ.setdefault("OTEL_METRICS_EXPORTER", "none")
+        os.environ.setdefault("OTEL_METRICS_EXPORTER", "otlp" if endpoint_configured(names=METRICS_ENDPOINT_VARS)
+                              else "none")
         os.environ.setdefault("OTEL_LOGS_EXPORTER", "none")
 
 
@@ -64,7 +67,6 @@ def resource_attributes(environ: Any = os.environ) -> dict[str, Any]:
         "process.parent_pid": os.getppid(),
         "process.executable.name": os.path.basename(sys.executable),
         "process.executable.path": sys.executable,
-        "process.command_args": redact_argv(argv),
         "process.runtime.name": sys.implementation.name,
         "process.runtime.version": platform.python_version(),
         "host.name": socket.gethostname(),
@@ -72,6 +74,9 @@ def resource_attributes(environ: Any = os.environ) -> dict[str, Any]:
         "os.type": sys.platform,
         sc.PROCESS_KIND: classify(argv, environ),
     }
+    rank = child_rank(attrs[sc.PROCESS_KIND])
+    if rank is not None:  # tensor-parallel workers' metric streams differ by it
+        attrs[sc.WORKER_RANK] = rank
     if not _service_name_set(environ):
         attrs["service.name"] = "vllm"
     for key, names in K8S_ENV.items():

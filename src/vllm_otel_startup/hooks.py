@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import logging
 import os
 import sys
@@ -23,7 +24,7 @@ from opentelemetry import trace
 from . import causes
 from . import semconv as sc
 from .patch_points import PatchPoint, by_module
-from .process import ENV_KIND, ENV_PARENT, ENV_RANK, WORKER
+from .process import ENV_KIND, ENV_LABELS, ENV_PARENT, ENV_RANK, SPAWN_ENV, WORKER
 from .runtime import Runtime
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -236,7 +237,7 @@ class Installer:
         def spawn_env(parent_ctx, args, kwargs):
             if hook != "spawn" or not rt.active or rt.done:
                 return None
-            saved = {k: os.environ.get(k) for k in (ENV_PARENT, ENV_KIND, ENV_RANK)}
+            saved = {k: os.environ.get(k) for k in SPAWN_ENV}
             carrier: dict[str, str] = {}
             from opentelemetry.propagate import inject
 
@@ -244,6 +245,7 @@ class Installer:
             if "traceparent" in carrier:
                 os.environ[ENV_PARENT] = carrier["traceparent"]
                 os.environ[ENV_KIND] = point.child or ""
+                os.environ[ENV_LABELS] = json.dumps(rt.fleet())
                 rank = kwargs.get("rank", args[2] if point.child == WORKER and len(args) > 2 else None)
                 if isinstance(rank, int):
                     os.environ[ENV_RANK] = str(rank)

@@ -16,6 +16,8 @@ from functools import lru_cache
 ENV_PARENT = "OTEL_PYTHON_VLLM_STARTUP_TRACEPARENT"  # W3C traceparent of the span the child hangs under
 ENV_KIND = "OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND"  # engine_core | worker
 ENV_RANK = "OTEL_PYTHON_VLLM_STARTUP_CHILD_RANK"
+ENV_LABELS = "OTEL_PYTHON_VLLM_STARTUP_LABELS"  # JSON: the API server's fleet label values, for the metrics
+SPAWN_ENV = (ENV_PARENT, ENV_KIND, ENV_RANK, ENV_LABELS)
 ENV_DISABLE = "OTEL_PYTHON_VLLM_STARTUP_DISABLED"  # "1": the instrumentor does nothing in this process
 
 API_SERVER, ENGINE_CORE, WORKER, HELPER, OTHER = "api_server", "engine_core", "worker", "helper", "other"

@@ -1,8 +1,9 @@
 """Adoption of vLLM's own startup spans into our vocabulary, and the startup window.
 
 The span processor tags every startup span (vLLM's or ours) with its phase and process kind, closes
-the open bootstrap segment when a phase begins, runs the phase's cause probes and keeps the local
-accounting for gaps. The sampler drops vLLM's startup-span names once this process is past ready, so
+the open bootstrap segment when a phase begins, runs the phase's cause probes, attaches the span's
+resource summary (CPU, memory, disk, GPU) and keeps the ended spans for the gap accounting, the metrics
+and the spool. The sampler drops vLLM's startup-span names once this process is past ready, so
 later recompiles or dummy runs while serving never look like startup.
 """
 
@@ -43,6 +44,7 @@ class StartupSpanProcessor(SpanProcessor):
             span.set_attributes(attrs)
             if span is not rt.process_span and span.name not in SEGMENT_SPANS and span.start_time:
                 rt.close_segment(span.start_time)
+                rt.resource_begin(span.context.span_id)
             start = PHASE_PROBES.get(phase, (None, None))[0]
             if start:
                 start(rt, span)
@@ -61,6 +63,7 @@ class StartupSpanProcessor(SpanProcessor):
             pending = rt.pop_pending(phase)
             if pending:
                 span.set_attributes(pending)
+            span.set_attributes(rt.resource_end(span.context.span_id))
             ending = PHASE_PROBES.get(phase, (None, None))[1]
             if ending:
                 ending(rt, span)
@@ -71,11 +74,9 @@ class StartupSpanProcessor(SpanProcessor):
         rt = self.rt
         if not rt.active or rt.process_span is None:
             return
-        if span.context.span_id == rt.process_span.get_span_context().span_id:  # on_end gets a read-only copy
-            return
-        attrs = span.attributes or {}
-        if sc.PHASE in attrs and span.start_time and span.end_time:
-            rt.record_local(span.start_time, span.end_time, span.name)
+        is_process = span.context.span_id == rt.process_span.get_span_context().span_id  # on_end: a read-only copy
+        if sc.PHASE in (span.attributes or {}) and span.start_time and span.end_time:
+            rt.record_local(span, interval=not is_process)
 
     def shutdown(self) -> None:  # the end of an unfinished start is handled by our atexit hook
         return None

@@ -1,8 +1,10 @@
 """Per-process startup state: the process span (the root in the API server), bootstrap segments, the
-ready point with its bounded flush, failure, and the gap accounting attached at the end."""
+resource sampler, the ready point (metrics recorded, spans handed to the API server, bounded flush),
+failure, and the gap accounting attached at the end."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -16,7 +18,18 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from . import semconv as sc
 from .intervals import uncovered
-from .process import API_SERVER, ENGINE_CORE, ENV_KIND, ENV_PARENT, WORKER, ProcessInfo, child_rank
+from .process import (
+    API_SERVER,
+    ENGINE_CORE,
+    ENV_KIND,
+    ENV_LABELS,
+    ENV_PARENT,
+    WORKER,
+    ProcessInfo,
+    child_rank,
+    redact_argv,
+)
+from .sampler import Sampler, Snapshot
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -68,6 +81,12 @@ class Runtime:
         self.pending: dict[str, dict[str, Any]] = {}  # phase -> attributes for that phase's next span end
         self.counters: dict[str, int] = {}
         self.local: list[tuple[int, int, str]] = []  # ended startup spans in this process
+        self.ended: list[Any] = []  # the same spans (SDK ReadableSpan): metrics and the spool are made of them
+        self.sampler: Sampler | None = None
+        self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
+        self.collector: Any = None  # prometheus.StartupCollector (API server)
+        self._snaps: dict[int, Snapshot] = {}  # span id -> resource snapshot at its start
+        self._segment_snap: Snapshot | None = None
         self.patch_applied = 0
         self.patch_native = 0
         self.patch_missing: list[str] = []
@@ -95,9 +114,9 @@ class Runtime:
         self.info = ProcessInfo(kind=kind, pid=os.getpid(), create_ns=now, create_source="fork", hook_ns=now,
                                 argv=self.info.argv, rank=child_rank(kind))
         self.done = False
-        self.facts, self.pending, self.counters, self.local = {}, {}, {}, []
-        self.patch_missing, self.last_error, self._segment = [], None, None
-        self.start(segment=sc.PROCESS_ENTRY_SPAN)
+        self.facts, self.pending, self.counters, self.local, self.ended = {}, {}, {}, [], []
+        self.patch_missing, self.last_error, self._segment, self._snaps = [], None, None, {}
+        self.start(segment=sc.PROCESS_ENTRY_SPAN)  # threads do not survive a fork: a new sampler too
 
     def start(self, segment: str = sc.IMPORTS_SPAN) -> None:
         info = self.info
@@ -118,29 +137,43 @@ class Runtime:
         if info.rank is not None:
             attrs[sc.WORKER_RANK] = info.rank
         if info.kind == API_SERVER:
-            attrs[sc.MODE] = start_mode()
+            attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
         self.process_span = self.tracer.start_span(
             PROCESS_SPANS[info.kind], context=parent, start_time=info.create_ns, attributes=attrs
         )
         # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
         self._token = context.attach(trace.set_span_in_context(self.process_span))
-        self._emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns)
-        self._segment = (segment, info.hook_ns)
+        self.sampler = Sampler(host=info.kind == API_SERVER)
+        self.sampler.start()
+        self._register_resource_metrics()
+        hook = self.sampler.snapshot()
+        self._emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns, self._since_creation(), hook)
+        self._segment, self._segment_snap = (segment, info.hook_ns), hook
 
-    def _emit(self, name: str, start_ns: int, end_ns: int) -> None:
+    def _since_creation(self) -> Snapshot:
+        """The resource readings at process creation: nothing used yet (a forked child: now)."""
+        if self.info.create_source == "fork" and self.sampler is not None:
+            return self.sampler.snapshot()
+        return Snapshot(self.info.create_ns, 0, 0, None)
+
+    def _emit(self, name: str, start_ns: int, end_ns: int, a: Snapshot | None = None,
+              b: Snapshot | None = None) -> None:
         if end_ns <= start_ns or self.process_span is None:
             return
+        attrs = self.sampler.summary(a, b) if (self.sampler and a and b) else None
         span = self.tracer.start_span(
-            name, context=trace.set_span_in_context(self.process_span), start_time=start_ns
+            name, context=trace.set_span_in_context(self.process_span), start_time=start_ns, attributes=attrs
         )
         span.end(end_time=end_ns)
 
     def close_segment(self, at_ns: int, next_name: str | None = None) -> None:
         """End the open bootstrap segment at ``at_ns`` and optionally open the next one."""
+        snap = self.sampler.snapshot() if self.sampler else None
         with self._lock:
             seg, self._segment = self._segment, ((next_name, at_ns) if next_name and not self.done else None)
+            seg_snap, self._segment_snap = self._segment_snap, snap
         if seg is not None:
-            self._emit(seg[0], seg[1], at_ns)
+            self._emit(seg[0], seg[1], at_ns, seg_snap, snap)
 
     def finish(self, error: BaseException | None = None, outcome: str | None = None) -> None:
         """This process's startup is over (ready, failed or exited): end and flush its spans."""
@@ -153,7 +186,14 @@ class Runtime:
         span = self.process_span
         if self.info.kind == API_SERVER:
             self.facts.update(_versions())
+            if self.sampler is not None and self.sampler.device_model:
+                self.facts[sc.DEVICE_MODEL] = self.sampler.device_model
         span.set_attributes({k: v for k, v in self.facts.items() if v is not None})
+        span.set_attribute(sc.COMMAND_ARGS, redact_argv(self.info.argv))
+        if self.sampler is not None:
+            span.set_attributes(self.sampler.summary(self._since_creation(), self.sampler.snapshot()))
+            if self.info.kind == API_SERVER:
+                span.set_attributes(self.sampler.host_summary())
         span.set_attribute(sc.OUTCOME, outcome or ("failed" if error else "ready"))
         span.set_attribute(sc.PATCH_APPLIED, self.patch_applied)
         span.set_attribute(sc.PATCH_NATIVE, self.patch_native)
@@ -172,18 +212,115 @@ class Runtime:
         wait = _env_ms("OTEL_PYTHON_VLLM_STARTUP_FAILURE_FLUSH_MS", 5000) if error else _env_ms(
             "OTEL_PYTHON_VLLM_STARTUP_FLUSH_MS", 100
         )
-        self.flush(wait)
+        self.flush(wait, before=self.publish)
+        if self.sampler is not None:
+            self.sampler.stop_after(_env_ms("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_TAIL_MS", 2000), self._flush_metrics)
 
-    def flush(self, wait_s: float) -> None:
-        """Export what this process has, waiting at most ``wait_s``; the export goes on in the background."""
-        flush = getattr(self.provider, "force_flush", None)
-        if flush is None:
+    # ---- the ready point's products ---------------------------------------------------------------------
+    def fleet(self) -> dict[str, str]:
+        """Fleet label values: the API server's own facts; a child's from the API server (at spawn)."""
+        from .observations import fleet_labels
+
+        if self.info.kind == API_SERVER:
+            facts = {**self.facts, **_versions()}
+            if self.sampler is not None and self.sampler.device_model:
+                facts[sc.DEVICE_MODEL] = self.sampler.device_model
+            return fleet_labels(facts)
+        try:
+            labels = json.loads(os.environ.get(ENV_LABELS) or "{}")
+        except ValueError:
+            labels = {}
+        own = fleet_labels({**_versions(), sc.DEVICE_MODEL: self.sampler.device_model if self.sampler else None})
+        return {k: str(labels.get(k) or own[k]) for k in own}
+
+    def trace_id(self) -> str:
+        return f"{self.process_span.get_span_context().trace_id:032x}" if self.process_span else ""
+
+    def publish(self) -> None:
+        """Record this process's startup metrics; a child spools its spans for the API server, the API server
+        serves the whole start on vLLM's /metrics. Runs on the flush thread, off the ready path."""
+        from . import spool
+        from .observations import span_observations, start_observations
+        from .spanmodel import from_readable
+
+        with self._lock:
+            ended = list(self.ended)
+        own = [from_readable(s) for s in ended]
+        labels = self.fleet()
+        observations = span_observations(own, labels)
+        trace_id = self.trace_id()
+        if self.info.kind == API_SERVER:
+            observations += start_observations(own + spool.read(trace_id), labels)
+            self._serve_on_vllm_metrics(own, trace_id, labels)
+        else:
+            spool.write(trace_id, f"{self.info.kind}-{self.info.pid}", ended)
+        if self.recorder is not None:
+            self.recorder.record(observations)
+
+    def _serve_on_vllm_metrics(self, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
+        from . import prometheus, spool
+
+        if self.collector is not None:
             return
+        self.collector = prometheus.StartupCollector(lambda: own + spool.read(trace_id), labels)
+        prometheus.register(self.collector)
+        spool.prune()
+        import atexit
+
+        atexit.register(spool.remove, trace_id)
+
+    def _register_resource_metrics(self) -> None:
+        from opentelemetry import metrics
+
+        from .otel_metrics import StartupRecorder, meter, register_resource_instruments
+
+        try:
+            provider = metrics.get_meter_provider()
+            if not hasattr(provider, "force_flush"):  # no SDK: nothing to record into
+                return
+            m = meter(provider)
+            self.recorder = StartupRecorder(m)
+            register_resource_instruments(m, self.sampler)
+        except Exception:  # noqa: BLE001
+            _log.debug("metrics unavailable", exc_info=True)
+            return
+        interval = _env_ms("OTEL_PYTHON_VLLM_STARTUP_METRICS_FLUSH_MS", 5000)
+        if interval > 0 and not self.sampler.stopped:
+            threading.Thread(target=self._export_while_starting, args=(interval,), daemon=True,
+                             name="vllm-otel-startup-metrics").start()
+
+    def _export_while_starting(self, interval: float) -> None:
+        """The resource series at a useful resolution while starting, without changing the SDK's interval
+        for the rest of the process's life (on its own thread: a slow collector never delays sampling)."""
+        sampler = self.sampler
+        while sampler is not None and not sampler.stopped:
+            time.sleep(interval)
+            if not sampler.stopped and not self.done:
+                try:
+                    self._flush_metrics()
+                except Exception:  # noqa: BLE001
+                    _log.debug("metrics export failed", exc_info=True)
+
+    def _flush_metrics(self) -> None:
+        from opentelemetry import metrics
+
+        flush = getattr(metrics.get_meter_provider(), "force_flush", None)
+        if flush is not None:
+            flush(10_000)
+
+    def flush(self, wait_s: float, before: Any = None) -> None:
+        """Export what this process has, waiting at most ``wait_s``; the export goes on in the background.
+        ``before`` runs first on the same thread (work that must not delay the ready point)."""
+        flush = getattr(self.provider, "force_flush", None)
 
         def run() -> None:
             t0 = time.monotonic()
             try:
-                flush(30_000)
+                if before is not None:
+                    before()
+                if flush is not None:
+                    flush(30_000)
+                self._flush_metrics()
             except Exception:  # noqa: BLE001 - telemetry never raises into the host
                 _log.debug("flush failed", exc_info=True)
             if os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DEBUG"):
@@ -195,9 +332,23 @@ class Runtime:
         t.join(wait_s)
 
     # ---- accounting -------------------------------------------------------------------------------------
-    def record_local(self, start_ns: int, end_ns: int, name: str) -> None:
+    def record_local(self, span: Any, interval: bool = True) -> None:
+        """Keep an ended startup span; ``interval``: it also counts for this process span's gap accounting."""
         with self._lock:
-            self.local.append((start_ns, end_ns, name))
+            if interval:
+                self.local.append((span.start_time, span.end_time, span.name))
+            self.ended.append(span)
+
+    def resource_begin(self, span_id: int) -> None:
+        if self.sampler is not None:
+            snap = self.sampler.snapshot()
+            with self._lock:
+                self._snaps[span_id] = snap
+
+    def resource_end(self, span_id: int) -> dict[str, Any]:
+        with self._lock:
+            a = self._snaps.pop(span_id, None)
+        return self.sampler.summary(a, self.sampler.snapshot()) if (a is not None and self.sampler) else {}
 
     def gaps(self, start_ns: int, end_ns: int) -> tuple[int, int, str | None]:
         """Time in [start, end] no span of this process covers; the largest such gap; the span before it."""

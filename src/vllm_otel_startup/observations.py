@@ -1,0 +1,90 @@
+"""Startup spans -> metric observations: the one derivation both export paths use (OTLP from each process,
+and the API server's collector on vLLM's /metrics), so they report the same numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from . import semconv as sc
+from .spanmodel import Span
+
+
+class Obs(NamedTuple):
+    metric: str  # a name of semconv.STARTUP_METRICS
+    value: float
+    labels: dict[str, str]
+    trace_id: str | None = None  # exemplar: the observed span
+    span_id: str | None = None
+
+
+def label_value(v: Any) -> str:
+    """Label values are strings on both paths (Prometheus has no other kind): true/false, decimal ints."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def fleet_labels(facts: dict[str, Any]) -> dict[str, str]:
+    return {k: label_value(facts.get(k)) for k in sc.FLEET_LABELS}
+
+
+def span_observations(spans: Iterable[Span], fleet: dict[str, str]) -> list[Obs]:
+    """Per-span metrics: phase duration / CPU / disk, compiles, weights, CUDA graphs."""
+    out: list[Obs] = []
+    for s in spans:
+        a = s.attrs
+        phase = a.get(sc.PHASE)
+        if not phase:
+            continue
+        base = {**fleet, sc.PHASE: phase, sc.PROCESS_KIND: label_value(a.get(sc.PROCESS_KIND))}
+        ids = (s.trace_id, s.span_id)
+        out.append(Obs("vllm.startup.phase.duration", s.duration, base, *ids))
+        if sc.RES_CPU_TIME in a:
+            out.append(Obs("vllm.startup.phase.cpu_time", float(a[sc.RES_CPU_TIME]), base, *ids))
+        if sc.RES_DISK_READ in a:
+            out.append(Obs("vllm.startup.phase.disk_read", float(a[sc.RES_DISK_READ]), base, *ids))
+        if phase == "torch_compile":
+            hit = {sc.COMPILE_CACHE_HIT: label_value(a.get(sc.COMPILE_CACHE_HIT))}
+            out.append(Obs("vllm.startup.compiles", 1, {**fleet, **hit}, *ids))
+        elif phase == "weights_load":
+            src = {**fleet, sc.WEIGHTS_SOURCE: label_value(a.get(sc.WEIGHTS_SOURCE))}
+            if sc.WEIGHTS_BYTES in a:
+                out.append(Obs("vllm.startup.weights.bytes", float(a[sc.WEIGHTS_BYTES]), src, *ids))
+            out.append(Obs("vllm.startup.weights.load_time", s.duration, src, *ids))
+        elif phase == "cudagraph_capture" and sc.CUDAGRAPH_COUNT in a:
+            out.append(Obs("vllm.startup.cudagraphs", float(a[sc.CUDAGRAPH_COUNT]), dict(fleet), *ids))
+    return out
+
+
+def _compile_hit(spans: list[Span]) -> str:
+    hits = [s.attrs[sc.COMPILE_CACHE_HIT] for s in spans
+            if s.attrs.get(sc.PHASE) == "torch_compile" and sc.COMPILE_CACHE_HIT in s.attrs]
+    return "" if not hits else label_value(all(hits))
+
+
+def _first(spans: list[Span], phase: str, key: str) -> str:
+    return next((label_value(s.attrs[key]) for s in spans if s.attrs.get(sc.PHASE) == phase and key in s.attrs), "")
+
+
+def start_observations(spans: list[Span], fleet: dict[str, str]) -> list[Obs]:
+    """Whole-start metrics, from the root span and the causes found anywhere in the start."""
+    roots = [s for s in spans if s.attrs.get(sc.PHASE) == "startup"]
+    if not roots:
+        return []
+    root = roots[0]
+    outcome = {**fleet, sc.OUTCOME: label_value(root.attrs.get(sc.OUTCOME, "failed"))}
+    ids = (root.trace_id, root.span_id)
+    causes = {
+        sc.TRACE_ID: root.trace_id,
+        sc.COMPILE_CACHE_HIT: _compile_hit(spans),
+        sc.MODEL_INSPECTION_CACHE_HIT: _first(spans, "model_inspection", sc.MODEL_INSPECTION_CACHE_HIT),
+        sc.WEIGHTS_SOURCE: _first(spans, "weights_load", sc.WEIGHTS_SOURCE),
+    }
+    return [
+        Obs("vllm.startup.duration", root.duration, outcome, *ids),
+        Obs("vllm.startup.starts", 1, outcome, *ids),
+        Obs("vllm.startup.last_start.duration", root.duration, {**outcome, **causes}, *ids),
+    ]

@@ -1,0 +1,130 @@
+"""OpenTelemetry metrics: the startup observations recorded at a process's ready point (histograms with
+exemplars pointing at the observed span), and the sampler's resource readings as observable instruments
+that report from process start until the sampler stops."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from . import semconv as sc
+from .observations import Obs
+from .sampler import Sampler, cgroup_throttled_s, io_bytes, rss_bytes
+from .version import __version__
+
+_log = logging.getLogger("vllm_otel_startup")
+
+
+def meter(provider: Any) -> Meter:
+    return provider.get_meter(sc.INSTRUMENTATION_NAME, __version__)
+
+
+class StartupRecorder:
+    """Records observations into instruments created on first use (not on the interpreter-start path)."""
+
+    def __init__(self, m: Meter) -> None:
+        self.meter = m
+        self._instruments: dict[str, Any] = {}
+
+    def _instrument(self, name: str) -> Any:
+        inst = self._instruments.get(name)
+        if inst is None:
+            kind, unit, _, desc = sc.STARTUP_METRICS[name]
+            if kind == "histogram":
+                inst = self.meter.create_histogram(name, unit=unit, description=desc,
+                                                   explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS))
+            elif kind == "counter":
+                inst = self.meter.create_counter(name, unit=unit, description=desc)
+            else:
+                inst = self.meter.create_gauge(name, unit=unit, description=desc)
+            self._instruments[name] = inst
+        return inst
+
+    def record(self, observations: Iterable[Obs]) -> None:
+        for o in observations:
+            try:
+                inst = self._instrument(o.metric)
+                ctx = _exemplar_context(o)
+                kind = sc.STARTUP_METRICS[o.metric][0]
+                if kind == "histogram":
+                    inst.record(o.value, o.labels, context=ctx)
+                elif kind == "counter":
+                    inst.add(o.value, o.labels, context=ctx)
+                else:
+                    inst.set(o.value, o.labels, context=ctx)
+            except Exception:  # noqa: BLE001 - a metric that cannot be recorded is skipped
+                _log.debug("could not record %s", o.metric, exc_info=True)
+
+
+def _exemplar_context(o: Obs) -> Any:
+    """A context whose current span is the observed one, so the SDK's trace-based exemplar filter keeps
+    its trace and span id with the measurement."""
+    if not o.trace_id or not o.span_id:
+        return None
+    sc_ = trace.SpanContext(int(o.trace_id, 16), int(o.span_id, 16), is_remote=False,
+                            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+    return trace.set_span_in_context(trace.NonRecordingSpan(sc_))
+
+
+def register_resource_instruments(m: Meter, sampler: Sampler) -> None:
+    """Observable instruments over the sampler's readings; each reports nothing once the sampler stopped."""
+
+    def live(fn: Callable[[], list[Observation]]) -> Callable[[CallbackOptions], list[Observation]]:
+        def callback(options: CallbackOptions) -> list[Observation]:
+            if sampler.stopped:
+                return []
+            try:
+                return fn()
+            except Exception:  # noqa: BLE001 - a failed reading is an absent point, never an error
+                return []
+        return callback
+
+    def cpu_time() -> list[Observation]:
+        t = os.times()
+        return [Observation(t.user, {sc.CPU_MODE: "user"}), Observation(t.system, {sc.CPU_MODE: "system"})]
+
+    def memory() -> list[Observation]:
+        rss = rss_bytes()
+        return [Observation(rss)] if rss is not None else []
+
+    def disk() -> list[Observation]:
+        io = io_bytes()
+        return [Observation(io[0], {sc.DISK_IO_DIRECTION: "read"}),
+                Observation(io[1], {sc.DISK_IO_DIRECTION: "write"})] if io else []
+
+    def cores() -> list[Observation]:
+        return [Observation(v, {sc.CPU_SCOPE: k}) for k, v in sampler.take_peaks().items()]
+
+    instruments: list[tuple[str, Callable[[], list[Observation]]]] = [
+        ("process.cpu.time", cpu_time), ("process.memory.usage", memory), ("process.disk.io", disk),
+        ("vllm.startup.cpu.cores", cores),
+    ]
+    if sampler.host:
+        def throttled() -> list[Observation]:
+            now = cgroup_throttled_s()
+            return [Observation(now - sampler.throttled0)] if now is not None and sampler.throttled0 is not None else []
+
+        def gpu(key: str, extra: dict[str, str] | None = None) -> Callable[[], list[Observation]]:
+            return lambda: [Observation(r[key], {**ident, **(extra or {})}) for ident, r in sampler.gpu if key in r]
+
+        def pcie() -> list[Observation]:
+            names = {ident["hw.id"]: ident for ident, _ in sampler.gpu}
+            return [Observation(v, {**names.get(hw_id, {sc.HW_ID: hw_id}), sc.NETWORK_IO_DIRECTION: d})
+                    for hw_id, (rx, tx) in sampler.pcie.items() for d, v in (("receive", rx), ("transmit", tx))]
+
+        instruments += [
+            ("vllm.startup.cgroup.cpu.throttled_time", throttled),
+            ("hw.gpu.memory.usage", gpu("mem_used")), ("hw.gpu.memory.limit", gpu("mem_total")),
+            ("hw.gpu.utilization", gpu("util", {sc.HW_GPU_TASK: "general"})),
+            ("hw.power", gpu("power", {sc.HW_TYPE: "gpu"})), ("hw.gpu.io", pcie),
+        ]
+    makers = {"counter": m.create_observable_counter, "updowncounter": m.create_observable_up_down_counter,
+              "gauge": m.create_observable_gauge}
+    for name, fn in instruments:
+        kind, unit, _, desc = sc.RESOURCE_METRICS[name]
+        makers[kind](name, callbacks=[live(fn)], unit=unit, description=desc)

@@ -1,0 +1,307 @@
+"""The startup resource sampler: a daemon thread per vLLM process, from process start until a short tail
+after ready, then it stops.
+
+Every process samples itself (CPU time, resident memory, storage reads) at ~10 Hz; the API server also
+samples the whole process tree, the host's cores, its cgroup's CPU throttling and the GPUs (NVML). The
+samples feed the resource metrics (otel_metrics.py) and each startup span's resource summary: exact
+deltas read at the span's start and end, peaks from the samples inside it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import semconv as sc
+
+_log = logging.getLogger("vllm_otel_startup")
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+MAX_SAMPLES = 36_000  # one hour at 10 Hz
+
+
+# ---- /proc readers (None when unavailable) ------------------------------------------------------------
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def rss_bytes() -> int | None:
+    raw = _read("/proc/self/statm")
+    return int(raw.split()[1]) * _PAGE if raw else None
+
+
+def io_bytes() -> tuple[int, int] | None:
+    """(read_bytes, write_bytes) this process caused to storage (page-cache hits are not reads)."""
+    raw = _read("/proc/self/io")
+    if not raw:
+        return None
+    vals = dict(line.split(b": ") for line in raw.splitlines() if b": " in line)
+    try:
+        return int(vals[b"read_bytes"]), int(vals[b"write_bytes"])
+    except (KeyError, ValueError):
+        return None
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """utime + stime + cutime + cstime of ``pid`` (its reaped children included), in seconds."""
+    raw = _read(f"/proc/{pid}/stat")
+    if not raw:
+        return None
+    try:
+        f = raw[raw.rindex(b")") + 2:].split()
+        return sum(int(x) for x in f[11:15]) / _TICK
+    except (ValueError, IndexError):
+        return None
+
+
+def children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        raw = _read(f"/proc/{pid}/task/{tid}/children")
+        if raw:
+            out.extend(int(x) for x in raw.split())
+    return out
+
+
+def system_cores() -> list[tuple[int, int]] | None:
+    """(busy, total) jiffies per logical core, from /proc/stat."""
+    raw = _read("/proc/stat")
+    if not raw:
+        return None
+    out = []
+    for line in raw.splitlines():
+        if line.startswith(b"cpu") and not line.startswith(b"cpu "):
+            v = [int(x) for x in line.split()[1:]]
+            idle = v[3] + (v[4] if len(v) > 4 else 0)
+            total = sum(v[:8])
+            out.append((total - idle, total))
+    return out
+
+
+def cgroup_throttled_s() -> float | None:
+    """CPU time this container's cgroup was throttled (cgroup v2 throttled_usec, v1 throttled_time ns)."""
+    for path, key, scale in (("/sys/fs/cgroup/cpu.stat", b"throttled_usec", 1e-6),
+                             ("/sys/fs/cgroup/cpu,cpuacct/cpu.stat", b"throttled_time", 1e-9),
+                             ("/sys/fs/cgroup/cpu/cpu.stat", b"throttled_time", 1e-9)):
+        raw = _read(path)
+        if raw:
+            for line in raw.splitlines():
+                k, _, v = line.partition(b" ")
+                if k == key:
+                    return int(v) * scale
+    return None
+
+
+def cpu_model() -> str | None:
+    raw = _read("/proc/cpuinfo")
+    for line in (raw or b"").splitlines():
+        if line.startswith(b"model name"):
+            return line.split(b":", 1)[1].strip().decode(errors="replace")
+    return None
+
+
+class Snapshot:
+    """Exact readings at one instant (a span's start or end)."""
+
+    __slots__ = ("t", "cpu_ns", "read", "gpu")
+
+    def __init__(self, t: int, cpu_ns: int, read: int | None, gpu: int | None) -> None:
+        self.t, self.cpu_ns, self.read, self.gpu = t, cpu_ns, read, gpu
+
+
+def _hz() -> float:
+    try:
+        return max(0.0, float(os.environ.get("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "10")))
+    except ValueError:
+        return 10.0
+
+
+class Sampler:
+    def __init__(self, host: bool) -> None:
+        self.host = host  # API server: also the process tree, host cores, cgroup and GPUs
+        self.pid = os.getpid()
+        self.hz = _hz()
+        self.nvml: Any = None
+        self.device_model: str | None = None
+        # series for peaks: sample times (wall ns), process cores used over the interval ending there, RSS
+        self.times: list[int] = []
+        self.cores: list[float] = []
+        self.rss: list[int] = []
+        self.sys_busy_peak: int | None = None  # most host cores > 50 % busy in one interval (API server)
+        self.tree_cpu: float | None = None
+        self.gpu: list[tuple[dict[str, str], dict[str, float]]] = []
+        self.pcie: dict[str, list[float]] = {}  # hw.id -> [rx bytes, tx bytes] integrated from NVML rates
+        self.throttled0 = cgroup_throttled_s() if host else None
+        self.peaks: dict[str, float] = {}  # cpu scope -> peak cores since the metric reader last took it
+        self.stopped = False
+        self._stop_at: float | None = None
+        self._on_stop: Callable[[], None] | None = None
+        self._tree: set[int] = set()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.hz <= 0:
+            self.stopped = True
+            return
+        self._thread = threading.Thread(target=self._run, name="vllm-otel-startup-sampler", daemon=True)
+        self._thread.start()
+
+    def stop_after(self, tail_s: float, on_stop: Callable[[], None] | None = None) -> None:
+        """Keep sampling ``tail_s`` more seconds, then take a last sample, call ``on_stop`` and end."""
+        self._on_stop = on_stop
+        self._stop_at = time.monotonic() + tail_s
+        if self._thread is None or not self._thread.is_alive():
+            self._finish()
+        elif tail_s <= 0:
+            self._wake.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _finish(self) -> None:
+        on_stop, self._on_stop = self._on_stop, None
+        if on_stop is not None:
+            try:
+                on_stop()
+            except Exception:  # noqa: BLE001
+                _log.debug("sampler stop hook failed", exc_info=True)
+        self.stopped = True
+
+    def _run(self) -> None:
+        try:
+            self._setup()
+            interval = 1.0 / self.hz
+            stride = max(1, (os.cpu_count() or 1) // 16)  # /proc/stat grows with the core count
+            prev = (time.time_ns(), time.process_time_ns())
+            prev_sys = system_cores() if self.host else None
+            tick = 0
+            while True:
+                self._wake.wait(interval)
+                tick += 1
+                prev, prev_sys = self._sample(tick, stride, prev, prev_sys)
+                if self._stop_at is not None and time.monotonic() >= self._stop_at:
+                    break
+        except Exception:  # noqa: BLE001 - the sampler never hurts the host
+            _log.debug("sampler stopped on error", exc_info=True)
+        self._finish()
+
+    def _setup(self) -> None:
+        from .gpu import Nvml, driver_present
+
+        if driver_present():
+            self.nvml = Nvml()
+        self.device_model = (self.nvml.model if self.nvml is not None else None) or cpu_model()
+
+    def _sample(self, tick: int, stride: int, prev: tuple[int, int], prev_sys: Any) -> tuple[Any, Any]:
+        now, cpu = time.time_ns(), time.process_time_ns()
+        cores = (cpu - prev[1]) / max(now - prev[0], 1)
+        self.times.append(now)
+        self.cores.append(cores)
+        self.rss.append(rss_bytes() or 0)
+        self._peak("process", cores)
+        if len(self.times) > MAX_SAMPLES:
+            del self.times[0], self.cores[0], self.rss[0]
+        if self.host:
+            if tick % stride == 0:
+                cur = system_cores()
+                if cur and prev_sys and len(cur) == len(prev_sys):
+                    busy = sum(1 for (b1, t1), (b0, t0) in zip(cur, prev_sys, strict=True)
+                               if t1 > t0 and (b1 - b0) / (t1 - t0) > 0.5)
+                    self.sys_busy_peak = max(busy, self.sys_busy_peak or 0)
+                    self._peak("system", busy)
+                prev_sys = cur
+            if tick % 10 == 1:  # new descendants (EngineCore, workers, compile workers) once a second
+                self._discover()
+            tree = sum(v for v in (proc_cpu_s(p) for p in [self.pid, *self._tree]) if v is not None)
+            if self.tree_cpu is not None:
+                self._peak("tree", (tree - self.tree_cpu) / max((now - prev[0]) / 1e9, 1e-9))
+            self.tree_cpu = tree
+            if self.nvml is not None and self.nvml.ok:
+                self._gpu(pcie=tick % 10 == 0, dt=(now - prev[0]) / 1e9)
+        return (now, cpu), prev_sys
+
+    def _peak(self, scope: str, value: float) -> None:
+        if value > self.peaks.get(scope, -1.0):
+            self.peaks[scope] = value
+
+    def _discover(self) -> None:
+        seen, todo = set(), [self.pid]
+        while todo:
+            for c in children(todo.pop()):
+                if c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+        self._tree = seen
+
+    def _gpu(self, pcie: bool, dt: float) -> None:
+        readings = self.nvml.device_readings(pcie=pcie)
+        for ident, r in readings:
+            if pcie and "pcie_rx" in r:
+                acc = self.pcie.setdefault(ident["hw.id"], [0.0, 0.0])
+                acc[0] += r["pcie_rx"] * dt * 10  # a 1 Hz reading stands for the ten intervals since the last
+                acc[1] += r["pcie_tx"] * dt * 10
+        self.gpu = readings
+
+    def take_peaks(self) -> dict[str, float]:
+        """Peak cores per scope since the last call (the metric reader's export interval)."""
+        peaks, self.peaks = self.peaks, {}
+        return peaks
+
+    # ---- per-span summary ---------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        io = io_bytes()
+        gpu = None
+        if self.nvml is not None and self.nvml.ok:
+            gpu = self.nvml.process_memory(self.pid)
+            if gpu is None:
+                gpu = self.nvml.used_memory()
+        return Snapshot(time.time_ns(), time.process_time_ns(), io[0] if io else None, gpu)
+
+    def summary(self, a: Snapshot, b: Snapshot) -> dict[str, Any]:
+        """Resource attributes of the interval between two snapshots."""
+        seconds = max((b.t - a.t) / 1e9, 1e-9)
+        cpu = (b.cpu_ns - a.cpu_ns) / 1e9
+        attrs: dict[str, Any] = {sc.RES_CPU_TIME: round(cpu, 4), sc.RES_CORES_AVG: round(cpu / seconds, 3)}
+        i, j = bisect.bisect_right(self.times, a.t), bisect.bisect_right(self.times, b.t)
+        attrs[sc.RES_SAMPLES] = max(0, j - i)
+        if j > i:
+            attrs[sc.RES_CORES_PEAK] = round(max(self.cores[i:j]), 3)
+        rss_end = rss_bytes()
+        peak = max([*self.rss[i:j], rss_end or 0])
+        if peak:
+            attrs[sc.RES_RSS_PEAK] = peak
+        if a.read is not None and b.read is not None:
+            attrs[sc.RES_DISK_READ] = b.read - a.read
+            attrs[sc.RES_DISK_READ_GBPS] = round((b.read - a.read) / seconds / 1e9, 4)
+        if a.gpu is not None and b.gpu is not None:
+            attrs[sc.RES_GPU_MEMORY_DELTA] = b.gpu - a.gpu
+        return attrs
+
+    def host_summary(self) -> dict[str, Any]:
+        """Root-only attributes, from process creation until now: the whole tree's CPU, the busiest host
+        interval, cgroup throttling."""
+        self._discover()
+        tree = sum(v for v in (proc_cpu_s(p) for p in [self.pid, *self._tree]) if v is not None)
+        attrs: dict[str, Any] = {sc.RES_TREE_CPU_TIME: round(tree, 3)}
+        if self.sys_busy_peak is not None:
+            attrs[sc.RES_SYSTEM_CORES_BUSY_PEAK] = self.sys_busy_peak
+        throttled = cgroup_throttled_s()
+        if throttled is not None and self.throttled0 is not None:
+            attrs[sc.RES_CGROUP_THROTTLED] = round(throttled - self.throttled0, 4)
+        return attrs

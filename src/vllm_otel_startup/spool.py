@@ -1,0 +1,87 @@
+"""The spool: how the EngineCore and workers hand their startup spans to the API server.
+
+At its ready point each child process writes its startup spans (OTLP JSON, as the local file exporter
+does) to ``$TMPDIR/vllm-otel-startup-spool/<trace id>/<kind>-<pid>.json``; the API server reads the
+directory when it needs the whole start (the /metrics collector, the printed breakdown) and removes it
+when it exits. Nothing here raises: a spool that cannot be written only costs the /metrics view of that
+process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .spanmodel import Span, parse_otlp
+
+_log = logging.getLogger("vllm_otel_startup")
+MAX_AGE_S = 24 * 3600  # leftovers of servers that died without cleaning up
+
+
+def root() -> str:
+    return os.path.join(tempfile.gettempdir(), "vllm-otel-startup-spool")
+
+
+def directory(trace_id: str) -> str:
+    return os.path.join(root(), trace_id)
+
+
+def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
+    """Write this process's ended SDK spans; atomic (readers never see half a file)."""
+    from .file_exporter import encode
+
+    try:
+        d = directory(trace_id)
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        tmp = os.path.join(d, f".{name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(encode(spans), f, separators=(",", ":"))
+        os.replace(tmp, os.path.join(d, f"{name}.json"))
+        return True
+    except OSError as exc:
+        _log.debug("spool write failed: %s", exc)
+        return False
+
+
+def read(trace_id: str) -> list[Span]:
+    """Every span the children of this start have spooled so far."""
+    out: list[Span] = []
+    d = directory(trace_id)
+    try:
+        names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
+    except OSError:
+        return out
+    for n in names:
+        try:
+            with open(os.path.join(d, n), encoding="utf-8") as f:
+                out.extend(parse_otlp(json.load(f)))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            _log.debug("spool file %s unreadable: %s", n, exc)
+    return out
+
+
+def remove(trace_id: str) -> None:
+    shutil.rmtree(directory(trace_id), ignore_errors=True)
+
+
+def prune(now: float | None = None) -> None:
+    """Remove spool directories older than a day (servers killed before they could clean up)."""
+    now = now or time.time()
+    try:
+        entries = os.listdir(root())
+    except OSError:
+        return
+    for e in entries:
+        path = os.path.join(root(), e)
+        try:
+            if now - os.path.getmtime(path) > MAX_AGE_S:
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
