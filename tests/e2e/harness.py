@@ -1,8 +1,12 @@
 """Real backends and real vLLM starts for the end-to-end tests.
 
 Backends (installed by tests/e2e/bootstrap.sh, started here on 127.0.0.1 with free ports):
-  rotel   an OTLP collector (gRPC + HTTP in), exporting traces over gRPC to
-  Phoenix a trace store with a REST span API (Tempo cannot be installed here; Phoenix stands in).
+  rotel           an OTLP collector (gRPC + HTTP in), exporting traces over gRPC to Phoenix and metrics over
+                  OTLP/HTTP to VictoriaMetrics
+  Phoenix         a trace store with a REST span API (Tempo cannot be installed here; Phoenix stands in)
+  VictoriaMetrics an OTLP metrics store with the Prometheus query API (Prometheus's own OTLP receiver is
+                  patched out of Debian's build)
+  Prometheus      scraping each running vLLM server's own GET /metrics (file-based discovery, 1 s interval)
 Phoenix's REST API does not return resource attributes, so starts also write the local OTLP-JSON file
 (OTEL_TRACES_EXPORTER=otlp,vllm_startup_file): resource-level checks read that real export.
 """
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +35,7 @@ from vllm_otel_startup.report import Span
 E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e"))
 VENV = E2E_HOME / "venv-vllm"
 BACKENDS = E2E_HOME / "venv-backends"
+PKG_BIN = E2E_HOME / "pkgroot/usr/bin"
 
 
 def free_port() -> int:
@@ -77,6 +83,8 @@ class Backends:
     phoenix_grpc: int = field(default_factory=free_port)
     otlp_grpc: int = field(default_factory=free_port)
     otlp_http: int = field(default_factory=free_port)
+    vm_http: int = field(default_factory=free_port)
+    prom_http: int = field(default_factory=free_port)
     procs: list[subprocess.Popen] = field(default_factory=list)
     logs: list = field(default_factory=list)
 
@@ -98,12 +106,31 @@ class Backends:
              "--exporter", "otlp",
              "--otlp-exporter-traces-endpoint", f"http://127.0.0.1:{self.phoenix_grpc}",
              "--otlp-exporter-traces-protocol", "grpc",
-             "--otlp-exporter-metrics-endpoint", "http://127.0.0.1:9/v1/metrics",
+             "--otlp-exporter-metrics-endpoint", f"http://127.0.0.1:{self.vm_http}/opentelemetry/v1/metrics",
+             "--otlp-exporter-metrics-protocol", "http",
              "--otlp-exporter-logs-endpoint", "http://127.0.0.1:9/v1/logs",
              "--otlp-receiver-logs-disabled"],
             start_new_session=True, stdout=self._log("rotel"), stderr=subprocess.STDOUT))
+        self.procs.append(subprocess.Popen(
+            [str(PKG_BIN / "victoria-metrics"), f"-httpListenAddr=127.0.0.1:{self.vm_http}",
+             f"-storageDataPath={self.workdir / 'vm'}", "-opentelemetry.usePrometheusNaming",
+             "-search.latencyOffset=0s", "-search.maxStalenessInterval=2h"],
+            start_new_session=True, stdout=self._log("victoria-metrics"), stderr=subprocess.STDOUT))
+        self.targets = self.workdir / "targets"
+        self.targets.mkdir(exist_ok=True)
+        (self.workdir / "prometheus.yml").write_text(
+            "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
+            "scrape_configs:\n"
+            "  - job_name: vllm\n"
+            f"    file_sd_configs: [{{files: ['{self.targets}/*.json'], refresh_interval: 1s}}]\n")
+        self.procs.append(subprocess.Popen(
+            [str(PKG_BIN / "prometheus"), f"--config.file={self.workdir / 'prometheus.yml'}",
+             f"--storage.tsdb.path={self.workdir / 'prom'}", f"--web.listen-address=127.0.0.1:{self.prom_http}"],
+            start_new_session=True, stdout=self._log("prometheus"), stderr=subprocess.STDOUT))
         wait_until(lambda: http_get(f"http://127.0.0.1:{self.phoenix_http}/healthz")[0] == 200, 180, "Phoenix")
         wait_until(lambda: _listening(self.otlp_http), 30, "rotel")
+        wait_until(lambda: http_get(f"http://127.0.0.1:{self.vm_http}/health")[0] == 200, 30, "VictoriaMetrics")
+        wait_until(lambda: http_get(f"http://127.0.0.1:{self.prom_http}/-/ready")[0] == 200, 30, "Prometheus")
         return self
 
     def _log(self, name: str):
@@ -116,6 +143,35 @@ class Backends:
             _stop(p)
         for f in self.logs:
             f.close()
+
+    # ---- metrics stores ----------------------------------------------------------------------------
+    def vm_query(self, query: str) -> list[dict[str, Any]]:
+        """Instant query on VictoriaMetrics (freshly ingested rows made searchable first)."""
+        http_get(f"http://127.0.0.1:{self.vm_http}/internal/force_flush")
+        return _prom_api(f"http://127.0.0.1:{self.vm_http}/api/v1/query", query)
+
+    def prom_query(self, query: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Instant query on Prometheus, at ``at`` (unix s): a stopped server's series are stale afterwards."""
+        return _prom_api(f"http://127.0.0.1:{self.prom_http}/api/v1/query", query, at)
+
+    def scrape(self, name: str, port: int, timeout: float = 60) -> float:
+        """Have Prometheus scrape the running server until it holds its startup metrics; the time of that
+        scrape (queries about this start are evaluated there)."""
+        target = self.targets / f"{name}.json"
+        target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": {"k8s_pod_name": name}}]))
+        seen: list[float] = []
+
+        def scraped() -> bool:
+            res = self.prom_query(f'vllm_startup_starts_total{{k8s_pod_name="{name}"}}')
+            if res:
+                seen.append(float(res[0]["value"][0]))
+            return bool(res)
+
+        try:
+            wait_until(scraped, timeout, f"Prometheus scraping {name}", interval=0.5)
+        finally:
+            target.unlink()
+        return seen[-1]
 
     # ---- Phoenix queries ---------------------------------------------------------------------------
     def all_spans(self) -> list[dict[str, Any]]:
@@ -155,6 +211,13 @@ class Backends:
         return found
 
 
+def _prom_api(url: str, query: str, at: float | None = None) -> list[dict[str, Any]]:
+    params = {"query": query} | ({"time": f"{at:.3f}"} if at is not None else {})
+    status, body = http_get(f"{url}?{urllib.parse.urlencode(params)}", timeout=30)
+    assert status == 200, f"query {query!r} failed: {status} {body[:300]!r}"
+    return json.loads(body)["data"]["result"]
+
+
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.5)
@@ -191,13 +254,18 @@ class Start:
     returncode: int | None
     log: str
     trace_file_dir: Path
+    name: str = ""  # k8s.pod.name resource attribute: selects this start's metric series
+    scraped_at: float | None = None  # when Prometheus scraped its /metrics (unix s)
 
 
 def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
-          instrument: bool = True, expect_ready: bool = True, port: int | None = None) -> Start:
-    """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health."""
+          instrument: bool = True, expect_ready: bool = True, port: int | None = None,
+          name: str | None = None) -> Start:
+    """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
+    With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped."""
     port = port or free_port()
+    name = name or f"{cache.name}-{port}"
     files = files or (cache / "starts")
     cache.mkdir(parents=True, exist_ok=True)
     e = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
@@ -210,7 +278,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
         ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
               else f"http://127.0.0.1:{backends.otlp_http}")
         e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
-                 OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
+                 OTEL_TRACES_EXPORTER="otlp,vllm_startup_file", OTEL_RESOURCE_ATTRIBUTES=f"k8s.pod.name={name}")
     e.update(env or {})
     cmd = [str(VENV / "bin/vllm"), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", "256", "--dtype", "float32", *args]
@@ -220,7 +288,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
     with open(log_path, "wb") as log:
         spawn_ns = time.time_ns()
         proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        ready_ns = None
+        ready_ns = scraped_at = None
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline and proc.poll() is None:
@@ -228,12 +296,15 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
                     ready_ns = time.time_ns()
                     break
                 time.sleep(0.02)
+            if ready_ns is not None and backends is not None and instrument:
+                scraped_at = backends.scrape(name, port)
         finally:
             # SIGTERM to the API server alone stops the whole tree cleanly (vllm-on-cpu.md).
             _stop(proc, signal.SIGTERM, timeout=60)
     if expect_ready and ready_ns is None:
         raise AssertionError(f"vllm serve did not become ready; log:\n{log_path.read_text()[-4000:]}")
-    return Start(proc.pid, spawn_ns, ready_ns, proc.returncode, log_path.read_text(errors="replace"), files)
+    return Start(proc.pid, spawn_ns, ready_ns, proc.returncode, log_path.read_text(errors="replace"), files,
+                 name, scraped_at)
 
 
 # vLLM's own timing log lines and the phase each one measures (vLLM 0.32).

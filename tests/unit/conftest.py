@@ -37,6 +37,48 @@ def otel():
     trace_api._TRACER_PROVIDER = None  # noqa: SLF001
 
 
+@pytest.fixture
+def metrics_reader():
+    """A fresh global SDK MeterProvider read by an in-memory reader (our runtime records into the global one).
+    ``reader.exported`` also keeps every batch a flush exported, as an OTLP exporter would have sent it
+    (exemplars are reported once, by the collection that follows the measurement)."""
+    from opentelemetry.metrics import _internal as metrics_internal
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        InMemoryMetricReader,
+        MetricExporter,
+        MetricExportResult,
+        PeriodicExportingMetricReader,
+    )
+
+    class Keep(MetricExporter):
+        def __init__(self) -> None:
+            super().__init__()
+            self.batches: list = []
+
+        def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
+            self.batches.append(metrics_data)
+            return MetricExportResult.SUCCESS
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            return True
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
+            return None
+
+    reader = InMemoryMetricReader()
+    keep = Keep()
+    reader.exported = keep.batches
+    provider = MeterProvider(metric_readers=[reader, PeriodicExportingMetricReader(keep, 3_600_000)])
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()  # noqa: SLF001 - test isolation
+    metrics_internal._METER_PROVIDER = None  # noqa: SLF001
+    metrics_internal.set_meter_provider(provider)
+    yield reader
+    provider.shutdown()
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()  # noqa: SLF001
+    metrics_internal._METER_PROVIDER = None  # noqa: SLF001
+
+
 class Started:
     def __init__(self, rt: Runtime, installer: Installer, exporter: InMemorySpanExporter) -> None:
         self.rt, self.installer, self.exporter = rt, installer, exporter

@@ -1,0 +1,128 @@
+"""Startup metrics of a real `opentelemetry-instrument vllm serve` on two real paths: OTLP from every process
+through the collector (rotel) into VictoriaMetrics, and Prometheus scraping the running server's own
+GET /metrics. Both are asserted on what the stores answer, against the spans of the same start."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from vllm_otel_startup import semconv as sc
+
+pytestmark = pytest.mark.e2e
+PHASE, KIND = sc.prom_label(sc.PHASE), sc.prom_label(sc.PROCESS_KIND)
+
+
+def vm(backends, obs, metric: str, extra: str = "") -> list[dict]:
+    return backends.vm_query(f'{metric}{{k8s_pod_name="{obs.start.name}"{extra}}}')
+
+
+def prom(backends, obs, metric: str, extra: str = "") -> list[dict]:
+    return backends.prom_query(f'{metric}{{k8s_pod_name="{obs.start.name}"{extra}}}', at=obs.start.scraped_at)
+
+
+def by_phase(series: list[dict]) -> dict[tuple[str, str], float]:
+    return {(s["metric"][PHASE], s["metric"][KIND]): float(s["value"][1]) for s in series}
+
+
+def span_sums(obs) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], int]]:
+    total: dict[tuple[str, str], float] = defaultdict(float)
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    for s in obs.file_spans():
+        key = (s.attrs[sc.PHASE], s.attrs[sc.PROCESS_KIND])
+        total[key] += s.duration
+        count[key] += 1
+    return total, count
+
+
+@pytest.mark.parametrize("which", ["eager", "compiled_cold"])
+def test_each_phase_duration_is_its_spans_duration_on_both_paths(which, request, backends):
+    """Same numbers, two paths: for every (phase, process kind), the histogram sum and count in
+    VictoriaMetrics (OTLP from the process that ran it) and in Prometheus (the API server's /metrics, fed
+    by the EngineCore's and worker's spool) equal the spans of that phase in the start's trace."""
+    obs = request.getfixturevalue(which)
+    total, count = span_sums(obs)
+    name = sc.prom_name("vllm.startup.phase.duration")
+    for path, query in (("otlp", vm), ("scrape", prom)):
+        sums = by_phase(query(backends, obs, f"{name}_sum"))
+        counts = by_phase(query(backends, obs, f"{name}_count"))
+        assert set(sums) == set(total), (path, sorted(set(total) ^ set(sums)))
+        for key, seconds in total.items():
+            assert sums[key] == pytest.approx(seconds, abs=1e-6 * count[key]), (path, key)
+            assert counts[key] == count[key], (path, key)
+    kinds = {k for _, k in total}
+    assert kinds == {"api_server", "engine_core", "worker"}
+
+
+def test_whole_start_duration_outcome_and_trace_link(eager, backends):
+    root = eager.root
+    for query in (vm, prom):
+        [d] = query(backends, eager, sc.prom_name("vllm.startup.duration") + "_sum")
+        assert float(d["value"][1]) == pytest.approx(root.duration, abs=1e-6)
+        assert d["metric"][sc.prom_label(sc.OUTCOME)] == "ready"
+        [n] = query(backends, eager, sc.prom_name("vllm.startup.starts"))
+        assert float(n["value"][1]) == 1 and n["metric"][sc.prom_label(sc.OUTCOME)] == "ready"
+        [last] = query(backends, eager, sc.prom_name("vllm.startup.last_start.duration"))
+        assert last["metric"][sc.TRACE_ID] == root.trace_id
+        assert last["metric"][sc.prom_label(sc.WEIGHTS_SOURCE)] == "local_dir"
+        assert last["metric"][sc.prom_label(sc.MODEL_INSPECTION_CACHE_HIT)] == "false"
+        assert float(last["value"][1]) == pytest.approx(root.duration, abs=1e-6)
+
+
+def test_fleet_labels_agree_across_processes(eager, backends, tiny_model):
+    series = vm(backends, eager, sc.prom_name("vllm.startup.phase.duration") + "_count")
+    fleet = {tuple((k, s["metric"].get(sc.prom_label(k), "")) for k in sc.FLEET_LABELS) for s in series}
+    assert len(fleet) == 1, fleet  # the EngineCore and worker carry the API server's values
+    labels = dict(next(iter(fleet)))
+    assert labels[sc.MODEL] == str(tiny_model)
+    assert labels[sc.VLLM_VERSION].startswith("0.32.0")
+    assert labels[sc.DEVICE] == "cpu" and labels[sc.DEVICE_MODEL]
+    assert labels[sc.TP_SIZE] == "1" and labels[sc.MODE] == "cold" and labels[sc.COMPILATION_MODE] == "NONE"
+
+
+def test_compile_cache_miss_then_hit_and_weights(compiled_cold, compiled_warm, backends, tiny_model):
+    hit = sc.prom_label(sc.COMPILE_CACHE_HIT)
+    for obs, expected in ((compiled_cold, "false"), (compiled_warm, "true")):
+        for query in (vm, prom):
+            series = query(backends, obs, sc.prom_name("vllm.startup.compiles"))
+            assert {s["metric"][hit]: float(s["value"][1]) for s in series}.get(expected, 0) >= 1, series
+    [w] = vm(backends, compiled_cold, sc.prom_name("vllm.startup.weights.bytes"))
+    assert float(w["value"][1]) == (tiny_model / "model.safetensors").stat().st_size
+    [t] = prom(backends, compiled_cold, sc.prom_name("vllm.startup.weights.load_time"))
+    assert float(t["value"][1]) == pytest.approx(compiled_cold.one("Load weights").duration, abs=1e-6)
+
+
+def test_resource_fingerprint_from_every_process(eager, backends):
+    """Sampled CPU, memory and disk of each process, the tree and the host: OTLP only, and no GPU series
+    on a host without one (absent, not an error)."""
+    cpu = vm(backends, eager, sc.prom_name("process.cpu.time"))
+    assert {s["metric"][KIND] for s in cpu} == {"api_server", "engine_core", "worker"}
+    assert {s["metric"][sc.prom_label(sc.CPU_MODE)] for s in cpu} == {"user", "system"}
+    rss = vm(backends, eager, sc.prom_name("process.memory.usage"))
+    assert all(float(s["value"][1]) > 100e6 for s in rss) and len(rss) == 3
+    cores = vm(backends, eager, sc.prom_name("vllm.startup.cpu.cores"))
+    scopes = {s["metric"][sc.prom_label(sc.CPU_SCOPE)] for s in cores}
+    assert scopes == {"process", "tree", "system"}
+    assert vm(backends, eager, sc.prom_name("process.disk.io"))
+    assert vm(backends, eager, sc.prom_name("hw.gpu.memory.usage")) == []
+    assert "/vllm_otel_startup/" not in eager.start.log  # no traceback through our code
+
+
+def test_each_phase_span_carries_its_resource_summary(eager, backends):
+    """The startup is CPU-bound: the spawn re-imports keep one core busy; the API server's whole tree did
+    more CPU work than the API server alone; the process span's CPU time matches the sampled metric."""
+    for kind in ("api_server", "engine_core", "worker"):
+        [imports] = [s for s in eager.named(sc.IMPORTS_SPAN) if s.attrs[sc.PROCESS_KIND] == kind]
+        a = imports.attrs
+        assert a[sc.RES_CPU_TIME] > 1.0 and 0.3 < a[sc.RES_CORES_AVG] <= 1.2, (kind, a)
+        assert a[sc.RES_SAMPLES] > 5 and a[sc.RES_CORES_PEAK] <= 1.3 and a[sc.RES_RSS_PEAK] > 100e6
+        assert sc.RES_DISK_READ in a
+    root = eager.root.attrs
+    assert root[sc.RES_TREE_CPU_TIME] > root[sc.RES_CPU_TIME] + 5  # EngineCore and worker did CPU work too
+    assert 1 <= root[sc.RES_SYSTEM_CORES_BUSY_PEAK] <= 2  # this machine has two cores
+    worker = eager.one(sc.WORKER_PROCESS_SPAN).attrs[sc.RES_CPU_TIME]
+    sampled = sum(float(s["value"][1]) for s in vm(backends, eager, sc.prom_name("process.cpu.time"),
+                                                      f',{KIND}="worker"'))
+    assert sampled >= worker - 0.05  # the metric's last reading is after ready
+    assert sampled <= worker + 3.0  # ... by at most the sampling tail
