@@ -93,6 +93,7 @@ def child(args: argparse.Namespace) -> dict:
 
     tracer = trace.get_tracer("vllm.v1.worker.gpu_worker")  # as vLLM's @instrument: the global provider
     torch_mem: dict[str, dict[str, int]] = {}
+    phase_s: dict[str, float] = {"setup": time.perf_counter() - t_start}
 
     def phase(name: str):
         class Phase:
@@ -100,6 +101,7 @@ def child(args: argparse.Namespace) -> dict:
                 torch.cuda.synchronize() if torch.cuda.is_initialized() else None
                 self.r0 = torch.cuda.memory_reserved() if torch.cuda.is_initialized() else 0
                 self.a0 = torch.cuda.memory_allocated() if torch.cuda.is_initialized() else 0
+                self.t0 = time.perf_counter()
                 self.cm = tracer.start_as_current_span(name)
                 self.cm.__enter__()
 
@@ -108,6 +110,7 @@ def child(args: argparse.Namespace) -> dict:
                 torch_mem[name] = {"reserved_delta": torch.cuda.memory_reserved() - self.r0,
                                    "allocated_delta": torch.cuda.memory_allocated() - self.a0}
                 self.cm.__exit__(*exc)
+                phase_s[name] = time.perf_counter() - self.t0
         return Phase()
 
     with phase("Init device"):
@@ -139,9 +142,13 @@ def child(args: argparse.Namespace) -> dict:
     with phase("Allocate KV cache"):
         kv = torch.empty(args.kv_gb * 2**30, dtype=torch.uint8, device="cuda")
     torch.cuda.synchronize()
-    result: dict = {"instrument": args.instrument, "torch": torch_mem}
+    result: dict = {"instrument": args.instrument, "torch": torch_mem, "phase_s": phase_s}
     if rt is not None:
-        rt.finish()
+        t = time.perf_counter()
+        rt.finish()  # the ready point: metrics recorded, bounded flush
+        phase_s["finish"] = time.perf_counter() - t
+    result["wall_s"] = time.perf_counter() - t_start  # to ready (the sampler's tail comes after, while serving)
+    if rt is not None:
         rt.sampler.join(10)
         result["spans"] = {s.name: dict(s.attributes) for s in spans.get_finished_spans()}
         result["durations"] = {s.name: (s.end_time - s.start_time) / 1e9 for s in spans.get_finished_spans()}
@@ -154,7 +161,6 @@ def child(args: argparse.Namespace) -> dict:
                             {"attrs": dict(dp.attributes), "value": getattr(dp, "value", getattr(dp, "sum", None))}
                             for dp in m.data.data_points]
         result["metric_batches"] = len(reader.batches)
-    result["wall_s"] = time.perf_counter() - t_start
     del kv, graphs
     return result
 
@@ -175,10 +181,11 @@ def sampler_cost(seconds: float) -> dict:
 
 
 # ---- parent --------------------------------------------------------------------------------------------
-def run_child(weights: Path, cache: Path, instrument: bool, layers: int, kv_gb: int) -> dict:
+def run_child(weights: Path, cache: Path, instrument: bool, layers: int, kv_gb: int, **extra_env: str) -> dict:
     out = cache / f"result-{time.monotonic_ns()}.json"
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TRITON_CACHE_DIR=str(cache / "triton"),
-               TORCHINDUCTOR_FX_GRAPH_CACHE="1", PYTHONPATH=f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}")
+               TORCHINDUCTOR_FX_GRAPH_CACHE="1", PYTHONPATH=f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}",
+               **extra_env)
     subprocess.run([sys.executable, __file__, "--child", "--weights", str(weights), "--result", str(out),
                     "--layers", str(layers), "--kv-gb", str(kv_gb), *(["--instrument"] if instrument else [])],
                    env=env, check=True)
@@ -216,14 +223,20 @@ def main() -> int:
     cold = run_child(weights, work, True, a.layers, a.kv_gb)
     warm = run_child(weights, work, True, a.layers, a.kv_gb)
     report["cold"], report["warm"] = cold, warm
-    on, off = [], []
+    variants = {"off": (False, {}), "on": (True, {}),
+                "on_no_sampler": (True, {"OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ": "0"})}
+    runs: dict[str, list[dict]] = {k: [] for k in variants}
     for i in range(a.pairs):
-        for instrument in ((True, False) if i % 2 else (False, True)):
-            (on if instrument else off).append(run_child(weights, work, instrument, a.layers, a.kv_gb)["wall_s"])
-    report["overhead"] = {"on_s": on, "off_s": off, "median_on": statistics.median(on),
-                          "median_off": statistics.median(off),
-                          "ratio_of_medians": statistics.median(on) / statistics.median(off),
-                          "median_pair_ratio": statistics.median(x / y for x, y in zip(on, off, strict=True))}
+        order = list(variants) if i % 2 == 0 else list(reversed(variants))
+        for name in order:
+            instrument, env = variants[name]
+            runs[name].append(run_child(weights, work, instrument, a.layers, a.kv_gb, **env))
+    med = {k: statistics.median(r["wall_s"] for r in v) for k, v in runs.items()}
+    report["overhead"] = {
+        "wall_s": {k: [r["wall_s"] for r in v] for k, v in runs.items()}, "median_wall_s": med,
+        "ratio_on_off": med["on"] / med["off"], "ratio_on_no_sampler_off": med["on_no_sampler"] / med["off"],
+        "median_phase_s": {k: {p: statistics.median(r["phase_s"].get(p, 0.0) for r in v)
+                               for p in v[0]["phase_s"]} for k, v in runs.items()}}
     sys.path.insert(0, str(ROOT / "src"))
     report["sampler"] = sampler_cost(a.sampler_seconds)
     Path(a.out).mkdir(parents=True, exist_ok=True)
@@ -248,8 +261,10 @@ def summarize(r: dict) -> None:
         hw = {k: v for k, v in r[run]["metrics"].items() if k.startswith("hw.")}
         print(f"   NVML series: {sorted(hw)}")
     o = r["overhead"]
-    print(f"overhead: median on {o['median_on']:.3f}s off {o['median_off']:.3f}s ratio {o['ratio_of_medians']:.4f} "
-          f"(median pair ratio {o['median_pair_ratio']:.4f})")
+    print(f"overhead (median wall to ready): {o['median_wall_s']}; on/off {o['ratio_on_off']:.4f}, "
+          f"on without sampler/off {o['ratio_on_no_sampler_off']:.4f}")
+    for variant, phases in o["median_phase_s"].items():
+        print(f"   {variant:14s} " + "  ".join(f"{p} {v:.3f}" for p, v in phases.items()))
     s = r["sampler"]
     print(f"sampler at 10 Hz (host mode, NVML={s['nvml']}): {100 * s['share_of_one_core']:.3f} % of one core "
           f"({s['samples']} samples); device model {s['device_model']}")
