@@ -212,6 +212,7 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=24)
     ap.add_argument("--kv-gb", type=int, default=8)
     ap.add_argument("--sampler-seconds", type=float, default=20)
+    ap.add_argument("--cooldown", type=float, default=3)
     a = ap.parse_args()
     if a.child:
         Path(a.result).write_text(json.dumps(child(a), default=str))
@@ -223,18 +224,20 @@ def main() -> int:
     cold = run_child(weights, work, True, a.layers, a.kv_gb)
     warm = run_child(weights, work, True, a.layers, a.kv_gb)
     report["cold"], report["warm"] = cold, warm
-    variants = {"off": (False, {}), "on": (True, {}),
-                "on_no_sampler": (True, {"OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ": "0"})}
+    variants = {"off": (False, {}), "on": (True, {})}
     runs: dict[str, list[dict]] = {k: [] for k in variants}
     for i in range(a.pairs):
-        order = list(variants) if i % 2 == 0 else list(reversed(variants))
-        for name in order:
+        for name in list(variants) if i % 2 == 0 else list(reversed(variants)):
+            time.sleep(a.cooldown)  # the last run's compile workers and GPU memory are gone
             instrument, env = variants[name]
             runs[name].append(run_child(weights, work, instrument, a.layers, a.kv_gb, **env))
     med = {k: statistics.median(r["wall_s"] for r in v) for k, v in runs.items()}
     report["overhead"] = {
         "wall_s": {k: [r["wall_s"] for r in v] for k, v in runs.items()}, "median_wall_s": med,
-        "ratio_on_off": med["on"] / med["off"], "ratio_on_no_sampler_off": med["on_no_sampler"] / med["off"],
+        "ratio_on_off": med["on"] / med["off"],
+        "median_pair_ratio": statistics.median(x["wall_s"] / y["wall_s"]
+                                               for x, y in zip(runs["on"], runs["off"], strict=True)),
+        "phase_s": {k: [r["phase_s"] for r in v] for k, v in runs.items()},
         "median_phase_s": {k: {p: statistics.median(r["phase_s"].get(p, 0.0) for r in v)
                                for p in v[0]["phase_s"]} for k, v in runs.items()}}
     sys.path.insert(0, str(ROOT / "src"))
@@ -262,7 +265,9 @@ def summarize(r: dict) -> None:
         print(f"   NVML series: {sorted(hw)}")
     o = r["overhead"]
     print(f"overhead (median wall to ready): {o['median_wall_s']}; on/off {o['ratio_on_off']:.4f}, "
-          f"on without sampler/off {o['ratio_on_no_sampler_off']:.4f}")
+          f"median pair ratio {o['median_pair_ratio']:.4f}")
+    for variant, runs in o["phase_s"].items():
+        print(f"   {variant:4s} torch.compile per run: " + ", ".join(f"{r.get('torch.compile', 0):.2f}" for r in runs))
     for variant, phases in o["median_phase_s"].items():
         print(f"   {variant:14s} " + "  ".join(f"{p} {v:.3f}" for p, v in phases.items()))
     s = r["sampler"]
