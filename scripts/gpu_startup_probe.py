@@ -224,13 +224,19 @@ def main() -> int:
     cold = run_child(weights, work, True, a.layers, a.kv_gb)
     warm = run_child(weights, work, True, a.layers, a.kv_gb)
     report["cold"], report["warm"] = cold, warm
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / "gpu_probe.json").write_text(json.dumps(report, indent=1, default=str))
+    summarize_compile(report)
     variants = {"off": (False, {}), "on": (True, {})}
     runs: dict[str, list[dict]] = {k: [] for k in variants}
     for i in range(a.pairs):
         for name in list(variants) if i % 2 == 0 else list(reversed(variants)):
             time.sleep(a.cooldown)  # the last run's compile workers and GPU memory are gone
             instrument, env = variants[name]
-            runs[name].append(run_child(weights, work, instrument, a.layers, a.kv_gb, **env))
+            r = run_child(weights, work, instrument, a.layers, a.kv_gb, **env)
+            runs[name].append(r)
+            print(f"pair {i} {name}: wall to ready {r['wall_s']:.2f}s, torch.compile "
+                  f"{r['phase_s'].get('torch.compile', 0):.2f}s", flush=True)
     med = {k: statistics.median(r["wall_s"] for r in v) for k, v in runs.items()}
     report["overhead"] = {
         "wall_s": {k: [r["wall_s"] for r in v] for k, v in runs.items()}, "median_wall_s": med,
@@ -242,14 +248,13 @@ def main() -> int:
                                for p in v[0]["phase_s"]} for k, v in runs.items()}}
     sys.path.insert(0, str(ROOT / "src"))
     report["sampler"] = sampler_cost(a.sampler_seconds)
-    Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / "gpu_probe.json").write_text(json.dumps(report, indent=1, default=str))
     summarize(report)
     return 0
 
 
-def summarize(r: dict) -> None:
-    print(f"weights: {r['weights_bytes'] / 1e9:.2f} GB")
+def summarize_compile(r: dict) -> None:
+    print(f"weights: {r['weights_bytes'] / 1e9:.2f} GB", flush=True)
     for run in ("cold", "warm"):
         s = r[run]["spans"]
         c = s.get("torch.compile", {})
@@ -262,7 +267,10 @@ def summarize(r: dict) -> None:
             print(f"   {name:18s} NVML delta {ours if ours is None else ours / 2**20:>10.1f} MiB   "
                   f"torch reserved delta {mem['reserved_delta'] / 2**20:>10.1f} MiB")
         hw = {k: v for k, v in r[run]["metrics"].items() if k.startswith("hw.")}
-        print(f"   NVML series: {sorted(hw)}")
+        print(f"   NVML series: {sorted(hw)}", flush=True)
+
+
+def summarize(r: dict) -> None:
     o = r["overhead"]
     print(f"overhead (median wall to ready): {o['median_wall_s']}; on/off {o['ratio_on_off']:.4f}, "
           f"median pair ratio {o['median_pair_ratio']:.4f}")
