@@ -3,11 +3,12 @@
 1. Added interpreter start per Python process: `opentelemetry-instrument python -c pass` with our
    instrumentor enabled vs disabled (OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=vllm_startup), interleaved pairs.
    This is what every helper process (resource tracker, compile workers) pays.
-2. Whole-start overhead: the same real `opentelemetry-instrument vllm serve` of the tiny model, with and
+2. The resource sampler's steady-state CPU cost at 10 Hz (API server and EngineCore/worker kinds).
+3. Whole-start overhead: the same real `opentelemetry-instrument vllm serve` of the tiny model, with and
    without our instrumentor, alternating (order flipped every pair), warm caches, stopwatch spawn -> first
    200 on /health. Median of the per-pair ratios.
 
-    python scripts/bench_overhead.py [--interp 40] [--starts 3] [--mode eager|compiled] [--out FILE]
+    python scripts/bench_overhead.py [--interp 40] [--sampler 20] [--starts 3] [--mode eager|compiled] [--out FILE]
 Run it with the e2e venv's python (tests/e2e/bootstrap.sh).
 """
 
@@ -27,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
 
 import harness  # noqa: E402
+from gpu_startup_probe import sampler_cost  # noqa: E402
 
 DISABLED = {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "vllm_startup"}
 
@@ -137,6 +139,7 @@ def starts(n: int, mode: str, workdir: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--interp", type=int, default=40, help="pairs of `python -c pass` runs")
+    ap.add_argument("--sampler", type=float, default=20, help="seconds of sampler measurement (0 to skip)")
     ap.add_argument("--starts", type=int, default=3, help="pairs of real vllm serve starts (0 to skip)")
     ap.add_argument("--mode", choices=["eager", "compiled"], default="eager")
     ap.add_argument("--out", help="write the figures as JSON here")
@@ -149,6 +152,12 @@ def main() -> None:
     print(f"  our instrumentor in a non-vLLM process: median {h['median_ms']:.2f} ms, max {h['max_ms']:.2f} ms")
     result["call"] = c = call_cost()
     print(f"  one traced call (span open/close, processor, export queue): {c['per_call_us']:.1f} us")
+    if args.sampler:
+        sys.path.insert(0, str(HERE.parent / "src"))
+        for host in (True, False):
+            result[f"sampler_{'host' if host else 'process'}"] = m = sampler_cost(args.sampler, host)
+            print(f"  sampler at 10 Hz, {'API server' if host else 'EngineCore/worker'}: "
+                  f"{100 * m['share_of_one_core']:.3f} % of one core ({m['samples']} samples, NVML={m['nvml']})")
     if args.starts:
         print(f"whole start ({args.mode}), {args.starts} pairs ...", flush=True)
         with tempfile.TemporaryDirectory(prefix="vos-bench-") as d:

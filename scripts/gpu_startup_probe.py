@@ -165,19 +165,22 @@ def child(args: argparse.Namespace) -> dict:
     return result
 
 
-def sampler_cost(seconds: float) -> dict:
-    """CPU time the sampler thread takes at 10 Hz (host mode: tree, cores, cgroup, NVML), idle process."""
+def sampler_cost(seconds: float, host: bool = True) -> dict:
+    """Steady-state CPU cost of the sampler thread at its default 10 Hz in an otherwise idle process (the
+    first seconds, NVML initialisation included, are setup and not counted). ``host``: the API server's
+    sampler (process tree, host cores, cgroup, NVML), else the EngineCore's / a worker's (itself only)."""
     from vllm_otel_startup.sampler import Sampler
 
-    s = Sampler(host=True)
-    t0, c0 = time.monotonic(), time.process_time()
+    s = Sampler(host=host)
     s.start()
+    time.sleep(3)
+    c0, n0 = time.process_time(), len(s.times)
     time.sleep(seconds)
+    used, samples = time.process_time() - c0, len(s.times) - n0
     s.stop_after(0)
     s.join(5)
-    used = time.process_time() - c0
-    return {"seconds": time.monotonic() - t0, "cpu_s": used, "share_of_one_core": used / seconds,
-            "samples": len(s.times), "nvml": bool(s.nvml and s.nvml.ok), "device_model": s.device_model}
+    return {"seconds": seconds, "host": host, "cpu_s": used, "share_of_one_core": used / seconds,
+            "samples": samples, "nvml": bool(s.nvml and s.nvml.ok), "device_model": s.device_model}
 
 
 # ---- parent --------------------------------------------------------------------------------------------
@@ -248,6 +251,7 @@ def main() -> int:
                                for p in v[0]["phase_s"]} for k, v in runs.items()}}
     sys.path.insert(0, str(ROOT / "src"))
     report["sampler"] = sampler_cost(a.sampler_seconds)
+    report["sampler_process"] = sampler_cost(a.sampler_seconds, host=False)
     (Path(a.out) / "gpu_probe.json").write_text(json.dumps(report, indent=1, default=str))
     summarize(report)
     return 0
@@ -278,9 +282,11 @@ def summarize(r: dict) -> None:
         print(f"   {variant:4s} torch.compile per run: " + ", ".join(f"{r.get('torch.compile', 0):.2f}" for r in runs))
     for variant, phases in o["median_phase_s"].items():
         print(f"   {variant:14s} " + "  ".join(f"{p} {v:.3f}" for p, v in phases.items()))
-    s = r["sampler"]
-    print(f"sampler at 10 Hz (host mode, NVML={s['nvml']}): {100 * s['share_of_one_core']:.3f} % of one core "
-          f"({s['samples']} samples); device model {s['device_model']}")
+    for key in ("sampler", "sampler_process"):
+        s = r[key]
+        print(f"sampler at 10 Hz ({'API server' if s['host'] else 'EngineCore/worker'}, NVML={s['nvml']}): "
+              f"{100 * s['share_of_one_core']:.3f} % of one core ({s['samples']} samples); "
+              f"device model {s['device_model']}")
 
 
 if __name__ == "__main__":

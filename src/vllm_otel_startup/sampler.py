@@ -24,6 +24,8 @@ _log = logging.getLogger("vllm_otel_startup")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MAX_SAMPLES = 36_000  # one hour at 10 Hz
+GPU_EVERY, PCIE_EVERY = 5, 20  # NVML device readings every 5th tick (2 Hz at 10 Hz), PCIe every 20th: the
+# per-span GPU memory deltas are exact readings at the span's edges, these only feed the hw.gpu.* series
 
 
 # ---- /proc readers (None when unavailable) ------------------------------------------------------------
@@ -173,6 +175,7 @@ class Sampler:
         self.tree_cpu: float | None = None
         self.gpu: list[tuple[dict[str, str], dict[str, float]]] = []
         self.pcie: dict[str, list[float]] = {}  # hw.id -> [rx bytes, tx bytes] integrated from NVML rates
+        self._pcie_t: int | None = None
         self.throttled0 = cgroup_throttled_s() if host else None
         self.peaks: dict[str, float] = {}  # cpu scope -> peak cores since the metric reader last took it
         self.stopped = False
@@ -260,8 +263,8 @@ class Sampler:
             if self.tree_cpu is not None:
                 self._peak("tree", (tree - self.tree_cpu) / max((now - prev[0]) / 1e9, 1e-9))
             self.tree_cpu = tree
-            if self.nvml is not None and self.nvml.ok:
-                self._gpu(pcie=tick % 10 == 0, dt=(now - prev[0]) / 1e9)
+            if self.nvml is not None and self.nvml.ok and tick % GPU_EVERY == 0:
+                self._gpu(pcie=tick % PCIE_EVERY == 0, now=now)
         return (now, cpu), prev_sys
 
     def _peak(self, scope: str, value: float) -> None:
@@ -279,13 +282,15 @@ class Sampler:
             self._files.forget(f"/proc/{gone}/stat")
         self._tree = seen
 
-    def _gpu(self, pcie: bool, dt: float) -> None:
+    def _gpu(self, pcie: bool, now: int) -> None:
         readings = self.nvml.device_readings(pcie=pcie)
-        for ident, r in readings:
-            if pcie and "pcie_rx" in r:
-                acc = self.pcie.setdefault(ident["hw.id"], [0.0, 0.0])
-                acc[0] += r["pcie_rx"] * dt * 10  # a 1 Hz reading stands for the ten intervals since the last
-                acc[1] += r["pcie_tx"] * dt * 10
+        if pcie:  # a rate over NVML's 20 ms window, standing for the whole time since the last reading
+            dt, self._pcie_t = (now - (self._pcie_t or now)) / 1e9, now
+            for ident, r in readings:
+                if "pcie_rx" in r:
+                    acc = self.pcie.setdefault(ident["hw.id"], [0.0, 0.0])
+                    acc[0] += r["pcie_rx"] * dt
+                    acc[1] += r["pcie_tx"] * dt
         self.gpu = readings
 
     def take_peaks(self) -> dict[str, float]:
