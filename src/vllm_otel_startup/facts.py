@@ -185,6 +185,8 @@ def facts(root: Span, spans: list[Span]) -> Facts:
         cfg = _first(spans, "config")
         if cfg is not None and cfg.attrs.get(sc.MODEL):
             f.model = str(cfg.attrs[sc.MODEL])
+        else:
+            f.model = model_from_argv(root.attrs.get(sc.COMMAND_ARGS) or root.resource.get(sc.COMMAND_ARGS)) or "?"
     insp = _first(spans, "model_inspection")
     if insp is not None:
         f.modelinfo_hit = _bool(insp.attrs.get(sc.MODEL_INSPECTION_CACHE_HIT))
@@ -235,6 +237,19 @@ def facts(root: Span, spans: list[Span]) -> Facts:
     f.cores_busy_peak = _num(a.get(sc.RES_SYSTEM_CORES_BUSY_PEAK))
     f.throttled_s = _num(a.get(sc.RES_CGROUP_THROTTLED))
     return f
+
+
+def model_from_argv(argv: Any) -> str | None:
+    """The model a ``vllm serve MODEL`` command line names (a start that failed before config has no
+    ``vllm.model``)."""
+    if not isinstance(argv, list):
+        return None
+    args = [str(a) for a in argv]
+    if "--model" in args[:-1]:
+        return args[args.index("--model") + 1]
+    if "serve" in args[:-1] and not args[args.index("serve") + 1].startswith("-"):
+        return args[args.index("serve") + 1]
+    return None
 
 
 def _depth(s: Span, spans: list[Span]) -> int:

@@ -80,7 +80,7 @@ def otlp_documents(doc: Any) -> list[dict[str, Any]]:
 def parse_text(text: str, where: str) -> list[Span]:
     """Spans from a file's text: JSON lines (ours) or one JSON document."""
     if not text.strip():
-        raise ReportError(f"{where}: empty file")
+        raise ReportError(f"{where}: no spans (empty file)")
     lines = [ln for ln in text.splitlines() if ln.strip()]
     chunks: list[tuple[str, str]]
     if len(lines) > 1 and lines[0].lstrip().startswith("{") and lines[0].rstrip().endswith("}"):
