@@ -120,10 +120,16 @@ def starts_in(spans: list[Span], source: str) -> list[Start]:
 
 
 def _files(pattern_or_dir: str) -> list[str]:
-    if os.path.isdir(pattern_or_dir):
-        found = [p for ext in _OURS for p in glob.glob(os.path.join(pattern_or_dir, "**", "*" + ext), recursive=True)]
-    else:
-        found = [p for p in glob.glob(os.path.expanduser(pattern_or_dir), recursive=True) if os.path.isfile(p)]
+    """Files a directory (every *.jsonl[.gz] below it) or a glob (matching files, and directories expanded
+    like a directory) names."""
+    found: list[str] = []
+    matches = [pattern_or_dir] if os.path.isdir(pattern_or_dir) else \
+        glob.glob(os.path.expanduser(pattern_or_dir), recursive=True)
+    for m in matches:
+        if os.path.isdir(m):
+            found += [p for ext in _OURS for p in glob.glob(os.path.join(m, "**", "*" + ext), recursive=True)]
+        elif os.path.isfile(m):
+            found.append(m)
     return sorted(set(found))
 
 

@@ -263,7 +263,8 @@ def _legend(sc_: Scene, y: float, has_cpu: bool, used: set[str], waiting: bool) 
         lx += w
     if has_cpu:
         y += 20
-        sc_.add(Text(16, y, "CPU strips: cores each leaf phase kept busy in its process (resource sampler)", 11, "#444"))
+        sc_.add(Text(16, y, "CPU strips: cores each leaf phase kept busy in its process (resource sampler)", 11,
+                     "#444"))
     return y + 14
 
 
