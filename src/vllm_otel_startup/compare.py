@@ -149,11 +149,11 @@ def _tree_order(starts: list[Start]) -> dict[tuple[str, str], tuple[float, int, 
     """Rows in depth-first tree order of the first start (children by start time); a phase only the other
     start has goes right after the nearest ancestor phase both share."""
     order: dict[tuple[str, str], tuple[float, int, str]] = {}
+    counter = [0.0]
     for n, st in enumerate(starts):
         root = link(st.spans)
         if root is None:
             continue
-        counter = [0.0]
 
         def walk(s: Span, depth: int, anchor: float, n: int = n) -> None:
             key = (kind_of(s), phase_of(s))
