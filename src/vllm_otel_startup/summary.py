@@ -46,7 +46,7 @@ def _render(spans: list[Span], *, width: int, advice: int, source: str | None) -
     total = max(root.duration, 1e-9)
     lines = [_clip(_header(f, root), width)]
     threshold = max(0.2, 0.02 * total)
-    rows: list[tuple[Span, str, int, str]] = []
+    rows: list[tuple[list[Span], int, str]] = []
     hidden = [0]
 
     def visible(s: Span) -> bool:
@@ -55,21 +55,22 @@ def _render(spans: list[Span], *, width: int, advice: int, source: str | None) -
 
     def walk(s: Span, depth: int, proc: str) -> None:
         proc = _process_label(s, proc)
-        names, cur = [s.name], s
+        chain, cur = [s], s
         kids = [c for c in cur.children if visible(c)]
         while len(kids) == 1 and kind_of(kids[0]) == kind_of(cur) and kids[0].duration >= 0.9 * cur.duration \
-                and not cause_labels(cur):
+                and not cause_labels(cur) and not cause_labels(kids[0]):
             cur = kids[0]
-            names.append(cur.name)
+            chain.append(cur)
             kids = [c for c in cur.children if visible(c)]
-        rows.append((cur if len(names) > 1 else s, " > ".join(names), depth, proc))
+        rows.append((chain, depth, proc))
         hidden[0] += sum(1 for c in cur.children if not visible(c))
         for c in kids:
             walk(c, depth + 1, proc)
 
     walk(root, 0, "")
-    for s, name, depth, proc in rows:
-        causes = cause_labels(s)
+    for chain, depth, proc in rows:
+        s, name = chain[0], " > ".join(c.name for c in chain)
+        causes = [c for member in chain for c in cause_labels(member)]
         text = f"{seconds(s.duration):>8} {100 * s.duration / total:4.0f}%  {proc:<11} {'  ' * depth}{name}"
         if causes:
             text += "  (" + ", ".join(causes) + ")"
