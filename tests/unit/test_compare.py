@@ -19,7 +19,8 @@ def _cmp(a: str, b: str):
 
 def test_cold_vs_warm_compiled_shows_the_compile_hit_and_its_saving():
     c = _cmp("compiled-cold", "compiled-warm")
-    saving = named(dev("compiled-cold"), "torch.compile").duration - named(dev("compiled-warm"), "torch.compile").duration
+    cold, warm = named(dev("compiled-cold"), "torch.compile"), named(dev("compiled-warm"), "torch.compile")
+    saving = cold.duration - warm.duration
     heads = compare.headlines(c)
     assert heads[0].startswith("torch.compile [worker]: compile cache miss → hit, C++ builds 15 → 0, -")
     assert heads[0].endswith(f"-{compare.seconds(saving)}")

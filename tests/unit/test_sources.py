@@ -37,7 +37,8 @@ def test_tempo_protobuf_json_reads_like_the_original(version):
 
 
 def test_one_document_otlp_export_and_plain_files(tmp_path):
-    lines = gzip.open(dev_path("eager-warm"), "rt").read().splitlines()
+    with gzip.open(dev_path("eager-warm"), "rt") as f:
+        lines = f.read().splitlines()
     merged = {"resourceSpans": [rs for ln in lines for rs in json.loads(ln)["resourceSpans"]]}
     (tmp_path / "export.json").write_text(json.dumps(merged, indent=2))
     (tmp_path / "plain.jsonl").write_text("\n".join(lines) + "\n")

@@ -30,7 +30,8 @@ def tempo():
             for version, prefix in (("v2", "/api/v2/traces/"), ("v1", "/api/traces/")):
                 if path.startswith(prefix) and version in state["versions"]:
                     if path[len(prefix):] == TRACE:
-                        body, code = gzip.open(DATA / f"tempo-{version}-compiled-warm.json.gz").read(), 200
+                        with gzip.open(DATA / f"tempo-{version}-compiled-warm.json.gz") as f:
+                            body, code = f.read(), 200
                     else:
                         body, code = b"trace not found\n", 404
             if state["status"]:
