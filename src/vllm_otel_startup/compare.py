@@ -248,9 +248,9 @@ def scene(cmp: Comparison, max_rows: int = 28) -> Scene:
             sc_.add(Rect(0, y, width, h, "#fff8e1"), 0)
         elif n % 2 == 0:
             sc_.add(Rect(0, y, width, h, "#f7f9fa"), 0)
-        name = "  " * min(r.depth, 6) + r.name
-        sc_.add(Text(16, y + h / 2 - 6, fit(name, 12, left - 30), 12, bold=r.key[1] == "startup"))
-        sc_.add(Text(16 + 12 * min(r.depth, 6), y + h / 2 + 8, KIND_LABEL.get(r.key[0], r.key[0]), 10, "#777"))
+        indent = 12 * min(r.depth, 8)
+        sc_.add(Text(16 + indent, y + h / 2 - 6, fit(r.name, 12, left - 30 - indent), 12, bold=r.key[1] == "startup"))
+        sc_.add(Text(16 + indent, y + h / 2 + 8, KIND_LABEL.get(r.key[0], r.key[0]), 10, "#777"))
         for k, (v, fill) in enumerate(((r.a, A_FILL), (r.b, B_FILL))):
             if v:
                 bw = max(plot * v / vmax, 1)
@@ -260,7 +260,8 @@ def scene(cmp: Comparison, max_rows: int = 28) -> Scene:
         delta = r.delta
         color = FASTER if delta < 0 else SLOWER if delta > 0 else "#555"
         pct = f" ({r.pct()})" if r.pct() else ""
-        sc_.add(Text(tx, y + h / 2 - 6, f"{_num(r.a)} → {_num(r.b)}   {_signed(delta)}{pct}", 12, color))
+        a_text, b_text = _num(r.a) if r.a is not None else "absent", _num(r.b) if r.b is not None else "absent"
+        sc_.add(Text(tx, y + h / 2 - 6, f"{a_text} → {b_text} · {_signed(delta)}{pct}", 12, color))
         changes = r.changes()
         if changes:
             sc_.add(Text(tx, y + h / 2 + 8, fit("; ".join(changes), 11, right_text - 10), 11, "#333", bold=True))
@@ -274,7 +275,8 @@ def html(cmp: Comparison) -> str:
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>vLLM startup: compare</title>"
             "<style>body{font-family:DejaVu Sans,Verdana,Arial,sans-serif;margin:16px}"
             "pre{font-size:12px;background:#f7f7f7;padding:8px;overflow-x:auto}"
-            ".chart{overflow-x:auto;border:1px solid #e0e0e0}</style></head><body>\n"
+            ".chart{border:1px solid #e0e0e0;min-width:900px}.chart svg{display:block;width:100%;height:auto}"
+            "</style></head><body>\n"
             f"<div class=\"chart\">{scene(cmp).svg()}</div>\n<h2>Table</h2><pre>{escape(table(cmp))}</pre>\n"
             "</body></html>\n")
 

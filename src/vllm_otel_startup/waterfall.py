@@ -295,8 +295,8 @@ def _wrap(text: str, px: float, size: float) -> list[str]:
 
 HTML_STYLE = """
 body{font-family:DejaVu Sans,Verdana,Arial,sans-serif;margin:16px;color:#222;background:#fff}
-.chart{overflow-x:auto;border:1px solid #e0e0e0}
-.chart svg{display:block}
+.chart{border:1px solid #e0e0e0;min-width:900px}
+.chart svg{display:block;width:100%;height:auto}
 g.bar:hover rect,g.label:hover text{opacity:.75}
 pre{font-size:12px;background:#f7f7f7;padding:8px;overflow-x:auto}
 h2{font-size:15px;margin:18px 0 6px}
