@@ -47,7 +47,7 @@ class Row:
     def changes(self) -> list[str]:
         out = []
         for label in dict.fromkeys([*self.causes_a, *self.causes_b]):
-            va, vb = self.causes_a.get(label, "-"), self.causes_b.get(label, "-")
+            va, vb = self.causes_a.get(label, "absent"), self.causes_b.get(label, "absent")
             if va != vb:
                 out.append(f"{label} {va} → {vb}")
         return out

@@ -310,16 +310,23 @@ def cause_labels(s: Span) -> list[str]:
         out.append(f"KV cache {human_bytes(a[sc.KV_CACHE_BYTES])}")
     if isinstance(a.get(sc.CUDAGRAPH_COUNT), int):
         out.append(f"{a[sc.CUDAGRAPH_COUNT]} CUDA graphs")
+    if s.status == 2:
+        out.append(f"ERROR {(s.status_message or str(a.get(sc.ERROR_TYPE) or ''))[:100]}")
+    return out
+
+
+def resource_labels(s: Span) -> list[str]:
+    """The per-phase resource summary of a leaf span of at least a second (containers only repeat their
+    children's, and a waiting span's process is idle by definition)."""
+    a = s.attrs
+    if s.children or s.duration < 1.0 or a.get(sc.WAITING):
+        return []
+    out = []
     cores = _num(a.get(sc.RES_CORES_AVG))
-    if cores is not None and s.duration >= 1.0:
-        text = f"{cores:.1f} cores avg"
+    if cores is not None:
         peak = _num(a.get(sc.RES_CORES_PEAK))
-        if peak is not None:
-            text += f", peak {peak:.1f}"
-        out.append(text)
+        out.append(f"{cores:.1f} cores avg" + (f", peak {peak:.1f}" if peak is not None else ""))
     rd = _num(a.get(sc.RES_DISK_READ))
     if rd and rd >= 1e6:
         out.append(f"read {human_bytes(rd)} from disk")
-    if s.status == 2:
-        out.append(f"ERROR {(s.status_message or str(a.get(sc.ERROR_TYPE) or ''))[:100]}")
     return out

@@ -10,7 +10,7 @@ from . import semconv as sc
 from . import sources
 from .advice import advise, observe
 from .errors import ReportError
-from .facts import cause_labels, facts, kind_of, link
+from .facts import cause_labels, facts, kind_of, link, resource_labels
 from .intervals import uncovered
 from .spanmodel import Span, parse_otlp
 
@@ -49,7 +49,7 @@ def render(root: Span, spans: list[Span]) -> str:
     lines = []
 
     def walk(s: Span, depth: int) -> None:
-        flags = cause_labels(s)
+        flags = cause_labels(s) + resource_labels(s)
         if s.attrs.get(sc.WAITING):
             flags.insert(0, "waiting")
         lines.append(f"{s.duration:9.3f}s {100 * s.duration / total:5.1f}%  {'  ' * depth}{s.name}"

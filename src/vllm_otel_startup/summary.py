@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Mapping
+from dataclasses import replace
 
 from . import semconv as sc
 from .advice import advise, observe
@@ -33,7 +34,8 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
 def render(spans: list[Span], *, width: int = 110, advice: int = 1, source: str | None = None) -> str:
     """The compact breakdown of one start; never raises (odd input gives a one-line note instead)."""
     try:
-        return _render(list(spans), width=max(60, int(width)), advice=advice, source=source)
+        own = [replace(s, children=[]) for s in spans]  # linking must not touch the caller's spans
+        return _render(own, width=max(60, int(width)), advice=advice, source=source)
     except Exception as exc:  # noqa: BLE001 - printed from inside the server: never fail the caller
         return f"vllm-otel-startup: no startup summary ({exc.__class__.__name__}: {exc})"
 
@@ -42,6 +44,9 @@ def _render(spans: list[Span], *, width: int, advice: int, source: str | None) -
     root = link(spans)
     if root is None:
         return f"vllm-otel-startup: no startup summary ({len(spans)} spans, no '{sc.ROOT_SPAN}' root span)"
+    for s in spans:  # still open (the root at the very ready point): up to the latest end seen
+        if s.end < s.start:
+            s.end = max([s.start] + [x.end for x in spans])
     f = facts(root, spans)
     total = max(root.duration, 1e-9)
     lines = [_clip(_header(f, root), width)]
@@ -49,9 +54,17 @@ def _render(spans: list[Span], *, width: int, advice: int, source: str | None) -
     rows: list[tuple[list[Span], int, str]] = []
     hidden = [0]
 
+    by_id = {s.span_id: s for s in spans}
+
     def visible(s: Span) -> bool:
-        return s.status == 2 or _failed_below(s) or (
-            s.duration >= threshold and not s.attrs.get(sc.WAITING))
+        if s.status == 2 or _failed_below(s):
+            return True
+        if s.duration < threshold:
+            return False
+        if s.attrs.get(sc.WAITING):  # shown only when the process it waits for sent no spans
+            parent = by_id.get(s.parent_id or "")
+            return parent is None or not any(kind_of(c) != kind_of(s) for c in parent.children)
+        return True
 
     def walk(s: Span, depth: int, proc: str) -> None:
         proc = _process_label(s, proc)

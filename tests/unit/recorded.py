@@ -36,3 +36,8 @@ def named(start: Start, name: str):
     found = [s for s in start.spans if s.name == name]
     assert found, name
     return max(found, key=lambda s: s.duration)
+
+
+def aot_off(which: str) -> Start:
+    """``first`` / ``second``: real starts with VLLM_USE_AOT_COMPILE=0 that carry the resource summary."""
+    return sources.one(str(DATA / "aot-off" / f"{which}.jsonl.gz"))

@@ -133,3 +133,27 @@ def test_a_broken_attribute_never_breaks_advice(name):
 def test_every_rule_is_documented():
     for r in advice.RULES:
         assert re.search(rf"`{r.rule}`", DOC), r.rule
+
+
+def test_switching_aot_off_really_saves_the_failed_load_from_the_second_start_on():
+    """The aot_load_failed advice, checked on real starts: the first start after VLLM_USE_AOT_COMPILE=0
+    recompiles (its cache key changed: that rule fires on it), the second loses exactly the failed load."""
+    from recorded import aot_off
+
+    (advised,) = _advise(dev("compiled-warm"))
+    first, second = aot_off("first"), aot_off("second")
+    assert _rules(first) == ["compile_key_changed"]
+    assert _rules(second) == []
+    assert not [s for s in second.spans if s.name == "AOT cache load"]
+    before = named(dev("compiled-warm"), "Warmup (CPU)").duration
+    after = named(second, "Warmup (CPU)").duration
+    assert before - after == pytest.approx(advised.saving_s, abs=0.5)
+
+
+def test_cpu_bound_observation_on_a_real_start_with_the_resource_summary():
+    from recorded import aot_off
+
+    st = aot_off("first")
+    root = link(st.spans)
+    notes = advice.observe(facts(root, st.spans), st.spans)
+    assert notes[0].startswith("CPU-bound: Imports [api_server] kept one core saturated for 13.1 s")

@@ -144,4 +144,17 @@ def test_imports_nothing_heavy():
     dt, heavy, new = out.split(" ", 2)
     assert heavy == "[]", out
     assert all(m.startswith("vllm_otel_startup") or m in ("textwrap",) for m in eval(new)), new  # noqa: S307
-    assert float(dt) < 0.05, out
+    assert float(dt) < 0.25, out  # loose: a heavy import costs seconds; the module list above is the real check
+
+
+def test_at_the_ready_point_with_only_the_api_servers_spans():
+    st = dev("compiled-cold")
+    own = [s for s in st.spans if s.attrs.get("vllm.startup.process_kind") == "api_server"]
+    root = next(s for s in own if s.name == "vLLM startup")
+    root.end = 0  # still open when the summary is rendered
+    before = [(s.span_id, len(s.children)) for s in own]
+    text = summary.render(own)
+    assert text.startswith("vLLM startup: ready in ")
+    assert "Engine handshake" in text  # the EngineCore's spans are missing: the wait is what there is to show
+    assert [(s.span_id, len(s.children)) for s in own] == before  # the caller's spans are left alone
+    assert "Engine handshake" not in summary.render(dev("compiled-cold").spans)

@@ -11,7 +11,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 import pytest
-from recorded import DEV, dev, named
+from recorded import DEV, aot_off, dev
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import waterfall
@@ -58,15 +58,19 @@ def test_unexplained_time_is_drawn_and_failed_start_marked():
 
 
 def test_cpu_strip_only_with_resource_attributes():
-    st = dev("compiled-cold")
+    st = dev("compiled-cold")  # recorded before the resource summary existed: no strip
     assert not any((t.text or "").startswith("CPU (max") for t in _svg(st).iter(f"{SVG}text"))
-    for s in st.spans:
-        if not s.children:
-            s.attrs[sc.RES_CORES_AVG] = 0.9
-            s.attrs[sc.RES_CORES_PEAK] = 1.4
-    named(st, "torch.compile").attrs[sc.RES_CORES_AVG] = 1.0
-    texts = [t.text or "" for t in _svg(st).iter(f"{SVG}text")]
-    assert sum(t.startswith("CPU (max 1.4 cores)") for t in texts) == 3  # one strip per process
+    real = aot_off("first")  # a real start with the resource summary: one strip per process
+    root = _svg(real)
+    texts = [t.text or "" for t in root.iter(f"{SVG}text")]
+    assert [t for t in texts if t.startswith("CPU (max")] == ["CPU (max 1.2 cores)", "CPU (max 1.9 cores)",
+                                                              "CPU (max 1.0 cores)"]
+    titles = [t.text or "" for t in root.iter(f"{SVG}title")]
+    tip = next(t for t in titles if t.startswith("torch.compile  [worker]"))
+    assert "cores_avg: " in tip and "disk_read: " in tip
+    labels = [t for t in texts if t.startswith("AsyncLLM init")]
+    assert labels and "cores" not in labels[0]  # containers carry no resource label
+    assert "AMD EPYC" in texts[1]
 
 
 def test_png_is_valid(tmp_path):
