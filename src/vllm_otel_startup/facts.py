@@ -330,3 +330,34 @@ def resource_labels(s: Span) -> list[str]:
     if rd and rd >= 1e6:
         out.append(f"read {human_bytes(rd)} from disk")
     return out
+
+
+def key_causes(f: Facts) -> list[str]:
+    """The start's causes in one line's worth: caches, compile, weights, graphs, KV cache, CPU."""
+    out = []
+    if f.modelinfo_hit is not None:
+        out.append(f"modelinfo cache {'hit' if f.modelinfo_hit else 'miss'} ({seconds(f.inspection_s)})")
+    if f.compiled:
+        text = "compile cache " + {True: "hit", False: "miss", None: "?"}[f.compile_hit]
+        if f.cpp_builds:
+            text += f", {f.cpp_builds} C++ builds"
+        out.append(f"{text} ({seconds(f.compile_s)})")
+    elif f.outcome == "ready":
+        out.append("no torch.compile (eager)")
+    if f.weights_source:
+        text = f"weights {f.weights_source}"
+        if f.weights_bytes:
+            text += f" {human_bytes(f.weights_bytes)}"
+        if f.weights_gbps is not None:
+            text += f" at {f.weights_gbps:.2f} GB/s"
+        out.append(text + f" ({seconds(f.weights_s)})")
+    if f.graphs is not None:
+        out.append(f"{f.graphs} CUDA graphs ({seconds(f.capture_s)})")
+    elif f.capture_sizes == 0 and f.outcome == "ready":
+        out.append("no CUDA graphs")
+    if f.kv_bytes:
+        out.append(f"KV cache {human_bytes(f.kv_bytes)}")
+    if f.tree_cpu_s is not None:
+        cores = f.tree_cpu_s / max(f.total, 1e-9)
+        out.append(f"CPU {seconds(f.tree_cpu_s)} over all processes ({cores:.1f} cores avg)")
+    return out

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from . import semconv as sc
 from .advice import advise, observe
-from .facts import KIND_LABEL, Facts, cause_labels, facts, human_bytes, kind_of, link, seconds
+from .facts import KIND_LABEL, Facts, cause_labels, facts, key_causes, kind_of, link, seconds
 from .spanmodel import Span
 
 ENV = "OTEL_PYTHON_VLLM_STARTUP_SUMMARY"
@@ -88,7 +88,7 @@ def _render(spans: list[Span], *, width: int, advice: int, source: str | None) -
         if causes:
             text += "  (" + ", ".join(causes) + ")"
         lines.append(_clip(text, width))
-    key = _key_causes(f)
+    key = key_causes(f)
     if key:
         lines += _wrap("causes: ", " · ".join(key), width)
     for note in observe(f, spans)[:1]:
@@ -142,36 +142,6 @@ def _header(f: Facts, root: Span) -> str:
         if f.error_phase:
             head += f" in {f.error_phase}: {f.error}"
     return f"{head}  ({' · '.join(bits)})"
-
-
-def _key_causes(f: Facts) -> list[str]:
-    out = []
-    if f.modelinfo_hit is not None:
-        out.append(f"modelinfo cache {'hit' if f.modelinfo_hit else 'miss'} ({seconds(f.inspection_s)})")
-    if f.compiled:
-        text = "compile cache " + {True: "hit", False: "miss", None: "?"}[f.compile_hit]
-        if f.cpp_builds:
-            text += f", {f.cpp_builds} C++ builds"
-        out.append(f"{text} ({seconds(f.compile_s)})")
-    elif f.outcome == "ready":
-        out.append("no torch.compile (eager)")
-    if f.weights_source:
-        text = f"weights {f.weights_source}"
-        if f.weights_bytes:
-            text += f" {human_bytes(f.weights_bytes)}"
-        if f.weights_gbps is not None:
-            text += f" at {f.weights_gbps:.2f} GB/s"
-        out.append(text + f" ({seconds(f.weights_s)})")
-    if f.graphs is not None:
-        out.append(f"{f.graphs} CUDA graphs ({seconds(f.capture_s)})")
-    elif f.capture_sizes == 0 and f.outcome == "ready":
-        out.append("no CUDA graphs")
-    if f.kv_bytes:
-        out.append(f"KV cache {human_bytes(f.kv_bytes)}")
-    if f.tree_cpu_s is not None:
-        cores = f.tree_cpu_s / max(f.total, 1e-9)
-        out.append(f"CPU {seconds(f.tree_cpu_s)} over all processes ({cores:.1f} cores avg)")
-    return out
 
 
 def _clip(text: str, width: int) -> str:

@@ -14,7 +14,7 @@ from . import semconv as sc
 from .advice import advise, observe
 from .canvas import Line, Rect, Scene, Text, fit, text_width
 from .errors import ReportError
-from .facts import KIND_LABEL, Lane, cause_labels, facts, lanes, link, phase_of, seconds
+from .facts import KIND_LABEL, Lane, cause_labels, facts, key_causes, lanes, link, phase_of, seconds
 from .sources import Start
 from .spanmodel import Span
 
@@ -269,10 +269,8 @@ def _legend(sc_: Scene, y: float, has_cpu: bool, used: set[str], waiting: bool) 
 
 
 def _notes(sc_: Scene, y: float, f, spans: list[Span]) -> float:
-    from .summary import _key_causes
-
     lines: list[tuple[str, str, bool]] = []
-    causes = _key_causes(f)
+    causes = key_causes(f)
     if causes:
         lines.append(("causes: " + " · ".join(causes), "#333", False))
     for note in observe(f, spans):
