@@ -1,23 +1,169 @@
-"""Command line: ``vllm-otel-startup report [FILE]``."""
+"""Command line ``vllm-otel-startup``: report, compare, advise and predict recorded vLLM starts.
+
+SOURCE is a recorded-start file (our OTLP JSON lines, an OTLP JSON export or a saved Tempo response, .gz
+too), a directory (its newest start; for sets every *.jsonl below it), a glob, a trace id (the local file,
+or Tempo with --tempo), or a Tempo URL. Default: the newest start in ~/.cache/vllm-otel-startup/starts.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+from .errors import ReportError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vllm-otel-startup", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    tempo_help = "Tempo base URL (e.g. http://tempo:3200) to fetch a trace id from " \
+                 "(default: $OTEL_PYTHON_VLLM_STARTUP_TEMPO_URL)"
+
+    rep = sub.add_parser("report", help="phase tree, causes and advice of one start; waterfall picture")
+    rep.add_argument("source", nargs="?", help="start to report (default: the newest recorded start)")
+    rep.add_argument("--html", metavar="FILE", help="write the waterfall as self-contained HTML")
+    rep.add_argument("--png", metavar="FILE", help="write the waterfall as PNG (needs Pillow)")
+    rep.add_argument("--tempo", metavar="URL", help=tempo_help)
+    rep.add_argument("--trace", metavar="ID", help="the start to pick when SOURCE holds several")
+
+    cmp = sub.add_parser("compare", help="two starts or two sets of starts, phase by phase")
+    cmp.add_argument("a", help="start(s) A: file, directory or glob (quote it)")
+    cmp.add_argument("b", help="start(s) B")
+    cmp.add_argument("--html", metavar="FILE", help="write the comparison picture as HTML")
+    cmp.add_argument("--png", metavar="FILE", help="write the comparison picture as PNG (needs Pillow)")
+    cmp.add_argument("--allow-different-models", action="store_true", help="compare starts of different models")
+    cmp.add_argument("--tempo", metavar="URL", help=tempo_help)
+
+    adv = sub.add_parser("advise", help="advice from the field's playbook, fired by evidence in the trace")
+    adv.add_argument("source", nargs="?", help="start to advise on (default: the newest recorded start)")
+    adv.add_argument("--tempo", metavar="URL", help=tempo_help)
+
+    pre = sub.add_parser("predict", help="per-phase linear models over recorded starts: expected vs actual")
+    pre.add_argument("source", nargs="?", help="start to explain (default: the newest recorded start)")
+    pre.add_argument("--corpus", metavar="SRC", action="append",
+                     help="recorded starts to fit on: directory, glob or file; repeatable "
+                          "(default: the local starts directory)")
+    pre.add_argument("--model", metavar="FILE", help="use a saved fit instead of fitting")
+    pre.add_argument("--save", metavar="FILE", help="save the fit (JSON)")
+    pre.add_argument("--validate", action="store_true", help="print the leave-one-model-out error and exit")
+    pre.add_argument("--tempo", metavar="URL", help=tempo_help)
+    return p
+
+
+def _warn(msg: str) -> None:
+    print(f"vllm-otel-startup: {msg}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import sources
+    from .tempo import URL_ENV
+
+    tempo = getattr(args, "tempo", None) or os.environ.get(URL_ENV) or None
+    if args.cmd == "report":
+        from . import report
+
+        return report.run(args.source, html=args.html, png=args.png, tempo_url=tempo, trace_id=args.trace)
+    if args.cmd == "compare":
+        from . import compare
+
+        a = _side(args.a, tempo)
+        b = _side(args.b, tempo)
+        c = compare.compare(a, b, a_label=_label(args.a, a), b_label=_label(args.b, b),
+                            allow_different_models=args.allow_different_models)
+        print(compare.table(c))
+        if args.html:
+            compare.write_html(c, args.html)
+            print(f"picture: {args.html}")
+        if args.png:
+            compare.write_png(c, args.png)
+            print(f"picture: {args.png}")
+        return 0
+    if args.cmd == "advise":
+        from .advice import advise, observe
+        from .facts import facts, link
+
+        st = sources.one(args.source, tempo_url=tempo)
+        root = link(st.spans)
+        f = facts(root, st.spans)
+        found = advise(f, st.spans)
+        print(f"start {st.trace_id} ({f.model}, {f.outcome}, {f.total:.1f} s): {len(found)} advice")
+        for a in found:
+            first, *rest = a.lines()
+            print(f"* {first}")
+            for r in rest:
+                print(f"  {r}")
+        for note in observe(f, st.spans):
+            print(f"note: {note}")
+        return 0
+    if args.cmd == "predict":
+        from . import predict
+        from .file_exporter import default_dir
+
+        corpus = args.corpus or [default_dir()]
+        if args.model:
+            try:
+                with open(args.model, encoding="utf-8") as fh:
+                    model = predict.Model.from_json(fh.read(), args.model)
+            except OSError as exc:
+                raise ReportError(f"{args.model}: cannot read ({exc.strerror})") from None
+            validation = None
+        else:
+            starts = sources.many(corpus, ready_only=True, warn=_warn)
+            model, validation = predict.fit_validated([predict.sample(s) for s in starts])
+            print(f"fitted on {model.n} starts from {' '.join(corpus)}")
+        if args.save:
+            try:
+                with open(args.save, "w", encoding="utf-8") as fh:
+                    fh.write(model.to_json())
+            except OSError as exc:
+                raise ReportError(f"{args.save}: cannot write ({exc.strerror})") from None
+            print(f"saved: {args.save}")
+        if args.validate:
+            if validation is None:
+                raise ReportError("--validate needs a corpus (not --model) with starts of at least 3 models")
+            print(predict.validation_table(validation))
+            return 0
+        st = sources.one(args.source, tempo_url=tempo)
+        if not st.ready:
+            raise ReportError(f"{st.source}: the start did not reach ready; nothing to predict")
+        print(f"start {st.trace_id}: {st.source}")
+        print(predict.explain(model, predict.sample(st)))
+        return 0
+    raise ReportError(f"unknown command {args.cmd}")
+
+
+def _side(src: str, tempo: str | None):
+    from . import sources
+
+    if tempo and sources.TRACE_ID.match(src) and not os.path.exists(src):
+        return [sources.one(src, tempo_url=tempo)]
+    if os.path.isfile(src) or src.startswith(("http://", "https://")) or sources.TRACE_ID.match(src):
+        return sources.many([src])
+    return sources.many([src], ready_only=True, warn=_warn)
+
+
+def _label(src: str, starts: list) -> str:
+    return src if len(starts) == 1 else f"{src} ({len(starts)} starts)"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vllm-otel-startup", description=__doc__)
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    rep = sub.add_parser("report", help="print the phase breakdown of a recorded start")
-    rep.add_argument("source", nargs="?", help="startup trace file (OTLP JSON lines); default: the latest")
-    args = parser.parse_args(argv)
-    from . import report
-
+    args = _parser().parse_args(argv)
     try:
-        return report.run(args.source)
-    except report.ReportError as exc:
+        return _run(args)
+    except ReportError as exc:
         print(f"vllm-otel-startup: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - a command line prints one line, never a traceback
+        if os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DEBUG") == "1":
+            raise
+        print(f"vllm-otel-startup: internal error: {exc.__class__.__name__}: {exc} "
+              "(OTEL_PYTHON_VLLM_STARTUP_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 2
 
 

@@ -1,56 +1,36 @@
-"""Read a recorded start (OTLP JSON lines) and print its phase tree with durations and coverage."""
+"""``vllm-otel-startup report``: one recorded start's phase tree with durations, share, process and causes,
+the explained share, observations and advice; optionally the waterfall picture (HTML and/or PNG)."""
 
 from __future__ import annotations
 
-import glob
-import json
-import os
+import sys
+from typing import TextIO
 
 from . import semconv as sc
-from .file_exporter import default_dir
+from . import sources
+from .advice import advise, observe
+from .errors import ReportError
+from .facts import cause_labels, facts, kind_of, link, resource_labels
 from .intervals import uncovered
 from .spanmodel import Span, parse_otlp
 
-
-class ReportError(Exception):
-    pass
+__all__ = ["ReportError", "Span", "parse_otlp", "load", "latest", "tree", "coverage", "render", "run"]
 
 
 def load(path: str) -> list[Span]:
-    if not os.path.exists(path):
-        raise ReportError(f"{path}: no such file")
-    spans: list[Span] = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                spans.extend(parse_otlp(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ReportError(f"{path}:{n}: not OTLP JSON ({exc})") from None
-    if not spans:
-        raise ReportError(f"{path}: no spans")
-    return spans
+    """Every span in a recorded-start file (OTLP JSON lines, an OTLP JSON export or a Tempo response)."""
+    return sources.read_file(path)
 
 
 def latest(directory: str | None = None) -> str:
-    files = glob.glob(os.path.join(directory or default_dir(), "*.jsonl"))
-    if not files:
-        raise ReportError(f"no recorded start in {directory or default_dir()}")
-    return max(files, key=os.path.getmtime)
+    return sources.latest_file(directory)
 
 
 def tree(spans: list[Span]) -> Span:
-    by_id = {s.span_id: s for s in spans}
-    roots = [s for s in spans if s.name == sc.ROOT_SPAN]
-    if not roots:
-        raise ReportError("not a vLLM start: no 'vLLM startup' root span")
-    for s in spans:
-        if s.parent_id in by_id:
-            by_id[s.parent_id].children.append(s)
-    for s in spans:
-        s.children.sort(key=lambda c: c.start)
-    return roots[0]
+    root = link(spans)
+    if root is None:
+        raise ReportError(f"not a vLLM start: no '{sc.ROOT_SPAN}' root span")
+    return root
 
 
 def coverage(root: Span, spans: list[Span], skip_waiting: bool = False) -> tuple[float, int, int]:
@@ -69,17 +49,11 @@ def render(root: Span, spans: list[Span]) -> str:
     lines = []
 
     def walk(s: Span, depth: int) -> None:
-        kind = s.attrs.get(sc.PROCESS_KIND, "")
-        flags = []
-        for key, label in ((sc.COMPILE_CACHE_HIT, "compile cache hit"), (sc.WEIGHTS_SOURCE, "weights"),
-                           (sc.WEIGHTS_GBPS, "GB/s"), (sc.MODEL_INSPECTION_CACHE_HIT, "modelinfo cache hit"),
-                           (sc.KV_CACHE_BYTES, "KV bytes"), (sc.CUDAGRAPH_COUNT, "graphs")):
-            if key in s.attrs:
-                flags.append(f"{label}={s.attrs[key]}")
-        if s.status == 2:
-            flags.append(f"ERROR {s.status_message}")
+        flags = cause_labels(s) + resource_labels(s)
+        if s.attrs.get(sc.WAITING):
+            flags.insert(0, "waiting")
         lines.append(f"{s.duration:9.3f}s {100 * s.duration / total:5.1f}%  {'  ' * depth}{s.name}"
-                     f"  [{kind}]" + (f"  ({', '.join(flags)})" if flags else ""))
+                     f"  [{kind_of(s)}]" + (f"  ({', '.join(flags)})" if flags else ""))
         for c in s.children:
             walk(c, depth + 1)
 
@@ -90,15 +64,34 @@ def render(root: Span, spans: list[Span]) -> str:
     lines.append(f"explained: {100 * share:.1f}% of {root.duration:.2f} s by leaf spans "
                  f"(largest gap {gap / 1e9:.3f} s); without waiting spans {100 * strict:.1f}% "
                  f"(largest gap {sgap / 1e9:.3f} s)")
+    f = facts(root, spans)
+    for note in observe(f, spans):
+        lines.append(f"note: {note}")
+    found = advise(f, spans)
+    if found:
+        lines.append("")
+        lines.append(f"advice ({len(found)}):")
+        for a in found:
+            first, *rest = a.lines()
+            lines.append(f"  * {first}")
+            lines.extend(f"    {r}" for r in rest)
     return "\n".join(lines)
 
 
-def run(source: str | None) -> int:
-    path = source or latest()
-    if os.path.isdir(path):
-        path = latest(path)
-    spans = load(path)
-    root = tree(spans)
-    print(f"start {root.trace_id}  outcome={root.attrs.get(sc.OUTCOME, '?')}  file={path}")
-    print(render(root, spans))
+def run(source: str | None, *, html: str | None = None, png: str | None = None, tempo_url: str | None = None,
+        trace_id: str | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    start = sources.one(source, tempo_url=tempo_url, trace_id=trace_id)
+    root = tree(start.spans)
+    print(f"start {root.trace_id}  outcome={root.attrs.get(sc.OUTCOME, '?')}  file={start.source}", file=out)
+    print(render(root, start.spans), file=out)
+    if html or png:
+        from . import waterfall
+
+        if html:
+            waterfall.write_html(start, html)
+            print(f"waterfall: {html}", file=out)
+        if png:
+            waterfall.write_png(start, png)
+            print(f"waterfall: {png}", file=out)
     return 0 if root.attrs.get(sc.OUTCOME) == "ready" else 1

@@ -1,8 +1,15 @@
 """The span model shared by the report, the metrics and the tests: OTLP/JSON in, plain spans out, and the
-SDK's ReadableSpan converted to the same model."""
+SDK's ReadableSpan converted to the same model.
+
+``parse_otlp`` reads both OTLP/JSON spellings: the OTLP/HTTP JSON encoding (hex ids, as our file exporter
+writes them) and the protobuf-JSON mapping (base64 ids, enum names such as ``STATUS_CODE_ERROR``), which is
+what Tempo's query API returns; ``instrumentationLibrarySpans`` (OTLP < 0.15) is read like ``scopeSpans``.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +34,9 @@ class Span:
         return (self.end - self.start) / 1e9
 
 
+_STATUS = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2, "UNSET": 0, "OK": 1, "ERROR": 2}
+
+
 def _val(v: dict[str, Any]) -> Any:
     if "stringValue" in v:
         return v["stringValue"]
@@ -35,10 +45,38 @@ def _val(v: dict[str, Any]) -> Any:
     if "doubleValue" in v:
         return float(v["doubleValue"])
     if "boolValue" in v:
-        return bool(v["boolValue"])
+        b = v["boolValue"]
+        return b.lower() == "true" if isinstance(b, str) else bool(b)
     if "arrayValue" in v:
-        return [_val(x) for x in v["arrayValue"].get("values", [])]
+        return [_val(x) for x in (v["arrayValue"] or {}).get("values", [])]
     return None
+
+
+def _id(raw: Any, nbytes: int) -> str:
+    """A trace or span id as lowercase hex: hex as written (OTLP/HTTP JSON) or base64 (protobuf JSON)."""
+    if not raw:
+        return ""
+    text = str(raw)
+    if len(text) == 2 * nbytes:
+        try:
+            bytes.fromhex(text)
+            return text.lower()
+        except ValueError:
+            pass
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"bad id {text!r}") from None
+    if len(data) != nbytes:
+        raise ValueError(f"bad id {text!r}")
+    return data.hex()
+
+
+def _status(status: dict[str, Any]) -> int:
+    code = status.get("code", 0)
+    if isinstance(code, str) and not code.lstrip("-").isdigit():
+        return _STATUS.get(code.upper(), 0)
+    return int(code)
 
 
 def _attrs(items: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -49,14 +87,15 @@ def parse_otlp(doc: dict[str, Any]) -> list[Span]:
     out: list[Span] = []
     for rs in doc.get("resourceSpans", []):
         res = _attrs(rs.get("resource", {}).get("attributes"))
-        for ss in rs.get("scopeSpans", []):
+        for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
             for s in ss.get("spans", []):
-                status = s.get("status", {})
+                status = s.get("status") or {}
                 out.append(Span(
-                    trace_id=s["traceId"], span_id=s["spanId"], parent_id=s.get("parentSpanId") or None,
+                    trace_id=_id(s["traceId"], 16), span_id=_id(s["spanId"], 8),
+                    parent_id=_id(s.get("parentSpanId"), 8) or None,
                     name=s["name"], start=int(s["startTimeUnixNano"]), end=int(s["endTimeUnixNano"]),
                     attrs=_attrs(s.get("attributes")), resource=res,
-                    status=int(status.get("code", 0)), status_message=status.get("message", ""),
+                    status=_status(status), status_message=status.get("message", ""),
                     events=[{"name": e.get("name", ""), "attributes": _attrs(e.get("attributes"))}
                             for e in s.get("events", [])],
                 ))

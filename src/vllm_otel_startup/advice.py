@@ -1,0 +1,218 @@
+"""Advice from the field's playbook (shared reference: seeds-digest), each rule fired only by evidence in
+the trace: it names the phase, the evidence (attributes and times read from the spans), the change, and the
+expected saving with how it was estimated. A rule whose saving is under ``max(1 s, 2 % of the start)`` stays
+silent. Observations are findings without a change to make (e.g. one CPU core saturated).
+
+Stdlib only, no I/O: the printed-at-ready summary imports it inside the server process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import semconv as sc
+from .facts import Facts, human_bytes, phase_of, seconds
+from .spanmodel import Span
+
+# A cache hit saves 59-83 % of torch.compile: 35.2 -> 6.0 s on our compiled-cold/-warm pair, 31 -> 6.5,
+# 36 -> 9.1 and 44 -> 18 s on the corpus (2, 4, 8 layers), 39 -> 10 s (DGX Spark blog), 11-21 -> 3-6 s (the
+# "Breaking the Ice" paper). We promise the low end.
+COMPILE_WARM_SAVING = 0.6
+# A weight load that streams well reaches >= 2 GB/s (Run:ai streamer, parallel NVMe reads, ~10 GB/s at best).
+STREAMER_GBPS = 2.0
+# Capture sizes we suggest keeping (1, 2, 4, 8, 16, 32, 64, 128): capture time scales with their number.
+SUGGESTED_SIZES = 8
+
+
+@dataclass
+class Advice:
+    rule: str
+    phase: str  # the span name the advice is about
+    evidence: str
+    change: str
+    saving_s: float
+    basis: str
+
+    def headline(self) -> str:
+        return f"{self.change} (expected saving ~{seconds(self.saving_s)})"
+
+    def lines(self) -> list[str]:
+        return [f"{self.rule}: {self.headline()}", f"evidence [{self.phase}]: {self.evidence}",
+                f"saving estimated as: {self.basis}"]
+
+
+@dataclass
+class Rule:
+    rule: str
+    symptom: str  # what the trace must show (docs/report.md's table is this list)
+    check: Callable[[Facts, list[Span]], Advice | None]
+
+
+def _floor(f: Facts) -> float:
+    return max(1.0, 0.02 * f.total)
+
+
+def _hub_download(f: Facts, spans: list[Span]) -> Advice | None:
+    if f.weights_source != "hub_download" and not f.download_s and not f.download_bytes:
+        return None
+    cost = f.download_s or f.weights_s
+    what = f"weights downloaded from the hub during the start ({human_bytes(f.download_bytes)}" \
+        if f.download_bytes else "weights downloaded from the hub during the start ("
+    what += f"{', ' if f.download_bytes else ''}{seconds(cost)})"
+    return Advice("hub_download", "Download weights - HF" if f.download_s else "Load weights", what,
+                  "keep the model on a shared volume or in the image, point vllm serve at it and set "
+                  "HF_HUB_OFFLINE=1 (no hub download or check at start)",
+                  cost, "the whole download (field: 840 s -> 0 with EFS + offline hub, 61 s -> 0 with a cached volume)")
+
+
+def _fresh_cache_root(f: Facts, spans: list[Span]) -> Advice | None:
+    empty_root = f.mode == "cold" or str(f.aot_error or "").startswith("FileNotFoundError")
+    compile_miss = f.compile_hit is False
+    info_miss = f.modelinfo_hit is False
+    if not empty_root or not (compile_miss or info_miss):
+        return None
+    parts, saving, basis = [], 0.0, []
+    if compile_miss:
+        builds = f" ({f.cpp_builds} C++ builds)" if f.cpp_builds else ""
+        parts.append(f"torch.compile missed its cache{builds}: {seconds(f.compile_s)}")
+        saving += COMPILE_WARM_SAVING * f.compile_s
+        basis.append(f"{int(COMPILE_WARM_SAVING * 100)} % of torch.compile (a hit saved 59-83 % here, 74 % in the "
+                     "field)")
+    if info_miss:
+        parts.append(f"model inspection ran in a subprocess: {seconds(f.inspection_s)}")
+        saving += f.inspection_s
+        basis.append("all of the model inspection (0.001 s from the modelinfo cache)")
+    return Advice("fresh_cache_root", "torch.compile" if compile_miss else "Model architecture inspection",
+                  "the vLLM cache root was empty at start (vllm.startup.mode=cold); " + "; ".join(parts),
+                  "put VLLM_CACHE_ROOT (default ~/.cache/vllm) on storage that outlives the container "
+                  "(volume or host path), so the next start of this model and config hits its caches",
+                  saving, " + ".join(basis))
+
+
+def _compile_key_changed(f: Facts, spans: list[Span]) -> Advice | None:
+    if f.mode != "warm" or f.compile_hit is not False:
+        return None
+    return Advice("compile_key_changed", "torch.compile",
+                  f"the cache root had entries (mode=warm) but torch.compile missed ({seconds(f.compile_s)}"
+                  + (f", {f.cpp_builds} C++ builds" if f.cpp_builds else "") + ")",
+                  "the compile cache key changed since the cached start: keep vLLM and torch versions, model, "
+                  "dtype, parallel sizes and compilation config identical across restarts, or pre-warm the "
+                  "cache for this configuration (one start at image build)",
+                  COMPILE_WARM_SAVING * f.compile_s,
+                  f"{int(COMPILE_WARM_SAVING * 100)} % of torch.compile, as on a cache hit")
+
+
+def _aot_load_failed(f: Facts, spans: list[Span]) -> Advice | None:
+    err = str(f.aot_error or "")
+    if f.aot_loaded is not False or not err or err.startswith("FileNotFoundError"):
+        return None
+    return Advice("aot_load_failed", "AOT cache load",
+                  f"a saved AOT artifact existed but failed to load ({err[:80]}); vLLM then compiled again",
+                  "set VLLM_USE_AOT_COMPILE=0 to skip the unusable artifact (the start after the switch compiles "
+                  "once more: the non-AOT cache is separate), or upgrade vLLM / report the load error upstream",
+                  f.aot_s, "the failed load, from the second start after the switch (measured here: Warmup "
+                  "9.9 -> 6.5 s; the first start recompiled, 29 s)")
+
+
+def _many_graph_sizes(f: Facts, spans: list[Span]) -> Advice | None:
+    n = max(f.capture_sizes or 0, f.graphs or 0)
+    if not f.capture_s or n <= SUGGESTED_SIZES:
+        return None
+    return Advice("many_cudagraph_sizes", "Capture model",
+                  f"CUDA-graph capture of {n} batch sizes took {seconds(f.capture_s)}",
+                  "capture only the batch sizes your traffic uses, e.g. --cudagraph-capture-sizes 1 2 4 8 16 32 64 "
+                  "128 or --max-cudagraph-capture-size 128 (--cuda-graph-sizes on older vLLM); batches above the "
+                  "largest size run without graphs",
+                  f.capture_s * (1 - SUGGESTED_SIZES / n),
+                  f"capture time scales with the number of sizes ({n} -> {SUGGESTED_SIZES}; field: 54 -> 7 s)")
+
+
+def _slow_weights(f: Facts, spans: list[Span]) -> Advice | None:
+    if not f.weights_bytes or f.weights_bytes < 1e9 or f.weights_source in ("hub_download", "dummy"):
+        return None
+    gbps = f.weights_gbps or (f.weights_bytes / 1e9 / f.weights_s if f.weights_s else None)
+    if gbps is None or gbps >= STREAMER_GBPS / 2:
+        return None
+    w = next((s for s in spans if phase_of(s) == "weights_load"), None)
+    disk = w.attrs.get(sc.RES_DISK_READ) if w is not None else None
+    where = (f"; {human_bytes(disk)} came from storage" if isinstance(disk, (int, float)) and disk else "")
+    return Advice("slow_weights", "Load weights",
+                  f"{human_bytes(f.weights_bytes)} of weights loaded at {gbps:.2f} GB/s "
+                  f"({seconds(f.weights_s)}){where}",
+                  "stream the weights: --load-format runai_streamer (raise RUNAI_STREAMER_CONCURRENCY on network "
+                  "storage) or a tensorizer-serialized model; or serve from local NVMe",
+                  f.weights_s - f.weights_bytes / (STREAMER_GBPS * 1e9),
+                  f"the same bytes at {STREAMER_GBPS:g} GB/s (field: 142 -> 59 s with the Run:ai streamer)")
+
+
+def _throttled(f: Facts, spans: list[Span]) -> Advice | None:
+    if not f.throttled_s:
+        return None
+    return Advice("cpu_throttled", "vLLM startup",
+                  f"the container's CPU quota throttled the start for {seconds(f.throttled_s)}",
+                  "raise the CPU limit (or drop it and keep the request): startup is CPU-bound",
+                  f.throttled_s, "the throttled time")
+
+
+def _imports_on_storage(f: Facts, spans: list[Span]) -> Advice | None:
+    waits = []
+    for s in spans:
+        if phase_of(s) != "imports" or s.duration < 3:
+            continue
+        cores, disk = s.attrs.get(sc.RES_CORES_AVG), s.attrs.get(sc.RES_DISK_READ)
+        if isinstance(cores, (int, float)) and isinstance(disk, (int, float)) and disk >= 2e8 and cores < 0.6:
+            waits.append((s, s.duration * (1 - cores), disk))
+    if not waits:
+        return None
+    s, idle, disk = max(waits, key=lambda w: w[1])
+    return Advice("imports_on_storage", "Imports",
+                  f"imports in the {s.attrs.get(sc.PROCESS_KIND, '?')} read {human_bytes(disk)} from storage and kept "
+                  f"the CPU busy only {100 * (1 - idle / s.duration):.0f} % of {seconds(s.duration)}",
+                  "warm the page cache or the image layer before start (e.g. pre-pull / lazy-pull with prefetch), "
+                  "keep site-packages on local disk",
+                  sum(w[1] for w in waits), "the import time spent waiting on storage")
+
+
+RULES: list[Rule] = [
+    Rule("hub_download", "weights downloaded from the hub during the start", _hub_download),
+    Rule("fresh_cache_root", "cache root empty at start and a torch.compile or model-info cache miss",
+         _fresh_cache_root),
+    Rule("compile_key_changed", "cache root warm but torch.compile missed", _compile_key_changed),
+    Rule("aot_load_failed", "saved AOT artifact present but its load failed", _aot_load_failed),
+    Rule("many_cudagraph_sizes", f"CUDA-graph capture of more than {SUGGESTED_SIZES} sizes", _many_graph_sizes),
+    Rule("slow_weights", f">= 1 GB of weights loaded below {STREAMER_GBPS / 2:g} GB/s", _slow_weights),
+    Rule("cpu_throttled", "cgroup CPU throttling during the start (resource sampler)", _throttled),
+    Rule("imports_on_storage", "imports reading >= 200 MB with the CPU < 60 % busy (resource sampler)",
+         _imports_on_storage),
+]
+
+
+def advise(f: Facts, spans: list[Span]) -> list[Advice]:
+    """Rules that fire on this start, largest expected saving first. Never raises (a broken rule is skipped)."""
+    out = []
+    for r in RULES:
+        try:
+            a = r.check(f, spans)
+        except Exception:  # noqa: BLE001 - one odd attribute must not hide the other advice
+            continue
+        if a is not None and a.saving_s >= _floor(f):
+            out.append(a)
+    return sorted(out, key=lambda a: -a.saving_s)
+
+
+def observe(f: Facts, spans: list[Span]) -> list[str]:
+    """Findings without a change to make: one saturated core, the spawn re-imports."""
+    out = []
+    for s in sorted(spans, key=lambda s: -s.duration):
+        cores, peak = s.attrs.get(sc.RES_CORES_AVG), s.attrs.get(sc.RES_CORES_PEAK)
+        if not s.children and s.duration >= max(3.0, 0.1 * f.total) and isinstance(cores, (int, float)) \
+                and 0.8 <= cores <= 1.3 and (not isinstance(peak, (int, float)) or peak <= 1.6):
+            out.append(f"CPU-bound: {s.name} [{s.attrs.get(sc.PROCESS_KIND, '?')}] kept one core saturated for "
+                       f"{seconds(s.duration)} ({cores:.1f} cores avg): a faster core shortens it, more cores do not")
+            break
+    reimports = sum(v for (k, p), v in f.seconds.items() if p in ("imports", "interpreter_start") and k != "api_server")
+    if reimports >= max(2.0, 0.1 * f.total):
+        out.append(f"re-imports: {seconds(reimports)} ({100 * reimports / max(f.total, 1e-9):.0f} %) of the start is "
+                   "the EngineCore and worker processes starting Python and importing vLLM again (spawned processes)")
+    return out

@@ -1,0 +1,294 @@
+"""``vllm-otel-startup compare A B``: two starts, or two sets of starts (medians), phase by phase: durations,
+deltas and the causes that changed ("torch.compile: compile cache miss -> hit, -29.1 s"), as a table and
+as a picture (paired bars, HTML or PNG)."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from html import escape
+
+from . import semconv as sc
+from .canvas import Line, Rect, Scene, Text, fit
+from .errors import ReportError
+from .facts import KIND_LABEL, facts, kind_of, link, phase_of, seconds
+from .sources import Start
+from .spanmodel import Span
+
+# Structured causes compared between the sides: (label, attribute, how a value reads)
+CAUSES: list[tuple[str, str, dict[object, str] | None]] = [
+    ("compile cache", sc.COMPILE_CACHE_HIT, {True: "hit", False: "miss"}),
+    ("modelinfo cache", sc.MODEL_INSPECTION_CACHE_HIT, {True: "hit", False: "miss"}),
+    ("AOT artifact", sc.COMPILE_AOT_LOADED, {True: "loaded", False: "not loaded"}),
+    ("weights source", sc.WEIGHTS_SOURCE, None),
+    ("load format", sc.WEIGHTS_LOAD_FORMAT, None),
+    ("CUDA graphs", sc.CUDAGRAPH_COUNT, None),
+    ("C++ builds", sc.COMPILE_CPP_BUILDS, None),
+]
+
+
+@dataclass
+class Row:
+    key: tuple[str, str]  # (process kind, phase id)
+    name: str
+    depth: int
+    order: float
+    a: float | None
+    b: float | None
+    causes_a: dict[str, str] = field(default_factory=dict)
+    causes_b: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def delta(self) -> float:
+        return (self.b or 0.0) - (self.a or 0.0)
+
+    def changes(self) -> list[str]:
+        out = []
+        for label in dict.fromkeys([*self.causes_a, *self.causes_b]):
+            va, vb = self.causes_a.get(label, "absent"), self.causes_b.get(label, "absent")
+            if va != vb:
+                out.append(f"{label} {va} → {vb}")
+        return out
+
+    def pct(self) -> str:
+        return f"{100 * self.delta / self.a:+.0f}%" if self.a and self.a >= 0.05 else ""
+
+
+@dataclass
+class Comparison:
+    a_label: str
+    b_label: str
+    a_n: int
+    b_n: int
+    model: str
+    rows: list[Row]
+    start_changes: list[str]
+
+
+def _side_values(starts: list[Start]) -> tuple[dict[tuple[str, str], list[float]], dict[tuple[str, str], list[dict]]]:
+    times: dict[tuple[str, str], list[float]] = {}
+    causes: dict[tuple[str, str], list[dict]] = {}
+    for st in starts:
+        root = link(st.spans)
+        if root is None:
+            continue
+        f = facts(root, st.spans)
+        for key, v in f.seconds.items():
+            times.setdefault(key, []).append(v)
+        per_key: dict[tuple[str, str], dict[str, str]] = {}
+        for s in st.spans:
+            key = (kind_of(s), phase_of(s))
+            for label, attr, names in CAUSES:
+                if attr in s.attrs:
+                    v = s.attrs[attr]
+                    per_key.setdefault(key, {})[label] = names.get(v, str(v)) if names else str(v)
+            if s.attrs.get(sc.COMPILE_AOT_LOADED) is False:
+                err = str(s.attrs.get(sc.COMPILE_AOT_LOAD_ERROR) or "")
+                per_key.setdefault(key, {})["AOT artifact"] = (
+                    "none yet" if err.startswith("FileNotFoundError") else "load failed" if err else "not loaded")
+        for key, d in per_key.items():
+            causes.setdefault(key, []).append(d)
+    return times, causes
+
+
+def _majority(dicts: list[dict[str, str]]) -> dict[str, str]:
+    out = {}
+    for label in dict.fromkeys(k for d in dicts for k in d):
+        values = Counter(d[label] for d in dicts if label in d)
+        top, n = values.most_common(1)[0]
+        out[label] = top if len(values) == 1 else f"{top} ({n}/{sum(values.values())})"
+    return out
+
+
+def _label(sources: list[str], starts: list[Start]) -> str:
+    text = " ".join(sources)
+    return text if len(starts) == 1 else f"{text} ({len(starts)} starts)"
+
+
+def _models(starts: list[Start]) -> list[str]:
+    out = []
+    for st in starts:
+        root = link(st.spans)
+        out.append(facts(root, st.spans).model if root is not None else st.model)
+    return sorted(set(out))
+
+
+def compare(a: list[Start], b: list[Start], *, a_label: str = "A", b_label: str = "B",
+            allow_different_models: bool = False) -> Comparison:
+    ma, mb = _models(a), _models(b)
+    if not allow_different_models:
+        for side, models in (("A", ma), ("B", mb)):
+            if len(models) > 1:
+                raise ReportError(f"{side} holds starts of {len(models)} models ({', '.join(models)}); "
+                                  "pass --allow-different-models to compare anyway")
+        if ma != mb:
+            raise ReportError(f"A and B are starts of different models ({ma[0]} vs {mb[0]}); "
+                              "pass --allow-different-models to compare anyway")
+    ta, ca = _side_values(a)
+    tb, cb = _side_values(b)
+    order = _tree_order([a[0], b[0]])
+    rows = []
+    for key, (at, depth, name) in order.items():
+        rows.append(Row(key, name, depth, at,
+                        statistics.median(ta[key]) if key in ta else None,
+                        statistics.median(tb[key]) if key in tb else None,
+                        _majority(ca.get(key, [])), _majority(cb.get(key, []))))
+    rows.sort(key=lambda r: r.order)
+    start_changes = []
+    modes_a = Counter(link(st.spans).attrs.get(sc.MODE) for st in a)
+    modes_b = Counter(link(st.spans).attrs.get(sc.MODE) for st in b)
+    if modes_a.most_common(1)[0][0] != modes_b.most_common(1)[0][0]:
+        start_changes.append(f"cache root {modes_a.most_common(1)[0][0]} → {modes_b.most_common(1)[0][0]}")
+    model = ma[0] if ma == mb and len(ma) == 1 else ", ".join(sorted(set(ma + mb)))
+    return Comparison(a_label, b_label, len(a), len(b), model, rows, start_changes)
+
+
+def _tree_order(starts: list[Start]) -> dict[tuple[str, str], tuple[float, int, str]]:
+    """Rows in depth-first tree order of the first start (children by start time); a phase only the other
+    start has goes right after the nearest ancestor phase both share."""
+    order: dict[tuple[str, str], tuple[float, int, str]] = {}
+    counter = [0.0]
+    for n, st in enumerate(starts):
+        root = link(st.spans)
+        if root is None:
+            continue
+
+        def walk(s: Span, depth: int, anchor: float, n: int = n) -> None:
+            key = (kind_of(s), phase_of(s))
+            if key[1] and key not in order:
+                counter[0] += 1
+                order[key] = ((counter[0] if n == 0 else anchor + counter[0] * 1e-4), depth, s.name)
+            here = order.get(key, (anchor, 0, ""))[0]
+            for c in s.children:
+                walk(c, depth + 1, here)
+
+        walk(root, 0, 0.0)
+    return order
+
+
+def shown_rows(cmp: Comparison, min_share: float = 0.005) -> list[Row]:
+    total = max((r.a or 0) for r in cmp.rows if r.key[1] == "startup") if cmp.rows else 0
+    floor = max(0.05, min_share * total)
+    return [r for r in cmp.rows if max(r.a or 0, r.b or 0) >= floor or abs(r.delta) >= floor or r.changes()]
+
+
+def headlines(cmp: Comparison) -> list[str]:
+    """Changed causes with the time they moved, biggest first."""
+    out = []
+    for r in sorted(cmp.rows, key=lambda r: -abs(r.delta)):
+        if r.changes():
+            out.append(f"{r.name} [{KIND_LABEL.get(r.key[0], r.key[0])}]: {', '.join(r.changes())}, "
+                       f"{_signed(r.delta)}")
+    total = next((r for r in cmp.rows if r.key[1] == "startup"), None)
+    for change in cmp.start_changes:
+        out.append(f"start: {change}" + (f", {_signed(total.delta)} in total" if total else ""))
+    return out
+
+
+def _signed(v: float) -> str:
+    return ("+" if v > 0 else "-" if v < 0 else "±") + seconds(abs(v))
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else seconds(v)
+
+
+def table(cmp: Comparison) -> str:
+    lines = [f"A: {cmp.a_label}", f"B: {cmp.b_label}", f"model: {cmp.model}"]
+    heads = headlines(cmp)
+    if heads:
+        lines.append("changed causes:")
+        lines += [f"  {h}" for h in heads]
+    side = "median" if cmp.a_n > 1 or cmp.b_n > 1 else ""
+    lines.append("")
+    lines.append(f"{'phase':<52} {'process':<11} {('A ' + side).strip():>9} {('B ' + side).strip():>9} "
+                 f"{'delta':>9} {'delta %':>8}")
+    for r in shown_rows(cmp):
+        pct = r.pct()
+        name = ("  " * r.depth + r.name)[:52]
+        text = (f"{name:<52} {KIND_LABEL.get(r.key[0], r.key[0]):<11} {_num(r.a):>9} {_num(r.b):>9} "
+                f"{_signed(r.delta):>9} {pct:>8}")
+        changes = r.changes()
+        if changes:
+            text += "  " + "; ".join(changes)
+        lines.append(text)
+    return "\n".join(lines)
+
+
+# --- picture -------------------------------------------------------------------------------------------
+A_FILL, B_FILL = "#90a4ae", "#42a5f5"
+FASTER, SLOWER = "#2e7d32", "#c62828"
+
+
+def scene(cmp: Comparison, max_rows: int = 28) -> Scene:
+    rows = shown_rows(cmp, 0.01)
+    rows = sorted(rows, key=lambda r: -max(r.a or 0, r.b or 0))[:max_rows]
+    rows.sort(key=lambda r: (r.key[1] != "startup", r.order, r.depth))
+    width, left, right_text = 1400, 330, 420
+    plot = width - left - right_text - 20
+    vmax = max([0.001] + [max(r.a or 0, r.b or 0) for r in rows])
+    sc_ = Scene(width, 0)
+    sc_.add(Text(16, 20, "vLLM startup: compare", 18, bold=True))
+    sc_.add(Text(16, 42, fit(f"model {cmp.model}", 12, width - 32), 12, "#555"))
+    sc_.add(Rect(16, 58, 14, 10, A_FILL))
+    sc_.add(Text(36, 63, fit(f"A: {cmp.a_label}", 12, width / 2 - 60), 12, "#333"))
+    sc_.add(Rect(width / 2, 58, 14, 10, B_FILL))
+    sc_.add(Text(width / 2 + 20, 63, fit(f"B: {cmp.b_label}", 12, width / 2 - 40), 12, "#333"))
+    y = 84
+    heads = headlines(cmp)
+    for h in heads[:4]:
+        sc_.add(Text(16, y, fit(h, 13, width - 32), 13, FASTER if " -" in h.split(",")[-1] else SLOWER, bold=True))
+        y += 20
+    y += 6
+    for n, r in enumerate(rows):
+        h = 30
+        if r.changes():
+            sc_.add(Rect(0, y, width, h, "#fff8e1"), 0)
+        elif n % 2 == 0:
+            sc_.add(Rect(0, y, width, h, "#f7f9fa"), 0)
+        indent = 12 * min(r.depth, 8)
+        sc_.add(Text(16 + indent, y + h / 2 - 6, fit(r.name, 12, left - 30 - indent), 12, bold=r.key[1] == "startup"))
+        sc_.add(Text(16 + indent, y + h / 2 + 8, KIND_LABEL.get(r.key[0], r.key[0]), 10, "#777"))
+        for k, (v, fill) in enumerate(((r.a, A_FILL), (r.b, B_FILL))):
+            if v:
+                bw = max(plot * v / vmax, 1)
+                tip = f"{r.name} [{r.key[0]}] {'AB'[k]}: {seconds(v)}"
+                sc_.add(Rect(left, y + 4 + k * 11, bw, 10, fill, title=tip))
+        tx = left + plot + 16
+        delta = r.delta
+        color = FASTER if delta < 0 else SLOWER if delta > 0 else "#555"
+        pct = f" ({r.pct()})" if r.pct() else ""
+        a_text, b_text = _num(r.a) if r.a is not None else "absent", _num(r.b) if r.b is not None else "absent"
+        sc_.add(Text(tx, y + h / 2 - 6, f"{a_text} → {b_text} · {_signed(delta)}{pct}", 12, color))
+        changes = r.changes()
+        if changes:
+            sc_.add(Text(tx, y + h / 2 + 8, fit("; ".join(changes), 11, right_text - 10), 11, "#333", bold=True))
+        y += h
+    sc_.add(Line(left, 84 + 20 * min(len(heads), 4), left, y, "#bbb"))
+    sc_.height = y + 16
+    return sc_
+
+
+def html(cmp: Comparison) -> str:
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>vLLM startup: compare</title>"
+            "<style>body{font-family:DejaVu Sans,Verdana,Arial,sans-serif;margin:16px}"
+            "pre{font-size:12px;background:#f7f7f7;padding:8px;overflow-x:auto}"
+            ".chart{border:1px solid #e0e0e0;min-width:900px}.chart svg{display:block;width:100%;height:auto}"
+            "</style></head><body>\n"
+            f"<div class=\"chart\">{scene(cmp).svg()}</div>\n<h2>Table</h2><pre>{escape(table(cmp))}</pre>\n"
+            "</body></html>\n")
+
+
+def write_html(cmp: Comparison, path: str) -> None:
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(html(cmp))
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot write ({exc})") from None
+
+
+def write_png(cmp: Comparison, path: str) -> None:
+    scene(cmp).png(path)

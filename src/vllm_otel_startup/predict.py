@@ -1,0 +1,287 @@
+"""``vllm-otel-startup predict``: per-phase linear models fitted on recorded starts, expected vs actual for
+a new start, and the phase whose residual is largest.
+
+The idea is the "Breaking the Ice" paper's (one near-linear model per startup step), done on traces: each
+start is cut into disjoint phase groups (each moment of the start belongs to at most one group, the most
+specific one; what no group covers is "other"), so the groups' times add up to the start's duration and a
+residual points at one place. Each group has its own few features, all read from the trace (weight bytes,
+cache hits, compile ran, capture sizes, KV bytes); a group's model is ordinary least squares with a tiny
+ridge. ``--validate`` measures the error honestly: leave one model out (every start of that model is
+predicted by a fit that never saw the model), against a naive baseline (the mean start of its class).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+
+from .errors import ReportError
+from .facts import Facts, facts, kind_of, link, phase_of, seconds
+from .sources import Start
+from .spanmodel import Span
+
+# (group, phases, features), most specific first: a moment counted by an earlier group is not counted again.
+GROUPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    ("compile", ("torch_compile", "aot_load", "dynamo_transform", "inductor_compile", "compile_graph",
+                 "compile_warmup"), ("compile_miss", "compile_hit", "miss_x_gb", "hit_x_gb")),
+    ("cudagraphs", ("cudagraph_capture",), ("capture_sizes", "sizes_x_gb")),
+    ("weights", ("weights_download", "weights_load", "weights_postprocess"), ("one", "weights_gb", "download_gb")),
+    ("model_init", ("model_create", "model_init"), ("one", "weights_gb")),
+    ("model_inspection", ("model_inspection", "model_inspection_subprocess"), ("one", "modelinfo_miss")),
+    ("kv_cache", ("kv_cache_profile", "kv_cache_allocate", "kv_cache_init", "warmup", "kernel_warmup"),
+     ("one", "kv_gb", "weights_gb")),
+    ("http", ("app_build", "app_state", "http_startup", "api_server_setup"), ("one",)),
+    ("bootstrap", ("interpreter_start", "imports", "cli", "event_loop", "process_entry"), ("one", "processes")),
+]
+OTHER = ("other", ("one", "compiled", "weights_gb"))
+RIDGE = 1e-6
+
+
+def features(f: Facts) -> dict[str, float]:
+    gb = (f.weights_bytes or 0) / 1e9
+    miss = 1.0 if f.compiled and f.compile_hit is not True else 0.0
+    hit = 1.0 if f.compiled and f.compile_hit is True else 0.0
+    sizes = float(f.capture_sizes or 0) if f.capture_s else 0.0
+    return {
+        "one": 1.0, "weights_gb": gb, "download_gb": (f.download_bytes or 0) / 1e9, "compiled": float(f.compiled),
+        "compile_miss": miss, "compile_hit": hit, "miss_x_gb": miss * gb, "hit_x_gb": hit * gb,
+        "modelinfo_miss": 1.0 if f.modelinfo_hit is False else 0.0, "kv_gb": (f.kv_bytes or 0) / 1e9,
+        "capture_sizes": sizes, "sizes_x_gb": sizes * gb, "processes": 2.0 + f.tensor_parallel,
+    }
+
+
+def _merge(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _minus(iv: list[tuple[int, int]], taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    for a, b in iv:
+        cur = a
+        for c, d in taken:
+            if d <= cur or c >= b:
+                continue
+            if c > cur:
+                out.append((cur, c))
+            cur = max(cur, d)
+        if cur < b:
+            out.append((cur, b))
+    return out
+
+
+def group_seconds(root: Span, spans: list[Span]) -> dict[str, float]:
+    """Disjoint seconds of each group in this start, plus "other" (the rest of the root's duration)."""
+    taken: list[tuple[int, int]] = []
+    out = {}
+    for name, phases, _ in GROUPS:
+        iv = _merge([(max(s.start, root.start), min(s.end, root.end)) for s in spans
+                     if phase_of(s) in phases and s.end > s.start and kind_of(s) != "?"])
+        own = _minus(iv, taken)
+        out[name] = sum(b - a for a, b in own) / 1e9
+        taken = _merge(taken + own)
+    out["other"] = max(root.duration - sum(out.values()), 0.0)
+    return out
+
+
+@dataclass
+class Sample:
+    source: str
+    model: str
+    x: dict[str, float]
+    y: dict[str, float]  # seconds per group, and "total"
+
+
+def sample(st: Start) -> Sample:
+    root = link(st.spans)
+    if root is None:
+        raise ReportError(f"{st.source}: not a vLLM start")
+    f = facts(root, st.spans)
+    y = group_seconds(root, st.spans)
+    y["total"] = root.duration
+    return Sample(st.source, f.model, features(f), y)
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        if abs(m[p][c]) < 1e-12:
+            continue
+        m[c], m[p] = m[p], m[c]
+        for r in range(n):
+            if r != c and m[r][c]:
+                k = m[r][c] / m[c][c]
+                m[r] = [x - k * y for x, y in zip(m[r], m[c], strict=True)]
+    return [m[i][n] / m[i][i] if abs(m[i][i]) > 1e-12 else 0.0 for i in range(n)]
+
+
+def least_squares(xs: list[list[float]], ys: list[float], ridge: float = RIDGE) -> list[float]:
+    k = len(xs[0]) if xs else 0
+    ata = [[sum(r[i] * r[j] for r in xs) + (ridge * len(xs) if i == j else 0.0) for j in range(k)] for i in range(k)]
+    aty = [sum(r[i] * y for r, y in zip(xs, ys, strict=True)) for i in range(k)]
+    return _solve(ata, aty)
+
+
+@dataclass
+class Model:
+    coef: dict[str, list[float]]
+    feats: dict[str, tuple[str, ...]]
+    rmse: dict[str, float]  # leave-one-model-out error per group (0 when not validated)
+    n: int
+    seen: dict[str, bool] | None = None  # feature -> some training start had it non-zero
+
+    def unseen(self, g: str, x: dict[str, float]) -> list[str]:
+        """Features of this start the group's fit never saw non-zero (its expectation means little)."""
+        if self.seen is None:
+            return []
+        return [f for f in self.feats[g] if x.get(f, 0.0) and not self.seen.get(f, True)]
+
+    def expect(self, x: dict[str, float]) -> dict[str, float]:
+        out = {g: max(0.0, sum(c * x.get(name, 0.0) for c, name in zip(self.coef[g], self.feats[g], strict=True)))
+               for g in self.coef}
+        out["total"] = sum(out.values())
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps({"version": 1, "n": self.n, "seen": self.seen, "groups": {
+            g: {"features": list(self.feats[g]), "coef": self.coef[g], "rmse": self.rmse.get(g, 0.0)}
+            for g in self.coef}, "rmse_total": self.rmse.get("total", 0.0)}, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "model") -> Model:
+        try:
+            d = json.loads(text)
+            groups = d["groups"]
+            return cls({g: [float(c) for c in v["coef"]] for g, v in groups.items()},
+                       {g: tuple(v["features"]) for g, v in groups.items()},
+                       {**{g: float(v.get("rmse", 0.0)) for g, v in groups.items()},
+                        "total": float(d.get("rmse_total", 0.0))}, int(d.get("n", 0)), d.get("seen"))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ReportError(f"{where}: not a saved predictor ({exc.__class__.__name__}: {exc})") from None
+
+
+def _spec() -> list[tuple[str, tuple[str, ...]]]:
+    return [(g, feats) for g, _, feats in GROUPS] + [OTHER]
+
+
+def fit(samples: list[Sample]) -> Model:
+    if len(samples) < 3:
+        raise ReportError(f"predict needs at least 3 recorded starts that reached ready, got {len(samples)}")
+    coef, feats = {}, {}
+    for g, fs in _spec():
+        xs = [[s.x[name] for name in fs] for s in samples]
+        ys = [s.y.get(g, 0.0) for s in samples]
+        coef[g], feats[g] = least_squares(xs, ys), fs
+    seen = {name: any(s.x.get(name, 0.0) for s in samples) for name in samples[0].x}
+    return Model(coef, feats, {}, len(samples), seen)
+
+
+@dataclass
+class Validation:
+    groups: list[str]
+    rows: list[tuple[Sample, dict[str, float]]]  # each held-out sample with its prediction
+    baseline: list[float]  # naive prediction of each row's total
+
+    def errors(self, g: str) -> list[float]:
+        return [pred[g] - s.y[g] for s, pred in self.rows]
+
+    def stats(self, errs: list[float], actual: list[float] | None = None) -> dict[str, float]:
+        out = {"mae": statistics.fmean(abs(e) for e in errs), "rmse": math.sqrt(statistics.fmean(e * e for e in errs)),
+               "max": max(abs(e) for e in errs)}
+        if actual:
+            out["mape"] = 100 * statistics.fmean(abs(e) / a for e, a in zip(errs, actual, strict=True) if a)
+        return out
+
+
+def _class(s: Sample) -> tuple[float, float]:
+    return (s.x["compiled"], s.x["modelinfo_miss"])
+
+
+def validate(samples: list[Sample]) -> Validation:
+    """Leave one model out: each model's starts are predicted by a fit on the other models' starts."""
+    models = sorted({s.model for s in samples})
+    if len(models) < 3:
+        raise ReportError(f"validation needs starts of at least 3 models, got {len(models)}")
+    rows, base = [], []
+    for m in models:
+        train = [s for s in samples if s.model != m]
+        model = fit(train)
+        for s in (s for s in samples if s.model == m):
+            rows.append((s, model.expect(s.x)))
+            same = [t.y["total"] for t in train if _class(t) == _class(s)] or [t.y["total"] for t in train]
+            base.append(statistics.fmean(same))
+    return Validation([g for g, _ in _spec()], rows, base)
+
+
+def fit_validated(samples: list[Sample]) -> tuple[Model, Validation | None]:
+    model = fit(samples)
+    try:
+        v = validate(samples)
+    except ReportError:
+        return model, None
+    model.rmse = {g: v.stats(v.errors(g))["rmse"] for g in v.groups}
+    model.rmse["total"] = v.stats(v.errors("total"))["rmse"]
+    return model, v
+
+
+def validation_table(v: Validation) -> str:
+    n_models = len({s.model for s, _ in v.rows})
+    lines = [f"leave-one-model-out validation: {len(v.rows)} starts of {n_models} models, each predicted by a fit "
+             "that never saw its model", "",
+             f"{'group':<18} {'mean actual':>12} {'MAE':>9} {'RMSE':>9} {'max err':>9}"]
+    for g in [*v.groups, "total"]:
+        st = v.stats(v.errors(g))
+        mean = statistics.fmean(s.y[g] for s, _ in v.rows)
+        lines.append(f"{g:<18} {seconds(mean):>12} {seconds(st['mae']):>9} {seconds(st['rmse']):>9} "
+                     f"{seconds(st['max']):>9}")
+    tot = v.stats(v.errors("total"), [s.y["total"] for s, _ in v.rows])
+    b = v.stats([p - s.y["total"] for (s, _), p in zip(v.rows, v.baseline, strict=True)],
+                [s.y["total"] for s, _ in v.rows])
+    lines += ["", f"total: mean absolute error {seconds(tot['mae'])} ({tot['mape']:.1f} %), max {seconds(tot['max'])}; "
+              f"naive baseline (mean start of its class: compiled x modelinfo miss) {seconds(b['mae'])} "
+              f"({b['mape']:.1f} %), max {seconds(b['max'])}"]
+    return "\n".join(lines)
+
+
+def explain(model: Model, s: Sample) -> str:
+    """Expected vs actual per group for one start, and the group whose residual is largest."""
+    exp = model.expect(s.x)
+    lines = [f"{'group':<18} {'expected':>10} {'actual':>10} {'residual':>10} {'typical error':>14}"]
+    worst, worst_res, notes = None, 0.0, []
+    for g in [g for g, _ in _spec()] + ["total"]:
+        res = s.y.get(g, 0.0) - exp[g]
+        rmse = model.rmse.get(g, 0.0)
+        unseen = model.unseen(g, s.x) if g != "total" else []
+        lines.append(f"{g:<18} {seconds(exp[g]):>10} {seconds(s.y.get(g, 0.0)):>10} {_signed(res):>10} "
+                     f"{('±' + seconds(rmse)) if rmse else '':>14}" + ("  (no such start in the corpus)" if unseen
+                                                                       else ""))
+        if unseen:
+            notes.append(f"{g}: the corpus has no start with {', '.join(unseen)}: its expectation is not a prediction")
+        if g != "total" and abs(res) > abs(worst_res):
+            worst, worst_res = g, res
+    if worst is not None:
+        rmse = model.rmse.get(worst, 0.0)
+        lines.append("")
+        if model.unseen(worst, s.x):
+            verdict = "(outside the corpus: record starts like this one to predict it)"
+        elif abs(worst_res) > 2 * rmse + 0.5:
+            verdict = (f"({abs(worst_res) / rmse:.1f}x its typical error: look there)" if rmse else
+                       "(beyond the fit: look there)")
+        else:
+            verdict = f"(within 2x its typical error ±{seconds(rmse)}: nothing unusual)"
+        lines.append(f"largest residual: {worst} {_signed(worst_res)} {verdict}")
+    lines += [f"note: {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def _signed(v: float) -> str:
+    return ("+" if v >= 0 else "-") + seconds(abs(v))

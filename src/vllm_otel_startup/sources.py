@@ -1,0 +1,205 @@
+"""Where recorded starts come from: local OTLP-JSON files (ours: one ExportTraceServiceRequest per line),
+single OTLP-JSON exports, Tempo responses saved to a file or fetched by trace id, directories and globs.
+
+A source names one start (``report``) or a set of starts (``compare``, ``predict``); every problem is one
+``ReportError`` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from . import semconv as sc
+from .errors import ReportError
+from .file_exporter import default_dir
+from .spanmodel import Span, parse_otlp
+
+TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
+_PATTERN = re.compile(r"[*?\[]")
+_OURS = (".jsonl", ".jsonl.gz")
+
+
+@dataclass
+class Start:
+    """One start: the spans of one trace that has a ``vLLM startup`` root."""
+
+    source: str
+    spans: list[Span]
+    root: Span
+
+    @property
+    def trace_id(self) -> str:
+        return self.root.trace_id
+
+    @property
+    def model(self) -> str:
+        return str(self.root.attrs.get(sc.MODEL) or self.root.attrs.get(sc.SERVED_MODEL_NAME) or "?")
+
+    @property
+    def ready(self) -> bool:
+        return self.root.attrs.get(sc.OUTCOME) == "ready"
+
+
+def _open_text(path: str) -> str:
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return f.read()
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ReportError(f"{path}: is a directory") from None
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise ReportError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
+
+
+def otlp_documents(doc: Any) -> list[dict[str, Any]]:
+    """The ExportTraceServiceRequest-shaped documents inside one JSON value: OTLP (``resourceSpans``), Tempo's
+    ``/api/traces`` (``batches``) and ``/api/v2/traces`` (``{"trace": {...}}``), or a list of those."""
+    if isinstance(doc, list):
+        return [d for item in doc for d in otlp_documents(item)]
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    if "trace" in doc and isinstance(doc["trace"], dict):
+        return otlp_documents(doc["trace"])
+    if "batches" in doc:
+        return [{"resourceSpans": doc["batches"] or []}]
+    if "resourceSpans" in doc:
+        return [doc]
+    raise ValueError("no resourceSpans")
+
+
+def parse_text(text: str, where: str) -> list[Span]:
+    """Spans from a file's text: JSON lines (ours) or one JSON document."""
+    if not text.strip():
+        raise ReportError(f"{where}: no spans (empty file)")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    chunks: list[tuple[str, str]]
+    if len(lines) > 1 and lines[0].lstrip().startswith("{") and lines[0].rstrip().endswith("}"):
+        chunks = [(f"{where}:{n}", ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    else:
+        chunks = [(where, text)]
+    spans: list[Span] = []
+    for at, chunk in chunks:
+        try:
+            for d in otlp_documents(json.loads(chunk)):
+                spans.extend(parse_otlp(d))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ReportError(f"{at}: not OTLP JSON ({exc.__class__.__name__}: {str(exc)[:120]})") from None
+    if not spans:
+        raise ReportError(f"{where}: no spans")
+    return spans
+
+
+def read_file(path: str) -> list[Span]:
+    return parse_text(_open_text(path), path)
+
+
+def starts_in(spans: list[Span], source: str) -> list[Start]:
+    """The vLLM starts among these spans, oldest first (one per trace with a root span)."""
+    by_trace: dict[str, list[Span]] = {}
+    for s in spans:
+        by_trace.setdefault(s.trace_id, []).append(s)
+    out = []
+    for group in by_trace.values():
+        roots = [s for s in group if s.name == sc.ROOT_SPAN and not s.parent_id]
+        roots = roots or [s for s in group if s.name == sc.ROOT_SPAN]
+        if roots:
+            out.append(Start(source, group, roots[0]))
+    if not out:
+        raise ReportError(f"{source}: not a vLLM start (no '{sc.ROOT_SPAN}' root span)")
+    return sorted(out, key=lambda st: st.root.start)
+
+
+def _files(pattern_or_dir: str) -> list[str]:
+    """Files a directory (every *.jsonl[.gz] below it) or a glob (matching files, and directories expanded
+    like a directory) names."""
+    found: list[str] = []
+    matches = [pattern_or_dir] if os.path.isdir(pattern_or_dir) else \
+        glob.glob(os.path.expanduser(pattern_or_dir), recursive=True)
+    for m in matches:
+        if os.path.isdir(m):
+            found += [p for ext in _OURS for p in glob.glob(os.path.join(m, "**", "*" + ext), recursive=True)]
+        elif os.path.isfile(m):
+            found.append(m)
+    return sorted(set(found))
+
+
+def latest_file(directory: str | None = None) -> str:
+    d = directory or default_dir()
+    files = _files(d) if os.path.isdir(d) else []
+    if not files:
+        raise ReportError(f"no recorded start in {d}")
+    return max(files, key=os.path.getmtime)
+
+
+def one(source: str | None, *, tempo_url: str | None = None, trace_id: str | None = None) -> Start:
+    """The start a ``report`` SOURCE names: a file (default: the latest in the local directory), the latest
+    file in a directory, a trace id (local file ``<id>.jsonl``, or Tempo with ``tempo_url``), or a Tempo URL."""
+    if source and source.startswith(("http://", "https://")):
+        from . import tempo
+
+        return _pick(starts_in(tempo.fetch_url(source), source), trace_id, source)
+    if source and TRACE_ID.match(source) and not os.path.exists(source):
+        if tempo_url:
+            from . import tempo
+
+            return _pick(starts_in(tempo.fetch(tempo_url, source), source), source.lower(), source)
+        local = os.path.join(default_dir(), f"{source.lower()}.jsonl")
+        if not os.path.exists(local):
+            raise ReportError(f"trace {source}: not in {default_dir()} (to fetch it from Tempo: --tempo URL)")
+        source = local
+    path = source or latest_file()
+    if os.path.isdir(path):
+        path = latest_file(path)
+    return _pick(starts_in(read_file(path), path), trace_id, path)
+
+
+def _pick(starts: list[Start], trace_id: str | None, source: str) -> Start:
+    if trace_id:
+        for st in starts:
+            if st.trace_id == trace_id.lower():
+                return st
+        raise ReportError(f"{source}: no start with trace id {trace_id}")
+    return starts[-1]
+
+
+def many(sources: list[str], *, ready_only: bool = False,
+         warn: Any = None) -> list[Start]:
+    """The starts a set of SOURCEs names: files, directories (every ``*.jsonl`` below them) and globs.
+    Unreadable files in a directory or glob are skipped with a warning; a named file must be good."""
+    out: list[Start] = []
+    for src in sources:
+        if src.startswith(("http://", "https://")) or (TRACE_ID.match(src) and not os.path.exists(src)):
+            out.append(one(src))
+            continue
+        if os.path.isfile(src):
+            out.extend(starts_in(read_file(src), src))
+            continue
+        if not os.path.isdir(src) and not _PATTERN.search(src):
+            raise ReportError(f"{src}: no such file or directory")
+        files = _files(src)
+        if not files:
+            raise ReportError(f"{src}: no recorded start (*.jsonl) found")
+        for path in files:
+            try:
+                out.extend(starts_in(read_file(path), path))
+            except ReportError as exc:
+                if warn:
+                    warn(f"skipped {exc}")
+    if ready_only:
+        kept = [st for st in out if st.ready]
+        if warn and len(kept) < len(out):
+            warn(f"skipped {len(out) - len(kept)} start(s) that did not reach ready")
+        out = kept
+    if not out:
+        raise ReportError(f"no usable start in {' '.join(sources)}")
+    return out

@@ -1,0 +1,78 @@
+"""Fetch a start from Grafana Tempo's HTTP query API by trace id.
+
+``GET {base}/api/v2/traces/<id>`` answers ``{"trace": {"resourceSpans": [...]}}`` (Tempo >= 2.5), the older
+``GET {base}/api/traces/<id>`` answers ``{"batches": [...]}``; both in protobuf-JSON (base64 ids, enum names),
+which ``spanmodel.parse_otlp`` reads. A 404 from both is "trace not found". Basic auth from the URL's user
+info; a multi-tenant Tempo's tenant from ``OTEL_PYTHON_VLLM_STARTUP_TEMPO_TENANT`` (``X-Scope-OrgID``).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from .errors import ReportError
+from .sources import parse_text
+from .spanmodel import Span
+
+TENANT_ENV = "OTEL_PYTHON_VLLM_STARTUP_TEMPO_TENANT"
+URL_ENV = "OTEL_PYTHON_VLLM_STARTUP_TEMPO_URL"
+
+
+def _get(url: str, timeout: float) -> tuple[int, str]:
+    parts = urllib.parse.urlsplit(url)
+    headers = {"Accept": "application/json"}
+    if parts.username:
+        cred = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
+        netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    if os.environ.get(TENANT_ENV):
+        headers["X-Scope-OrgID"] = os.environ[TENANT_ENV]
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the user's own Tempo URL
+            return resp.status, resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ReportError(f"cannot reach Tempo at {_safe(url)} ({reason})") from None
+
+
+def _safe(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.password:
+        return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:***@{parts.hostname}"
+                                                      + (f":{parts.port}" if parts.port else "")))
+    return url
+
+
+def fetch_url(url: str, timeout: float = 15.0) -> list[Span]:
+    status, body = _get(url, timeout)
+    if status == 404:
+        raise ReportError(f"trace not found in Tempo ({_safe(url)}: HTTP 404)")
+    if status != 200:
+        first = (body.strip().splitlines() or [""])[0][:160]
+        raise ReportError(f"Tempo answered HTTP {status} for {_safe(url)}: {first}")
+    return parse_text(body, _safe(url))
+
+
+def fetch(base_url: str, trace_id: str, timeout: float = 15.0) -> list[Span]:
+    """The spans of one trace: the v2 API first, the v1 API when v2 is missing (older Tempo)."""
+    base = base_url.rstrip("/")
+    tid = trace_id.lower()
+    status, body = _get(f"{base}/api/v2/traces/{tid}", timeout)
+    if status == 200:
+        return parse_text(body, f"{_safe(base)}/api/v2/traces/{tid}")
+    if status == 404:
+        status, body = _get(f"{base}/api/traces/{tid}", timeout)
+        if status == 200:
+            return parse_text(body, f"{_safe(base)}/api/traces/{tid}")
+    if status == 404:
+        raise ReportError(f"trace {tid} not found in Tempo at {_safe(base)} (HTTP 404)")
+    first = (body.strip().splitlines() or [""])[0][:160]
+    raise ReportError(f"Tempo at {_safe(base)} answered HTTP {status} for trace {tid}: {first}")

