@@ -43,7 +43,7 @@ class Budgets:
     regression_factor: float = 1.5  # a start's phase over factor x the fleet's p95 ...
     regression_min_s: float = 30  # ... and that much longer than it ...
     regression_min_spans: int = 5  # ... with that many spans in the baseline
-    baseline: str = "1d"  # the fleet's "recent" p95
+    baseline: str = "1d"  # the fleet's "recent" p95: spans of the day before the recent window
     recent: str = "1h"  # starts a per-start alert looks at
     compile_history: str = "7d"  # a fleet that compiled within this window should hit the cache
     failed_window: str = "15m"
@@ -148,8 +148,9 @@ def phase_regressed(b: Budgets) -> Alert:
     keys = [*v.START_KEYS, v.MODEL]
     fleet = [v.CLUSTER, v.MODEL, v.PROCESS_KIND, v.PHASE]
     cur = sq.phase_seconds_per_start([], b.recent, keys, ph.REGRESSION_PHASES)
-    base = sq.phase_fleet_quantile(0.95, [], b.baseline, fleet, ph.REGRESSION_PHASES)
-    spans = sq.phase_spans([], b.baseline, fleet, ph.REGRESSION_PHASES)
+    # the baseline ends where the recent window begins: the starts under test are not part of it
+    base = sq.phase_fleet_quantile(0.95, [], b.baseline, fleet, ph.REGRESSION_PHASES, offset=b.recent)
+    spans = sq.phase_spans([], b.baseline, fleet, ph.REGRESSION_PHASES, offset=b.recent)
     on = q.on(fleet)
     expr = (f"({cur}) > {on} group_left () ({b.regression_factor:g} * {base})"
             f" and ({cur}) - {on} group_left () {base} > {b.regression_min_s:g}"
@@ -159,10 +160,10 @@ def phase_regressed(b: Budgets) -> Alert:
         f"vLLM startup phase {_lbl(v.PHASE)} regressed on {_lbl(v.POD)}",
         f"Phase {_lbl(v.PHASE)} ({_lbl(v.PROCESS_KIND)}) took {{{{ $value | humanizeDuration }}}} in the start of "
         f"pod {_lbl(v.NAMESPACE)}/{_lbl(v.POD)} ({_lbl(v.MODEL)}): over {b.regression_factor:g}x and "
-        f"{b.regression_min_s:g}s more than the p95 of the same phase in this model's fleet over the last "
-        f"{b.baseline}.",
-        checks=(Check("phase_seconds_per_start", cur), Check("fleet_phase_p95", base),
-                Check("fleet_phase_spans", spans)))
+        f"{b.regression_min_s:g}s more than the p95 of the same phase in this model's fleet over the "
+        f"{b.baseline} before.",
+        checks=(Check("phase_seconds_per_start", cur), Check("fleet_phase_p95", base, frozenset({HISTORY})),
+                Check("fleet_phase_spans", spans, frozenset({HISTORY}))))
 
 
 def compile_cache_miss(b: Budgets) -> Alert:

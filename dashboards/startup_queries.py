@@ -50,10 +50,11 @@ def phase_quantile(quantile: float, matchers: Matchers, window: str, labels: Seq
 
 
 def phase_fleet_quantile(quantile: float, matchers: Matchers, window: str, labels: Sequence[str],
-                         phases: Sequence[str]) -> str:
-    """Like phase_quantile over every phase series present in the window (a baseline: not only new starts)."""
+                         phases: Sequence[str], offset: str = "") -> str:
+    """Like phase_quantile over every phase series present in the window ending ``offset`` ago (a baseline:
+    starts of pods alive then, not only starts that happened then)."""
     sel = q.selector(v.bucket(v.PHASE_DURATION), [*matchers, q.re(v.PHASE, ph.regex(phases))])
-    return q.histogram_quantile(quantile, q.seen_in(sel, window), labels)
+    return q.histogram_quantile(quantile, q.seen_in(sel, window, offset), labels)
 
 
 def phase_mean_per_process(matchers: Matchers, window: str, phases: Sequence[str]) -> str:
@@ -82,10 +83,11 @@ def phase_seconds_per_start(matchers: Matchers, window: str, keys: Sequence[str]
             f"{q.agg('sum', labels, _new(v.count_of(v.PHASE_DURATION), matchers, window, only))}")
 
 
-def phase_spans(matchers: Matchers, window: str, labels: Sequence[str], phases: Sequence[str]) -> str:
-    """Number of spans of each phase in the window (a baseline's sample size)."""
+def phase_spans(matchers: Matchers, window: str, labels: Sequence[str], phases: Sequence[str],
+                offset: str = "") -> str:
+    """Number of spans of each phase in the window ending ``offset`` ago (a baseline's sample size)."""
     sel = q.selector(v.count_of(v.PHASE_DURATION), [*matchers, q.re(v.PHASE, ph.regex(phases))])
-    return q.agg("sum", labels, q.seen_in(sel, window))
+    return q.agg("sum", labels, q.seen_in(sel, window, offset))
 
 
 def compile_hit_ratio(matchers: Matchers, window: str, labels: Sequence[str] = ()) -> str:
