@@ -70,6 +70,7 @@ def build() -> db.Dashboard:
 
     d = d.with_row(p.row("The trace"))
     d = d.with_panel(db.Panel().type("traces").title("Trace $trace_id").datasource(p.TEMPO)
+                     .description("Every process's phases of this start; span attributes carry the causes.")
                      .with_target(p.traceql(f"${TRACE_VAR}")).span(24).height(16))
 
     d = d.with_row(p.row("Resource fingerprint of pod $pod"))

@@ -33,11 +33,12 @@ def test_committed_files_match_the_code():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 
-def test_check_mode_reports_drift(tmp_path, monkeypatch):
-    copy_of = tmp_path / "vllm-startup-fleet.json"
-    copy_of.write_text(generate.files()[generate.JSON_DIR / "vllm-startup-fleet.json"].replace("Starts", "Strats"))
-    monkeypatch.setattr(generate, "JSON_DIR", tmp_path)
+def test_check_mode_reports_drift(monkeypatch, capsys):
+    real = generate.files()
+    drifted = {**real, generate.RULES: real[generate.RULES].replace("for: 0m", "for: 5m")}
+    monkeypatch.setattr(generate, "files", lambda runbook_base: drifted)
     assert generate.main(["--check"]) == 1
+    assert "for: 5m" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("uid", sorted(DASHBOARDS))
