@@ -192,8 +192,9 @@ def weights_downloaded(b: Budgets) -> Alert:
     return Alert(
         "VllmStartupWeightsDownloaded", PHASES, f"{downloaded} > 0",
         f"vLLM downloaded the weights of {_lbl(v.MODEL)} at start",
-        f"Starts of {_lbl(v.MODEL)} in {_lbl(v.CLUSTER)}/{_lbl(v.NAMESPACE)} downloaded {{{{ $value | humanize1024 }}}}B "
-        f"of weights from the hub in the last {b.recent}: there is no shared model cache.",
+        f"Starts of {_lbl(v.MODEL)} in {_lbl(v.CLUSTER)}/{_lbl(v.NAMESPACE)} downloaded "
+        f"{{{{ $value | humanize1024 }}}}B of weights from the hub in the last {b.recent}: there is no shared model "
+        f"cache.",
         checks=(Check("downloaded_bytes", downloaded, frozenset({HUB_DOWNLOAD})),
                 Check("bytes_by_source", sq.weights_bytes([], b.recent, [*labels, v.WEIGHTS_SOURCE]))))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from grafana_foundation_sdk.builders import bargauge, barchart, stat, table, tempo, timeseries
+from grafana_foundation_sdk.builders import barchart, bargauge, stat, table, tempo, timeseries
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus as pb
@@ -45,10 +45,7 @@ def target(expr: str, ref: str, legend: str = "", *, instant: bool = False, tabl
     t = pb.Dataquery().expr(expr).ref_id(ref).datasource(PROM)
     if legend:
         t = t.legend_format(legend)
-    if instant:
-        t = t.instant()
-    else:
-        t = t.range()
+    t = t.instant() if instant else t.range()
     if table_format:
         t = t.format(pm.PromQueryFormat.TABLE)
     return t

@@ -28,7 +28,7 @@ STACKED_PHASES: tuple[str, ...] = (
     "config",  # contains hf_config and model_inspection
     "tokenizer",
     "device_init",
-    "model_init",  # model_load = model_init + weights_load + weights_postprocess (+ glue); model_create (>= 0.30) wraps model_init
+    "model_init",  # model_load = model_init + weights_load + weights_postprocess (+ glue); model_create wraps it
     "weights_load",  # contains weights_download
     "weights_postprocess",
     "aot_load",

@@ -13,10 +13,10 @@ last hour is in range), ``$__interval`` -> ``1h`` (the stacked panel's minimum i
 
 ``labels``: the labels every result series must carry with a non-empty value, inferred from the query's own
 grouping (promql_ast.output_labels), minus, on queries of the per-start series, its cause labels, which are
-legitimately empty when a start skipped that phase (vocabulary.MAY_BE_EMPTY). They include the ``k8s_*`` identity labels a query
-groups by: give the start a Kubernetes identity (``K8S_CLUSTER_NAME``, ``K8S_NAMESPACE_NAME``, ``K8S_POD_NAME``,
-``K8S_NODE_NAME`` in its environment, the same names as static target labels on the Prometheus scrape job, as
-deploy/ does through relabelling).
+legitimately empty when a start skipped that phase (vocabulary.MAY_BE_EMPTY). They include the ``k8s_*``
+identity labels a query groups by: give the start a Kubernetes identity (``K8S_CLUSTER_NAME``,
+``K8S_NAMESPACE_NAME``, ``K8S_POD_NAME``, ``K8S_NODE_NAME`` in its environment, the same names as static target
+labels on the Prometheus scrape job, as deploy/ does through relabelling).
 
 ``needs``: what the query needs besides one instrumented ready start, or it rightly returns nothing:
 ``kube_state_metrics`` (KSM series), ``gpu`` (NVML ``hw_*`` series), ``cgroup`` (cgroup v2 cpu.stat),

@@ -76,7 +76,7 @@ def test_panels_have_unique_ids_and_lie_on_the_grid(uid):
     panels = DASHBOARDS[uid]["panels"]
     assert len({p["id"] for p in panels}) == len(panels)
     for p in panels:
-        assert 0 <= p["gridPos"]["x"] and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
+        assert p["gridPos"]["x"] >= 0 and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
         if p["type"] != "row":
             assert p.get("targets") and p.get("description") is not None, p["title"]
 

@@ -36,4 +36,6 @@ def data_file(path: Path) -> Path:
 
 
 def run(*cmd: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd or REPO, capture_output=True, text=True, timeout=120)
+    """Run a command; Python children import this tree's package and dashboards."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    return subprocess.run(cmd, cwd=cwd or REPO, capture_output=True, text=True, timeout=120, env=env)
