@@ -20,7 +20,7 @@ KUBERNETES_VERSION = "1.32.0"
 
 def tool(name: str) -> str:
     """Path of a command-line tool: promtool from the e2e pkgroot, kubectl from PATH or the venv."""
-    for candidate in (HOME / "pkgroot/usr/bin" / name, VENV_BIN / name):
+    for candidate in (HOME / "pkgroot/usr/bin" / name, HOME / "fleet/pkgroot/usr/bin" / name, VENV_BIN / name):
         if candidate.exists():
             return str(candidate)
     found = shutil.which(name)
