@@ -1,0 +1,100 @@
+"""Curated phase lists (ids from ``semconv.PHASES``).
+
+Phases nest (``model_load`` contains ``weights_load``; the API server's ``engine_wait`` contains the whole
+EngineCore), so a stacked breakdown must only stack phases that never overlap in time on one start's critical
+path. ``STACKED_PHASES`` is that list: leaf-level phases that are siblings or lie in different branches of
+the tree (docs/telemetry.md, "One trace per start"), in the order a start runs them. Time none of them
+covers (``kv_cache_profile`` outside ``torch_compile``, the handshake, ...) shows as "other".
+"""
+
+from __future__ import annotations
+
+from vllm_otel_startup import semconv as sc
+
+from . import vocabulary as v
+
+# The span that covers each process kind's whole start; counting its observations counts that kind's processes.
+PROCESS_PHASE: dict[str, str] = {v.API_SERVER: "startup", v.ENGINE_CORE: "engine_core_process",
+                                 v.WORKER: "worker_process"}
+
+STACKED_PHASES: tuple[str, ...] = (
+    "interpreter_start",  # every process kind: each process's own, one after the other
+    "imports",
+    "process_entry",  # forked children instead of interpreter_start + imports
+    "cli",
+    "event_loop",
+    "api_server_setup",
+    "engine_args",
+    "config",  # contains hf_config and model_inspection
+    "tokenizer",
+    "device_init",
+    "model_init",  # model_load = model_init + weights_load + weights_postprocess (+ glue); model_create wraps it
+    "weights_load",  # contains weights_download
+    "weights_postprocess",
+    "aot_load",
+    "torch_compile",  # inside kv_cache_profile (the profile run's first forward compiles)
+    "kv_cache_allocate",
+    "kernel_warmup",
+    "cudagraph_capture",
+    "app_build",
+    "app_state",
+    "http_startup",
+)
+
+# Phases the regression alert compares against the fleet's own recent p95: the stack plus the composite phases
+# the field's playbook talks about (download, KV-cache profiling, model inspection).
+REGRESSION_PHASES: tuple[str, ...] = STACKED_PHASES + ("weights_download", "kv_cache_profile", "model_inspection")
+
+# Which phases can run inside which (in time, across processes: the API server's engine_wait spans the whole
+# EngineCore), after docs/telemetry.md's tree; a child may sit under different parents on different platforms
+# or versions. tests/fleet checks that STACKED_PHASES holds no phase together with one inside it, and that
+# every phase id is placed here.
+CONTAINS: dict[str, tuple[str, ...]] = {
+    "startup": ("interpreter_start", "imports", "process_entry", "cli", "event_loop", "api_server_setup",
+                "engine_args", "config", "async_llm_init", "app_build", "app_state", "http_startup"),
+    "config": ("hf_config", "model_inspection"),
+    "model_inspection": ("model_inspection_subprocess",),
+    "async_llm_init": ("tokenizer", "engine_client"),
+    "engine_client": ("engine_client_init",),
+    "engine_client_init": ("engine_spawn", "engine_wait"),
+    "engine_wait": ("engine_core_process",),
+    "engine_core_process": ("interpreter_start", "imports", "process_entry", "engine_core_init", "hf_config",
+                            "model_inspection", "tokenizer"),
+    "engine_core_init": ("engine_init",),
+    "engine_init": ("executor_init", "kv_cache_init"),
+    # worker phases run in worker processes, or in the EngineCore with an in-process executor
+    "executor_init": ("worker_spawn", "worker_wait", "worker_process", "worker_init", "device_init", "model_load"),
+    "worker_wait": ("worker_process",),
+    "kv_cache_init": ("worker_process", "kv_cache_profile", "kv_cache_allocate", "warmup"),
+    "worker_process": ("interpreter_start", "imports", "process_entry", "worker_init", "device_init", "model_load",
+                       "kv_cache_profile", "kv_cache_allocate", "warmup", "hf_config", "model_inspection"),
+    "worker_init": ("device_init",),
+    "model_load": ("model_loader",),
+    "model_loader": ("model_create", "model_init", "weights_load", "weights_postprocess"),
+    "model_create": ("model_init",),
+    "weights_load": ("weights_download",),
+    "kv_cache_profile": ("compile_warmup", "aot_load", "torch_compile"),
+    "compile_warmup": ("aot_load", "torch_compile"),
+    "torch_compile": ("dynamo_transform", "inductor_compile"),
+    "inductor_compile": ("compile_graph",),
+    "warmup": ("kernel_warmup", "cudagraph_capture", "compile_graph"),
+}
+
+for _p in (*PROCESS_PHASE.values(), *REGRESSION_PHASES, *CONTAINS, *(c for cs in CONTAINS.values() for c in cs)):
+    assert _p in sc.PHASES, _p
+
+
+def inside(phase: str) -> set[str]:
+    """Every phase that can run inside ``phase`` (transitively)."""
+    out: set[str] = set()
+    todo = list(CONTAINS.get(phase, ()))
+    while todo:
+        p = todo.pop()
+        if p not in out:
+            out.add(p)
+            todo.extend(CONTAINS.get(p, ()))
+    return out
+
+
+def regex(phases: tuple[str, ...] | list[str]) -> str:
+    return "|".join(phases)

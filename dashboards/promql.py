@@ -1,0 +1,64 @@
+"""Tiny PromQL string builders (no names of their own: callers pass names from vocabulary.py).
+
+Why ``new_in`` instead of ``increase()``: startup metrics are recorded once per start, so each start brings
+*new* series (a new process, pod or trace id) whose first sample already holds the start's counts and which
+never increase afterwards. Prometheus' ``increase()`` over such a series is 0 (it only sees changes between
+samples) while VictoriaMetrics' counts the first sample, so the two stores would disagree and Prometheus would
+show no starts at all. A series that is present in the window but absent in the window before it is a start
+that happened in the window, and its latest value is that start's contribution; both stores agree on that.
+(A container restarted in place keeps its pod's label set: on the scrape path its second start only shows once
+the first start's series has been gone for a window.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def eq(label: str, value: str) -> str:
+    return f'{label}="{value}"'
+
+
+def ne(label: str, value: str) -> str:
+    return f'{label}!="{value}"'
+
+
+def re(label: str, pattern: str) -> str:
+    return f'{label}=~"{pattern}"'
+
+
+def nre(label: str, pattern: str) -> str:
+    return f'{label}!~"{pattern}"'
+
+
+def selector(metric: str, matchers: Iterable[str] = ()) -> str:
+    ms = [m for m in matchers if m]
+    return f"{metric}{{{', '.join(ms)}}}" if ms else metric
+
+
+def by(labels: Iterable[str]) -> str:
+    return f"by ({', '.join(labels)})"
+
+
+def on(labels: Iterable[str]) -> str:
+    return f"on ({', '.join(labels)})"
+
+
+def new_in(sel: str, window: str) -> str:
+    """Series first seen within the last ``window`` (starts that happened in it), at their latest value."""
+    return f"(max_over_time({sel}[{window}]) unless max_over_time({sel}[{window}] offset {window}))"
+
+
+def seen_in(sel: str, window: str, offset: str = "") -> str:
+    """Every series present at some point of the last ``window`` (ending ``offset`` ago), at its largest value."""
+    return f"max_over_time({sel}[{window}]{f' offset {offset}' if offset else ''})"
+
+
+def agg(op: str, labels: Iterable[str], expr: str) -> str:
+    labels = list(labels)
+    return f"{op} {by(labels)} ({expr})" if labels else f"{op}({expr})"
+
+
+def histogram_quantile(q: float, buckets_expr: str, labels: Iterable[str]) -> str:
+    """``buckets_expr`` yields ``_bucket`` series (with ``le``)."""
+    return f"histogram_quantile({q}, {agg('sum', ['le', *labels], buckets_expr)})"

@@ -1,0 +1,277 @@
+"""deploy/: every kustomize overlay builds and passes kubernetes-validate --strict offline; the manifests say what
+the issue asks (instrumented start, OTEL_* and downward-API env, persistent cache, probes, collector pipeline,
+operator variant, rules, dashboards from dashboards/); the scrape gives the OTLP path's label names; the local
+compose stack is a valid Compose file."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+import jsonschema
+import pytest
+import tools
+import yaml
+
+from dashboards import generate
+from dashboards import vocabulary as v
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.distro import K8S_ENV
+
+KUSTOMIZE = tools.REPO / "deploy" / "kubernetes"
+OVERLAYS = sorted(p.name for p in (KUSTOMIZE / "overlays").iterdir() if (p / "kustomization.yaml").exists())
+BUILDS = ["base", *(f"overlays/{o}" for o in OVERLAYS)]
+COMPOSE = tools.REPO / "deploy" / "compose"
+IDENTITY = {v.CLUSTER, v.NAMESPACE, v.POD, v.NODE}
+
+
+@cache
+def built(name: str) -> str:
+    r = tools.run(tools.tool("kubectl"), "kustomize", str(KUSTOMIZE / name))
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def docs(name: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(built(name)) if d]
+
+
+def one(name: str, kind: str, obj: str) -> dict:
+    (found,) = [d for d in docs(name) if d["kind"] == kind and d["metadata"]["name"] == obj]
+    return found
+
+
+def container(name: str, deployment: str = "vllm") -> dict:
+    return one(name, "Deployment", deployment)["spec"]["template"]["spec"]["containers"][0]
+
+
+def env(c: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in c.get("env", [])}
+
+
+def test_there_are_overlays_for_the_operator_span_metrics_and_a_concrete_deployment():
+    assert {"example", "operator", "spanmetrics", "kube-prometheus-stack", "scrape-only"} <= set(OVERLAYS)
+
+
+@pytest.mark.parametrize("name", BUILDS)
+def test_kustomize_builds_and_kubernetes_validate_strict_accepts_it(name, tmp_path):
+    out = tmp_path / "manifests.yaml"
+    out.write_text(built(name))
+    r = tools.run(str(tools.VENV_BIN / "kubernetes-validate"), "-k", tools.KUBERNETES_VERSION, "--strict",
+                  "--quiet", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    # Custom resources have no schema offline: they are checked by the tests below (rules by promtool).
+    for line in (r.stdout + r.stderr).splitlines():
+        if "Couldn't find schema" in line:
+            assert re.search(r"kind (PodMonitor|PrometheusRule|Instrumentation) ", line), line
+
+
+def _validate(tmp_path: Path, doc: dict) -> str:
+    path = tmp_path / "manifest.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    r = tools.run(str(tools.VENV_BIN / "kubernetes-validate"), "-k", tools.KUBERNETES_VERSION, "--strict", str(path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    return r.stdout + r.stderr
+
+
+def test_kubernetes_validate_rejects_a_broken_manifest(tmp_path):
+    wrong_type = one("base", "Deployment", "vllm")
+    wrong_type["spec"]["replicas"] = "one"
+    assert "'one' is not of type 'integer'" in _validate(tmp_path, wrong_type)
+    typo = one("base", "Deployment", "vllm")
+    typo["spec"]["template"]["spec"]["containers"][0]["startupProbe"]["httpGett"] = {"path": "/health"}
+    assert "httpGett" in _validate(tmp_path, typo)  # --strict: unknown fields are errors
+
+
+def test_vllm_starts_under_opentelemetry_instrument_with_otlp_configuration():
+    c = container("base")
+    assert c["command"][:3] == ["opentelemetry-instrument", "vllm", "serve"]
+    e = env(c)
+    assert e["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"].startswith("http://otel-collector:4318")
+    assert e["OTEL_TRACES_EXPORTER"]["value"] == e["OTEL_METRICS_EXPORTER"]["value"] == "otlp"
+    assert e["OTEL_EXPORTER_OTLP_PROTOCOL"]["value"] == "http/protobuf"
+
+
+def test_downward_api_env_gives_every_k8s_resource_attribute_the_distro_reads():
+    e = env(container("base"))
+    for attribute, names in K8S_ENV.items():
+        assert names[0] in e, f"{attribute}: set {names[0]}"
+    for name, path in (("K8S_POD_NAME", "metadata.name"), ("K8S_POD_UID", "metadata.uid"),
+                       ("K8S_NAMESPACE_NAME", "metadata.namespace"), ("K8S_NODE_NAME", "spec.nodeName")):
+        assert e[name]["valueFrom"]["fieldRef"]["fieldPath"] == path
+
+
+def test_vllm_cache_root_and_model_cache_live_on_a_persistent_volume():
+    spec = one("base", "Deployment", "vllm")["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    volumes = {x["name"]: x for x in spec["volumes"]}
+    for var in ("VLLM_CACHE_ROOT", "HF_HOME"):
+        path = env(c)[var]["value"]
+        mount = next(m for m in mounts if path.startswith(m + "/"))
+        claim = volumes[mounts[mount]]["persistentVolumeClaim"]["claimName"]
+        assert one("base", "PersistentVolumeClaim", claim)
+
+
+def test_probes_give_a_slow_start_time_and_gate_traffic_on_health():
+    c = container("base")
+    startup = c["startupProbe"]
+    assert startup["httpGet"]["path"] == "/health" and startup["periodSeconds"] * startup["failureThreshold"] >= 1800
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert "cpu" not in c["resources"].get("limits", {}), "a CPU limit throttles the CPU-bound start"
+
+
+def test_collector_pipeline_sends_traces_to_tempo_and_metrics_to_prometheus():
+    config = yaml.safe_load(one("base", "ConfigMap", _collector_configmap("base"))["data"]["config.yaml"])
+    pipelines = config["service"]["pipelines"]
+    assert pipelines["traces"]["receivers"] == pipelines["metrics"]["receivers"] == ["otlp"]
+    assert "otlp/tempo" in pipelines["traces"]["exporters"]
+    assert pipelines["metrics"]["exporters"] == ["prometheusremotewrite"]
+    assert config["exporters"]["prometheusremotewrite"]["resource_to_telemetry_conversion"]["enabled"]
+    for p in pipelines.values():
+        assert "k8sattributes" in p["processors"] and p["processors"][-1] == "batch"
+    _assert_components_defined(config)
+
+
+def _collector_configmap(name: str) -> str:
+    return next(d["metadata"]["name"] for d in docs(name) if d["kind"] == "ConfigMap"
+                and d["metadata"]["name"].startswith("otel-collector-config"))
+
+
+def _assert_components_defined(config: dict) -> None:
+    for p in config["service"]["pipelines"].values():
+        for kind in ("receivers", "processors", "exporters"):
+            for component in p.get(kind, []):
+                assert component in config.get(kind, {}) or component in config.get("connectors", {}), component
+
+
+def test_span_metrics_overlay_is_the_base_pipeline_plus_the_connector():
+    base = yaml.safe_load((KUSTOMIZE / "base/otel-collector-config.yaml").read_text())
+    spans = yaml.safe_load((KUSTOMIZE / "overlays/spanmetrics/otel-collector-config.yaml").read_text())
+    for section in ("extensions", "receivers", "processors", "exporters"):
+        assert spans[section] == base[section]
+    assert spans["service"]["pipelines"]["metrics"] == base["service"]["pipelines"]["metrics"]
+    assert spans["service"]["pipelines"]["traces"]["exporters"] == ["otlp/tempo", "spanmetrics"]
+    assert spans["service"]["pipelines"]["metrics/spanmetrics"]["receivers"] == ["spanmetrics"]
+    connector = spans["connectors"]["spanmetrics"]
+    assert [_seconds(b) for b in connector["histogram"]["explicit"]["buckets"]] == list(sc.DURATION_BUCKETS)
+    assert connector["histogram"]["unit"] == "s"
+    assert {d["name"] for d in connector["dimensions"]} <= {sc.PHASE, sc.PROCESS_KIND, sc.VLLM_VERSION, sc.MODEL}
+    _assert_components_defined(spans)
+    config = yaml.safe_load(one("overlays/spanmetrics", "ConfigMap", _collector_configmap("overlays/spanmetrics"))
+                            ["data"]["config.yaml"])
+    assert "spanmetrics" in config["connectors"]
+
+
+def _seconds(duration: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(ms|s|m)", duration).groups()
+    return float(value) * {"ms": 0.001, "s": 1, "m": 60}[unit]
+
+
+def test_operator_variant_uses_an_instrumentation_resource():
+    inst = one("overlays/operator", "Instrumentation", "vllm-startup")
+    assert inst["apiVersion"] == "opentelemetry.io/v1alpha1"
+    assert inst["spec"]["exporter"]["endpoint"] == "http://otel-collector:4318"
+    assert {e["name"]: e["value"] for e in inst["spec"]["env"]}["OTEL_METRICS_EXPORTER"] == "otlp"
+    pod = one("overlays/operator", "Deployment", "vllm")["spec"]["template"]
+    assert pod["metadata"]["annotations"]["instrumentation.opentelemetry.io/inject-sdk"] == "vllm-startup"
+    c = pod["spec"]["containers"][0]
+    assert c["command"][0] == "opentelemetry-instrument"
+    assert not [name for name in env(c) if name.startswith(("OTEL_", "K8S_"))], "the operator sets these"
+
+
+def test_rules_and_dashboards_in_the_build_are_the_generated_files():
+    rule = one("base", "PrometheusRule", "vllm-startup")
+    assert rule["spec"] == yaml.safe_load(generate.PROMETHEUS_RULE.read_text())["spec"]
+    for uid in generate.dashboards():
+        cm = one("base", "ConfigMap", f"grafana-dashboard-{uid}")
+        assert cm["metadata"]["labels"] == generate.SIDECAR_LABEL
+        assert json.loads(cm["data"][f"{uid}.json"]) == json.loads((generate.JSON_DIR / f"{uid}.json").read_text())
+
+
+def test_kube_prometheus_stack_overlay_labels_rules_and_monitors_for_its_selector():
+    for kind, name in (("PrometheusRule", "vllm-startup"), ("PodMonitor", "vllm")):
+        assert one("overlays/kube-prometheus-stack", kind, name)["metadata"]["labels"]["release"]
+
+
+def test_example_overlay_names_the_cluster_in_every_place():
+    e = env(container("overlays/example"))
+    cluster = e["K8S_CLUSTER_NAME"]["value"]
+    assert cluster != "my-cluster"
+    assert env(container("overlays/example", "otel-collector"))["K8S_CLUSTER_NAME"]["value"] == cluster
+    monitor = one("overlays/example", "PodMonitor", "vllm")["spec"]["podMetricsEndpoints"][0]
+    assert {r["targetLabel"]: r.get("replacement") for r in monitor["relabelings"]}[v.CLUSTER] == cluster
+
+
+# --- one label vocabulary for both ingest paths --------------------------------------------------------------
+
+def _relabel_targets(rules: list[dict], target_key: str) -> set[str]:
+    return {r[target_key] for r in rules if r.get(target_key)}
+
+
+def test_pod_monitor_relabels_to_the_otlp_label_names():
+    endpoint = one("base", "PodMonitor", "vllm")["spec"]["podMetricsEndpoints"][0]
+    assert _relabel_targets(endpoint["relabelings"], "targetLabel") == IDENTITY
+
+
+def test_plain_prometheus_scrape_relabels_to_the_otlp_label_names():
+    config = yaml.safe_load((tools.REPO / "deploy/prometheus/prometheus-kubernetes.yaml").read_text())
+    (job,) = config["scrape_configs"]
+    assert _relabel_targets(job["relabel_configs"], "target_label") == IDENTITY
+    r = tools.run(tools.tool("promtool"), "check", "config", "deploy/prometheus/prometheus-kubernetes.yaml")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_local_prometheus_labels_the_host_target_like_the_otlp_path():
+    config = yaml.safe_load((COMPOSE / "prometheus.yml").read_text())
+    (job,) = config["scrape_configs"]
+    assert set(job["static_configs"][0]["labels"]) <= IDENTITY
+    r = tools.run(tools.tool("promtool"), "check", "config", "--syntax-only", str(COMPOSE / "prometheus.yml"))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_startup_metrics_reach_each_store_once():
+    """The base sends startup metrics over OTLP: its scrapes drop them, or every start would count twice."""
+    startup = [sc.prom_name(m) for m in sc.STARTUP_METRICS]
+    drops = [one("base", "PodMonitor", "vllm")["spec"]["podMetricsEndpoints"][0]["metricRelabelings"][0]["regex"],
+             yaml.safe_load((COMPOSE / "prometheus.yml").read_text())["scrape_configs"][0]["metric_relabel_configs"][0]
+             ["regex"]]
+    for regex in drops:
+        assert all(re.fullmatch(regex, m) for m in startup)  # (the fingerprint never is on /metrics: OTLP only)
+    scrape_only = one("overlays/scrape-only", "PodMonitor", "vllm")["spec"]["podMetricsEndpoints"][0]
+    assert "metricRelabelings" not in scrape_only
+    assert env(container("overlays/scrape-only"))["OTEL_METRICS_EXPORTER"]["value"] == "none"
+
+
+# --- local compose -----------------------------------------------------------------------------------------
+
+def test_compose_file_is_valid_and_mounts_the_generated_files():
+    compose = yaml.safe_load((COMPOSE / "compose.yaml").read_text())
+    schema = json.loads(tools.data_file(tools.COMPOSE_SCHEMA).read_text())
+    errors = [e.message for e in jsonschema.Draft201909Validator(schema).iter_errors(compose)]
+    assert not errors, errors
+    assert {"otel-collector", "tempo", "prometheus", "grafana"} <= set(compose["services"])
+    mounted = [vol.split(":")[0] for s in compose["services"].values() for vol in s.get("volumes", [])]
+    for src in mounted:
+        if src.startswith("."):
+            assert (COMPOSE / src).exists(), src
+    assert "../../dashboards/json" in mounted and "../prometheus/vllm-startup-rules.yaml" in mounted
+
+
+def test_local_collector_and_grafana_provisioning_fit_together():
+    config = yaml.safe_load((COMPOSE / "otel-collector.yaml").read_text())
+    _assert_components_defined(config)
+    datasources = yaml.safe_load((COMPOSE / "grafana/provisioning/datasources/datasources.yaml").read_text())
+    assert {d["type"] for d in datasources["datasources"]} == {"prometheus", "tempo"}
+    provider = yaml.safe_load((COMPOSE / "grafana/provisioning/dashboards/vllm-startup.yaml").read_text())
+    compose = yaml.safe_load((COMPOSE / "compose.yaml").read_text())
+    grafana_mounts = dict(m.split(":")[:2] for m in compose["services"]["grafana"]["volumes"])
+    assert grafana_mounts["../../dashboards/json"] == provider["providers"][0]["options"]["path"]
+
+
+def test_image_bakes_the_package_in():
+    dockerfile = (tools.REPO / "deploy/image/Dockerfile").read_text()
+    assert "vllm-otel-startup" in dockerfile and "opentelemetry-instrument" in dockerfile
+    assert Path(tools.REPO / "deploy/README.md").exists()

@@ -1,0 +1,109 @@
+"""Every dashboard and alert query uses only names the code defines (as vLLM checks its own dashboards)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dashboards import alerts, one_start, phases, promql_ast, queries
+from dashboards import vocabulary as v
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.distro import K8S_ENV
+
+ALLOWED = v.allowed_series()
+QUERIES = queries.all_queries()
+IDS = [q.source for q in QUERIES]
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=IDS)
+def test_every_query_uses_only_defined_metrics(query):
+    unknown = promql_ast.used(query.expr).series - set(ALLOWED)
+    assert not unknown, f"{query.source} selects undefined series {unknown}"
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=IDS)
+def test_every_query_uses_only_defined_labels(query):
+    used = promql_ast.used(query.expr)
+    for series, labels in used.selectors:
+        assert set(labels) <= ALLOWED[series], f"{query.source}: {series} has no label {set(labels) - ALLOWED[series]}"
+    reachable = set().union(*(ALLOWED[s] for s in used.series)) | used.created
+    assert used.labels <= reachable, f"{query.source} groups or matches by undefined {used.labels - reachable}"
+    assert used.created <= set().union(*ALLOWED.values()), f"{query.source} creates labels outside the vocabulary"
+
+
+def test_label_replace_only_renames_kube_state_metrics_to_our_identity_names():
+    for q in QUERIES:
+        assert promql_ast.used(q.expr).created <= {v.NAMESPACE, v.POD, v.PHASE}, q.source
+
+
+def test_a_query_with_an_unknown_metric_or_label_is_caught():
+    bad = promql_ast.used('sum by (vllm_gpu) (vllm_startup_phase_duration_seconds_sum{vllm_startup_stage="x"})')
+    series, labels = bad.selectors[0]
+    assert "vllm_startup_stage" not in ALLOWED[series] and "vllm_gpu" not in ALLOWED[series]
+    assert "vllm_startup_total_seconds" not in ALLOWED
+
+
+def test_template_variable_queries_use_only_defined_names():
+    for source, query in queries.variable_queries():
+        m = re.fullmatch(r"label_values\((.+), (\w+)\)", query)
+        assert m, f"{source}: {query}"
+        used = promql_ast.used(m.group(1).replace("$", ""))
+        (series, labels), = used.selectors
+        assert series in ALLOWED and m.group(2) in ALLOWED[series] and set(labels) <= ALLOWED[series], source
+
+
+def test_every_name_comes_from_the_package_vocabulary():
+    assert v.DURATION == sc.prom_name("vllm.startup.duration") == "vllm_startup_duration_seconds"
+    assert set(v.FLEET_LABELS) == {sc.prom_label(x) for x in sc.FLEET_LABELS}
+    assert {v.CLUSTER, v.NAMESPACE, v.POD, v.NODE} <= {sc.prom_label(a) for a in K8S_ENV}
+    assert v.START_KEYS == (v.CLUSTER, v.NAMESPACE, v.POD)
+
+
+def test_ksm_allowlist_is_documented():
+    readme = (queries.generate.ROOT / "dashboards" / "README.md").read_text()
+    for name in v.KSM_SERIES:
+        assert f"`{name}`" in readme
+
+
+def test_label_values_are_the_documented_ones():
+    doc = (queries.generate.ROOT / "docs" / "telemetry.md").read_text()
+    for values in v.LABEL_VALUES.values():
+        for value in values:
+            assert f"`{value}`" in doc, value
+
+
+def test_stacked_phases_exist_and_never_nest():
+    assert set(phases.STACKED_PHASES) <= set(sc.PHASES)
+    for phase in phases.STACKED_PHASES:
+        assert not phases.inside(phase) & set(phases.STACKED_PHASES), f"{phase} contains another stacked phase"
+
+
+def test_every_phase_has_its_place_in_the_nesting():
+    placed = set(phases.CONTAINS) | {c for cs in phases.CONTAINS.values() for c in cs}
+    assert placed == set(sc.PHASES), "classify new phase ids in dashboards/phases.py CONTAINS"
+
+
+def test_waiting_and_process_spans_are_never_stacked():
+    for phase in ("startup", "engine_core_process", "worker_process", "engine_wait", "worker_wait", "model_load"):
+        assert phase not in phases.STACKED_PHASES
+
+
+def test_alert_budgets_name_real_phases_and_sit_on_bucket_boundaries():
+    b = alerts.Budgets()
+    assert set(b.phase_s) <= set(sc.PHASES)
+    for seconds in [b.ready_s, *b.ready_by_model_s.values()]:
+        assert seconds in sc.DURATION_BUCKETS  # p95 > budget is then exact (alerts.py)
+
+
+_TRACEQL_NAMES = re.compile(r"\b(span|resource)\.([a-z0-9_.]+)")
+
+
+def test_traceql_uses_only_span_vocabulary():
+    span_attrs = {getattr(sc, n) for n in dir(sc) if n.isupper() and isinstance(getattr(sc, n), str)}
+    resource_attrs = set(K8S_ENV) | {"service.name", sc.PROCESS_KIND, "process.pid"}
+    for query in one_start.TRACEQL:
+        for scope, name in _TRACEQL_NAMES.findall(query):
+            assert name in (span_attrs if scope == "span" else resource_attrs), f"{scope}.{name} in {query}"
+        for span_name in re.findall(r'name = "([^"]+)"', query):
+            assert span_name == sc.ROOT_SPAN
