@@ -250,12 +250,21 @@ class Runtime:
         observations = span_observations(own, labels)
         trace_id = self.trace_id()
         if self.info.kind == API_SERVER:
-            observations += start_observations(own + spool.read(trace_id), labels)
+            whole = own + spool.read(trace_id)
+            observations += start_observations(whole, labels)
             self._serve_on_vllm_metrics(own, trace_id, labels)
+            self._print_summary(whole)
         else:
             spool.write(trace_id, f"{self.info.kind}-{self.info.pid}", ended)
         if self.recorder is not None:
             self.recorder.record(observations)
+
+    def _print_summary(self, spans: list[Any]) -> None:
+        """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off)."""
+        from . import summary
+
+        if summary.enabled():
+            print(summary.render(spans), file=sys.stdout, flush=True)
 
     def _serve_on_vllm_metrics(self, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
         from . import prometheus, spool

@@ -154,15 +154,17 @@ class Backends:
         """Instant query on Prometheus, at ``at`` (unix s): a stopped server's series are stale afterwards."""
         return _prom_api(f"http://127.0.0.1:{self.prom_http}/api/v1/query", query, at)
 
-    def scrape(self, name: str, port: int, timeout: float = 60) -> float:
-        """Have Prometheus scrape the running server until it holds its startup metrics; the time of that
-        scrape (queries about this start are evaluated there)."""
+    def scrape(self, name: str, port: int, timeout: float = 60, until: str = "vllm_startup_starts_total") -> float:
+        """Have Prometheus scrape the running server until it holds ``until`` for this pod; the time of that
+        scrape (queries about this start are evaluated there). The target carries the Kubernetes identity
+        labels deploy/'s scrape relabelling gives a pod."""
         target = self.targets / f"{name}.json"
-        target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": {"k8s_pod_name": name}}]))
+        labels = {"k8s_pod_name": name, **{k.lower(): v for k, v in K8S.items()}}
+        target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": labels}]))
         seen: list[float] = []
 
         def scraped() -> bool:
-            res = self.prom_query(f'vllm_startup_starts_total{{k8s_pod_name="{name}"}}')
+            res = self.prom_query(f'{until}{{k8s_pod_name="{name}"}}')
             if res:
                 seen.append(float(res[0]["value"][0]))
             return bool(res)
@@ -241,6 +243,9 @@ def from_phoenix(s: dict[str, Any]) -> Span:
 
 
 # ---- vLLM starts ---------------------------------------------------------------------------------------
+# Every start runs as a pod of one test cluster would (downward-API environment -> k8s.* resource attributes);
+# K8S_POD_NAME is the start's own name.
+K8S = {"K8S_CLUSTER_NAME": "e2e", "K8S_NAMESPACE_NAME": "vllm", "K8S_NODE_NAME": "ci-node"}
 SECRET_API_KEY = "sk-planted-apikey-5f3a9c"
 SECRET_HF_TOKEN = "hf_plantedTokenXYZ123456"
 SECRET_URL_PASSWORD = "planted-url-password-77"
@@ -278,7 +283,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
         ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
               else f"http://127.0.0.1:{backends.otlp_http}")
         e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
-                 OTEL_TRACES_EXPORTER="otlp,vllm_startup_file", OTEL_RESOURCE_ATTRIBUTES=f"k8s.pod.name={name}")
+                 OTEL_TRACES_EXPORTER="otlp,vllm_startup_file", K8S_POD_NAME=name, **K8S)
     e.update(env or {})
     cmd = [str(VENV / "bin/vllm"), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", "256", "--dtype", "float32", *args]

@@ -4,6 +4,7 @@ GET /metrics. Both are asserted on what the stores answer, against the spans of 
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 import pytest
@@ -116,7 +117,8 @@ def test_each_phase_span_carries_its_resource_summary(eager, backends):
         [imports] = [s for s in eager.named(sc.IMPORTS_SPAN) if s.attrs[sc.PROCESS_KIND] == kind]
         a = imports.attrs
         assert a[sc.RES_CPU_TIME] > 1.0 and 0.3 < a[sc.RES_CORES_AVG] <= 1.2, (kind, a)
-        assert a[sc.RES_SAMPLES] > 5 and a[sc.RES_CORES_PEAK] <= 1.3 and a[sc.RES_RSS_PEAK] > 100e6
+        assert a[sc.RES_SAMPLES] > 5 and a[sc.RES_RSS_PEAK] > 100e6
+        assert a[sc.RES_CORES_AVG] <= a[sc.RES_CORES_PEAK] <= 1.15 * (os.cpu_count() or 1)  # 100 ms windows
         assert sc.RES_DISK_READ in a
     root = eager.root.attrs
     assert root[sc.RES_TREE_CPU_TIME] > root[sc.RES_CPU_TIME] + 5  # EngineCore and worker did CPU work too

@@ -1,0 +1,150 @@
+"""Every Prometheus query of every dashboard panel and every alert rule, run against the real metrics stores
+after the session's real instrumented starts (eager, compiled cold, compiled warm, tensor-parallel, failed):
+VictoriaMetrics fed over OTLP through the collector, and Prometheus scraping each server's own /metrics.
+
+A query is run where its needs are met by these starts; what no start here can produce (a GPU, weights
+downloaded from the hub, days of history, an alert that is firing) is listed and left to tests/fleet, which
+runs those queries on synthetic series. kube-state-metrics cannot run here (no Kubernetes): a stand-in
+exporter serves the pod series it would serve for these starts' pods (creation = the spawn of `vllm serve`,
+ready = the first 200 on /health), scraped by the same Prometheus; that is the only fake in this file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import harness
+import pytest
+
+from vllm_otel_startup import semconv as sc
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the dashboards package at the repository root
+
+from dashboards import queries as dq  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+CAN = frozenset({"compile", "compile_cache_miss", "failed_start", "cgroup", "kube_state_metrics"})
+CANNOT = {"gpu": "no GPU on the CI machine (scripts/gpu_startup_probe.py covers the NVML series on an H100)",
+          "hub_download": "no model hub reachable from here",
+          "history": "days of earlier starts",
+          "firing": "a full alert expression returns data only while it fires (promtool tests cover it)"}
+
+
+class KubeStateStandIn:
+    """Serves kube-state-metrics' pod series for the given starts, in its exposition format."""
+
+    def __init__(self, starts: list[harness.Start]) -> None:
+        lines = []
+        for st in starts:
+            pod = {"namespace": harness.K8S["K8S_NAMESPACE_NAME"], "pod": st.name, "uid": st.name}
+            labels = ",".join(f'{k}="{v}"' for k, v in pod.items())
+            lines.append(f"kube_pod_created{{{labels}}} {st.spawn_ns / 1e9:.3f}")
+            lines.append(f'kube_pod_container_info{{{labels},container="vllm"}} 1')
+            lines.append(f'kube_pod_container_status_restarts_total{{{labels},container="vllm"}} 0')
+            if st.ready_ns:
+                lines.append(f"kube_pod_status_ready_time{{{labels}}} {st.ready_ns / 1e9:.3f}")
+        body = ("\n".join(lines) + "\n").encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def stores(backends, eager, compiled_cold, compiled_warm, tensor_parallel, bad_model):
+    """The stores once every start is in them (and kube-state-metrics' stand-in has been scraped)."""
+    starts = [o.start for o in (eager, compiled_cold, compiled_warm, tensor_parallel, bad_model)]
+    ksm = KubeStateStandIn(starts)
+    try:
+        at = backends.scrape("kube-state-metrics", ksm.port, until="kube_pod_created")
+    finally:
+        ksm.close()
+    return backends, at + 1
+
+
+def _answerable() -> list[dq.Query]:
+    return [q for q in dq.all_queries() if q.needs <= CAN]
+
+
+@pytest.mark.parametrize("path", [dq.OTLP, dq.SCRAPE])
+def test_every_answerable_query_returns_data_with_its_labels(stores, path):
+    backends, at = stores
+    failures, ran = [], 0
+    for q in _answerable():
+        if path not in q.paths:
+            continue
+        result = backends.vm_query(q.expr) if path == dq.OTLP else backends.prom_query(q.expr, at=at)
+        ran += 1
+        if not result:
+            failures.append(f"{q.source}: no data\n    {q.expr}")
+            continue
+        for series in result:
+            missing = sorted(label for label in q.labels if not series["metric"].get(label))
+            if missing:
+                failures.append(f"{q.source}: series without {missing}: {series['metric']}")
+                break
+    print(f"{path}: {ran} queries ran, {len(failures)} failed")
+    assert ran >= 20 and not failures, "\n".join(failures)
+
+
+def test_queries_left_out_are_only_those_no_start_here_can_feed():
+    left = [q for q in dq.all_queries() if not q.needs <= CAN]
+    reasons = {n for q in left for n in q.needs - CAN}
+    assert reasons <= set(CANNOT), reasons - set(CANNOT)
+    covered = len(dq.all_queries()) - len(left)
+    print(f"{covered} of {len(dq.all_queries())} queries run on real data here; left out: "
+          + json.dumps({n: sum(n in q.needs for q in left) for n in sorted(reasons)}))
+    assert covered >= 0.6 * len(dq.all_queries())
+
+
+def test_compare_dashboard_shows_cold_against_warm_phase_by_phase(stores, tmp_path):
+    """The compare dashboard's "Phase durations: A vs B" p50 queries with fleet A = cold starts and B = warm
+    ones, on the OTLP store: torch.compile is seconds faster on the warm side (the compile cache hit), and the
+    picture of it renders from those results (VOS_DOCS_PICTURE=path also writes it there, for docs/)."""
+    import os
+
+    from dashboards.picture import render
+
+    backends, _ = stores
+    panel = "dashboard/vllm-startup-compare/Phase durations: A vs B/"
+    templates = {q.source[len(panel):]: q.template for q in dq.all_queries() if q.source.startswith(panel)}
+    sides = {}
+    for side, ref, mode in (("a", "A", "cold"), ("b", "B", "warm")):
+        expr = dq.substitute(templates[ref].replace(f"${side}_mode", mode), _template_vars())
+        sides[side] = {r["metric"][sc.prom_label(sc.PHASE)]: float(r["value"][1]) for r in backends.vm_query(expr)}
+    assert sides["a"]["torch_compile"] > sides["b"]["torch_compile"] + 5
+    assert sides["a"]["model_inspection_subprocess"] > 1 and "model_inspection_subprocess" not in sides["b"]
+    out = os.environ.get("VOS_DOCS_PICTURE") or str(tmp_path / "compare.png")
+    render(sides["a"], sides["b"], "cold starts (empty cache root)", "warm starts (same cache root)", out)
+    assert Path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _template_vars() -> set[str]:
+    from dashboards import generate
+
+    return {v["name"] for doc in generate.dashboards().values() for v in doc.get("templating", {}).get("list", [])}
+
+
+def test_kube_state_stand_in_matches_the_starts(stores):
+    """Pod creation to ready, as the readiness alert computes it, is each ready start's stopwatch time."""
+    backends, at = stores
+    res = backends.prom_query("kube_pod_status_ready_time - on(pod) kube_pod_created", at=at)
+    assert len(res) == 4  # the four ready starts (the failed one never became ready)
+    assert all(20 < float(r["value"][1]) < 900 for r in res)
