@@ -46,12 +46,17 @@ def endpoint_configured(environ: Any = os.environ, names: tuple[str, ...] = ENDP
 
 class VllmStartupDistro(BaseDistro):
     def _configure(self, **kwargs: Any) -> None:
+        from .env_check import repair
+
+        repair(os.environ)  # bad OTEL_* values: one warning each, repaired (children inherit the repair)
         remote = endpoint_configured()
         os.environ.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
         os.environ.setdefault("OTEL_TRACES_EXPORTER", "otlp" if remote else "vllm_startup_file")
         os.environ.setdefault("OTEL_METRICS_EXPORTER", "otlp" if endpoint_configured(names=METRICS_ENDPOINT_VARS)
                               else "none")
         os.environ.setdefault("OTEL_LOGS_EXPORTER", "none")
+        # finished phases leave within half a second (SDK default 5 s): a process killed mid-start keeps them
+        os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "500")
 
 
 def _service_name_set(environ: Any = os.environ) -> bool:

@@ -113,6 +113,21 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
+def model_from_argv(argv: list[str]) -> str | None:
+    """The model a ``vllm serve`` command line names (``serve MODEL`` or ``--model M``), credentials redacted:
+    a start that fails before its config resolves is still labelled with its model."""
+    for i, arg in enumerate(argv):
+        if arg == "--model" and i + 1 < len(argv):
+            return redact_url(argv[i + 1])
+        if arg.startswith("--model="):
+            return redact_url(arg.split("=", 1)[1])
+    if "serve" in argv:
+        rest = argv[argv.index("serve") + 1:]
+        if rest and not rest[0].startswith("-"):
+            return redact_url(rest[0])
+    return None
+
+
 def child_rank(kind: str) -> int | None:
     """A worker's rank, as its parent announced it around Process.start()."""
     rank = os.environ.get(ENV_RANK, "")

@@ -27,6 +27,7 @@ from .process import (
     WORKER,
     ProcessInfo,
     child_rank,
+    model_from_argv,
     redact_argv,
 )
 from .sampler import Sampler, Snapshot
@@ -37,6 +38,12 @@ PROCESS_SPANS = {API_SERVER: sc.ROOT_SPAN, ENGINE_CORE: sc.ENGINE_CORE_PROCESS_S
 SEGMENT_SPANS = frozenset(
     {sc.INTERPRETER_START_SPAN, sc.IMPORTS_SPAN, sc.CLI_SPAN, sc.EVENT_LOOP_SPAN, sc.PROCESS_ENTRY_SPAN}
 )
+
+
+# Longest wait for the export at a process's ready point. Three processes pass theirs on the way to ready, so a
+# collector that never answers costs at most 3 x 30 ms; a healthy one is usually done sooner. The export goes on
+# in the background either way: the wait only shortens the window in which a crash right after ready loses spans.
+FLUSH_MS = 30
 
 
 def _env_ms(name: str, default: int) -> float:
@@ -138,6 +145,7 @@ class Runtime:
             attrs[sc.WORKER_RANK] = info.rank
         if info.kind == API_SERVER:
             attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
+            self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
         self.process_span = self.tracer.start_span(
             PROCESS_SPANS[info.kind], context=parent, start_time=info.create_ns, attributes=attrs
         )
@@ -210,7 +218,7 @@ class Runtime:
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
         span.end(end_time=end_ns)
         wait = _env_ms("OTEL_PYTHON_VLLM_STARTUP_FAILURE_FLUSH_MS", 5000) if error else _env_ms(
-            "OTEL_PYTHON_VLLM_STARTUP_FLUSH_MS", 100
+            "OTEL_PYTHON_VLLM_STARTUP_FLUSH_MS", FLUSH_MS
         )
         self.flush(wait, before=self.publish)
         if self.sampler is not None:
@@ -337,8 +345,13 @@ class Runtime:
                       f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
 
         t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
+        t0 = time.monotonic()
         t.start()
         t.join(wait_s)
+        if os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DEBUG"):
+            print(f"[vllm-otel-startup] {self.info.kind} pid {os.getpid()} ready-point wait "
+                  f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",
+                  file=sys.stderr, flush=True)
 
     # ---- accounting -------------------------------------------------------------------------------------
     def record_local(self, span: Any, interval: bool = True) -> None:

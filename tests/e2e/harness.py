@@ -266,9 +266,11 @@ class Start:
 def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
-          name: str | None = None) -> Start:
+          name: str | None = None, on_start=None, bin_dir: Path | None = None) -> Start:
     """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
-    With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped."""
+    With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped.
+    ``on_start(proc)`` runs right after the launch (a fault to inject while it starts); ``bin_dir`` goes first
+    on PATH (a wrapper ``vllm``)."""
     port = port or free_port()
     name = name or f"{cache.name}-{port}"
     files = files or (cache / "starts")
@@ -277,7 +279,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
     e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
              VLLM_CACHE_ROOT=str(cache / "vllm"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
              TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files),
-             PATH=f"{VENV / 'bin'}:{os.environ.get('PATH', '')}")
+             PATH=f"{f'{bin_dir}:' if bin_dir else ''}{VENV / 'bin'}:{os.environ.get('PATH', '')}")
     (cache / "tmp").mkdir(exist_ok=True)
     if backends is not None:
         ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
@@ -285,7 +287,8 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
         e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
                  OTEL_TRACES_EXPORTER="otlp,vllm_startup_file", K8S_POD_NAME=name, **K8S)
     e.update(env or {})
-    cmd = [str(VENV / "bin/vllm"), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
+    vllm = bin_dir / "vllm" if bin_dir else VENV / "bin/vllm"
+    cmd = [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", "256", "--dtype", "float32", *args]
     if instrument:
         cmd = [str(VENV / "bin/opentelemetry-instrument"), *cmd]
@@ -293,6 +296,8 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
     with open(log_path, "wb") as log:
         spawn_ns = time.time_ns()
         proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if on_start is not None:
+            on_start(proc)
         ready_ns = scraped_at = None
         deadline = time.monotonic() + timeout
         try:

