@@ -140,7 +140,8 @@ class Installer:
         if found is None:
             self.status[point.target] = "missing"
             self.rt.patch_missing.append(point.target)
-            _log.warning("vllm-otel-startup: %s not found in vLLM %s; that phase is not traced", point.target, ver)
+            _log.warning("vllm-otel-startup: %s not found in vLLM %s (%s pid %d); that phase is not traced",
+                         point.target, ver, self.rt.info.kind, os.getpid())
             return
         parent, name, raw = found
         if raw is _INHERITED:

@@ -41,9 +41,9 @@ SEGMENT_SPANS = frozenset(
 
 
 # Longest wait for the export at a process's ready point. Three processes pass theirs on the way to ready, so a
-# collector that never answers costs at most 3 x 30 ms; a healthy one is usually done sooner. The export goes on
+# collector that never answers costs at most 3 x 25 ms; a healthy one is usually done sooner. The export goes on
 # in the background either way: the wait only shortens the window in which a crash right after ready loses spans.
-FLUSH_MS = 30
+FLUSH_MS = 25
 
 
 def _env_ms(name: str, default: int) -> float:

@@ -154,10 +154,12 @@ class Backends:
         """Instant query on Prometheus, at ``at`` (unix s): a stopped server's series are stale afterwards."""
         return _prom_api(f"http://127.0.0.1:{self.prom_http}/api/v1/query", query, at)
 
-    def scrape(self, name: str, port: int, timeout: float = 60, until: str = "vllm_startup_starts_total") -> float:
-        """Have Prometheus scrape the running server until it holds ``until`` for this pod; the time of that
-        scrape (queries about this start are evaluated there). The target carries the Kubernetes identity
-        labels deploy/'s scrape relabelling gives a pod."""
+    def scrape(self, name: str, port: int, timeout: float = 60, until: str = "vllm_startup_starts_total",
+               hold: float = 0.0) -> float:
+        """Have Prometheus scrape the running server until it holds ``until`` for this pod (and ``hold`` seconds
+        more: a rate needs two samples); the time of the last scrape, where queries about this start are
+        evaluated (the target is then removed, and an instant selector sees its series as stale after it).
+        The target carries the Kubernetes identity labels deploy/'s scrape relabelling gives a pod."""
         target = self.targets / f"{name}.json"
         labels = {"k8s_pod_name": name, **{k.lower(): v for k, v in K8S.items()}}
         target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": labels}]))
@@ -171,6 +173,9 @@ class Backends:
 
         try:
             wait_until(scraped, timeout, f"Prometheus scraping {name}", interval=0.5)
+            if hold:
+                time.sleep(hold)
+                scraped()
         finally:
             target.unlink()
         return seen[-1]
@@ -281,11 +286,12 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
              TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files),
              PATH=f"{f'{bin_dir}:' if bin_dir else ''}{VENV / 'bin'}:{os.environ.get('PATH', '')}")
     (cache / "tmp").mkdir(exist_ok=True)
+    e.update(K8S_POD_NAME=name, **K8S)
     if backends is not None:
         ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
               else f"http://127.0.0.1:{backends.otlp_http}")
         e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
-                 OTEL_TRACES_EXPORTER="otlp,vllm_startup_file", K8S_POD_NAME=name, **K8S)
+                 OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
     e.update(env or {})
     vllm = bin_dir / "vllm" if bin_dir else VENV / "bin/vllm"
     cmd = [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),

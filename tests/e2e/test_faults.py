@@ -28,8 +28,21 @@ from vllm_otel_startup import semconv as sc
 
 pytestmark = pytest.mark.e2e
 RESULTS: dict[str, dict] = {}
+FRAME = re.compile(r'File "([^"]+)", line \d+')
+
+
+def tracebacks_raised_by_us(log: str) -> list[str]:
+    """Tracebacks whose innermost frame is in our package. (A vLLM error passing through one of our wrappers
+    shows our frame in the middle of its traceback: that is vLLM failing, not us.)"""
+    out = []
+    for chunk in log.split("Traceback (most recent call last):")[1:]:
+        frames = FRAME.findall(chunk.split("\nThe above exception")[0].split("\nDuring handling")[0])
+        if frames and "/vllm_otel_startup/" in frames[-1]:
+            out.append(chunk[:2000])
+    return out
+
+
 WAIT = re.compile(r"\[vllm-otel-startup\] (\w+) pid \d+ ready-point wait ([\d.]+) ms \(export (\w+)\)")
-OUR_FRAMES = "/vllm_otel_startup/"
 
 
 class Run:
@@ -79,7 +92,7 @@ def serve(case: str, model: Path, cache: Path, *, env: dict | None = None, backe
     RESULTS[case] = {"ready": st.ready_ns is not None, "seconds": run.seconds, "returncode": st.returncode,
                      "waits_ms": run.waits, "export_done_within_wait": run.exported_in_wait,
                      "spans": len(run.spans), "kinds": sorted(k for k in run.kinds() if k)}
-    assert OUR_FRAMES not in st.log, f"a traceback went through our code:\n{st.log[-3000:]}"
+    assert not tracebacks_raised_by_us(st.log), tracebacks_raised_by_us(st.log)
     return run
 
 
@@ -163,40 +176,40 @@ def test_a_model_that_fails_while_loading(fault_cache, tiny_model, backends, wor
 
 # ---- 5: a process killed in the middle of its start ----------------------------------------------------------
 def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, tiny_model, backends):
-    """SIGKILL to the worker once its Init device span is in the trace store: the phases every process had
-    finished are in the store afterwards (the batch processor sends finished spans within 0.5 s), and the
-    root records the failure."""
+    """SIGKILL to the worker while it allocates its KV cache (its resident memory passes 1.2 GB on the way to
+    the 1 GiB cache), seconds before its start is over: the phases every process had finished are in the trace
+    store afterwards (finished spans leave within 0.5 s), and the root records the failure."""
     killed: dict = {}
 
     def killer(proc) -> None:
         def run() -> None:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and proc.poll() is None:
-                spans = [harness.from_phoenix(s) for s in backends.all_spans()]
-                mine = [s for s in spans if s.name == "Init device" and s.start >= spawn[0]]
-                if mine:
-                    worker = _worker_of(proc.pid)
-                    if worker is not None:
-                        killed.update(trace_id=mine[0].trace_id, pid=worker.pid)
+                worker = _worker_of(proc.pid)
+                try:
+                    if worker is not None and worker.memory_info().rss > 1.2e9:
+                        time.sleep(0.6)  # the worker's finished spans have left (batch delay 0.5 s)
+                        killed.update(pid=worker.pid, at=time.time_ns())
                         worker.send_signal(signal.SIGKILL)
                         return
-                time.sleep(0.3)
+                except psutil.Error:
+                    pass
+                time.sleep(0.05)
 
         threading.Thread(target=run, daemon=True).start()
 
-    spawn = [time.time_ns()]
     run = serve("worker SIGKILL mid-start", tiny_model, fault_cache, backends=backends, on_start=killer,
                 expect_ready=False, timeout=300)
     assert killed, "the worker was never killed"
     stored = backends.trace_of_root(run.start.pid)
     names = {(s.name, s.attrs.get(sc.PROCESS_KIND)) for s in stored}
     assert (sc.WORKER_PROCESS_SPAN, "worker") not in names, "killed after its start was over: not a mid-start kill"
-    for name, kind in (("Init device", "worker"), (sc.IMPORTS_SPAN, "worker"), (sc.IMPORTS_SPAN, "engine_core"),
-                       (sc.IMPORTS_SPAN, "api_server"), ("Config resolution", "api_server")):
+    for name, kind in (("Init device", "worker"), ("Load weights", "worker"), (sc.IMPORTS_SPAN, "worker"),
+                       (sc.IMPORTS_SPAN, "engine_core"), (sc.IMPORTS_SPAN, "api_server"),
+                       ("Config resolution", "api_server")):
         assert (name, kind) in names, (name, kind)
     [root] = [s for s in stored if s.name == sc.ROOT_SPAN]
     assert root.attrs[sc.OUTCOME] == "failed" and root.status == 2
-    assert root.trace_id == killed["trace_id"]
 
 
 def _worker_of(api_pid: int):
@@ -243,7 +256,9 @@ def test_a_target_renamed_by_a_new_vllm_is_reported_and_the_rest_works(fault_cac
     target = "vllm.v1.engine.utils:wait_for_engine_startup"
     [root] = run.named(sc.ROOT_SPAN)
     assert root.attrs.get(sc.PATCH_MISSING) == [target]
-    assert sum(target in line for line in run.start.log.splitlines()) == 1  # logged once
+    warned = [line for line in run.start.log.splitlines() if target in line]
+    kinds = [re.search(r"\((\w+) pid \d+\)", line).group(1) for line in warned]
+    assert sorted(kinds) == sorted(set(kinds)) and "api_server" in kinds  # once in each process that imports it
     assert root.attrs[sc.OUTCOME] == "ready" and {"engine_core", "worker"} <= run.kinds()
     assert not run.named("Engine handshake")  # the one span that target gave is gone, nothing else
     assert run.named("Load weights") and run.named("Config resolution") and run.named(sc.WORKER_PROCESS_SPAN)
@@ -280,7 +295,7 @@ def test_helper_processes_make_no_noise(compiled_cold, eager):
     for log in (compiled_cold.start.log, eager.start.log):
         assert "I/O operation on closed file" not in log
         assert "Exception while exporting" not in log
-        assert OUR_FRAMES not in log
+        assert not tracebacks_raised_by_us(log)
 
 
 # ---- 9: secrets ------------------------------------------------------------------------------------------
@@ -306,7 +321,7 @@ def test_unwritable_local_file_location(fault_cache, tiny_model, workdir):
                                         "seconds": (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None,
                                         "waits_ms": {k: float(ms) for k, ms, _ in WAIT.findall(st.log)},
                                         "spans": 0, "kinds": []}
-    assert st.ready_ns is not None and OUR_FRAMES not in st.log
+    assert st.ready_ns is not None and not tracebacks_raised_by_us(st.log)
     warnings = [line for line in st.log.splitlines() if "cannot write startup trace" in line]
     assert 1 <= len(warnings) <= 3  # one per process that tried
     assert "vLLM startup" in st.log  # the printed breakdown still came
