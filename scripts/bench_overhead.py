@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,7 @@ import harness  # noqa: E402
 from gpu_startup_probe import sampler_cost  # noqa: E402
 
 DISABLED = {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "vllm_startup"}
+WAIT = re.compile(r"\[vllm-otel-startup\] (\w+) pid \d+ ready-point wait ([\d.]+) ms")
 
 
 def interp(n: int) -> dict:
@@ -112,6 +114,25 @@ def call_cost(n: int = 20000) -> dict:
     return {"calls": n, "per_call_us": 1e6 * (traced - bare)}
 
 
+def process_rss(api_pid: int) -> dict[str, int]:
+    """Resident memory of the API server, its EngineCore and its worker, by kind (the command line tells
+    them apart: the spawned children are `VLLM::EngineCore` / `VLLM::Worker` by process title)."""
+    import psutil
+
+    out: dict[str, int] = {}
+    api = psutil.Process(api_pid)
+    for p in [api, *api.children(recursive=True)]:
+        try:
+            title = " ".join(p.cmdline())
+            kind = ("api_server" if p.pid == api_pid else "engine_core" if "EngineCore" in title
+                    else "worker" if "Worker" in title else None)
+            if kind:
+                out[kind] = p.memory_info().rss
+        except psutil.Error:
+            continue
+    return out
+
+
 def starts(n: int, mode: str, workdir: Path) -> dict:
     model = workdir / "tiny-model"
     if not model.exists():
@@ -121,19 +142,28 @@ def starts(n: int, mode: str, workdir: Path) -> dict:
     cache = workdir / f"cache-{mode}"
     # warm every cache once (modelinfo, inductor) so both arms see the same state
     harness.serve(model, cache, None, args=args, files=workdir / "starts")
-    pairs = []
+    pairs, rss, waits = [], {"on": [], "off": []}, []
     for i in range(n):
         row = {}
         for enabled in ((True, False) if i % 2 else (False, True)):
+            arm = "on" if enabled else "off"
             st = harness.serve(model, cache, None, args=args, files=workdir / "starts",
-                               env={} if enabled else DISABLED)
-            row["on" if enabled else "off"] = (st.ready_ns - st.spawn_ns) / 1e9
+                               env={"OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1"} if enabled else DISABLED,
+                               on_ready=lambda proc, arm=arm: rss[arm].append(process_rss(proc.pid)))
+            row[arm] = (st.ready_ns - st.spawn_ns) / 1e9
+            if enabled:
+                waits.append({k: float(ms) for k, ms in WAIT.findall(st.log)})
         pairs.append(row)
         print(f"  pair {i + 1}: on {row['on']:.2f}s off {row['off']:.2f}s", flush=True)
     ratios = [p["on"] / p["off"] for p in pairs]
+    kinds = sorted({k for r in rss["on"] + rss["off"] for k in r})
+    added = {k: statistics.median(r.get(k, 0) for r in rss["on"]) - statistics.median(r.get(k, 0) for r in rss["off"])
+             for k in kinds}
     return {"mode": mode, "pairs": pairs, "median_ratio": statistics.median(ratios),
             "median_on_s": statistics.median(p["on"] for p in pairs),
-            "median_off_s": statistics.median(p["off"] for p in pairs)}
+            "median_off_s": statistics.median(p["off"] for p in pairs),
+            "rss_added_mb": {k: round(v / 1e6, 1) for k, v in added.items()},
+            "ready_point_wait_ms": {k: statistics.median(w.get(k, 0) for w in waits) for k in kinds}}
 
 
 def main() -> None:
@@ -164,6 +194,8 @@ def main() -> None:
             result["start"] = s = starts(args.starts, args.mode, Path(d))
         print(f"  median ratio with/without {s['median_ratio']:.4f} "
               f"({100 * (s['median_ratio'] - 1):+.2f} %); medians {s['median_on_s']:.2f}s vs {s['median_off_s']:.2f}s")
+        print(f"  resident memory added at ready (MB, medians): {s['rss_added_mb']}")
+        print(f"  ready-point waits (ms, medians, no collector: the local file): {s['ready_point_wait_ms']}")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
 

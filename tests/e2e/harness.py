@@ -271,11 +271,11 @@ class Start:
 def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
-          name: str | None = None, on_start=None, bin_dir: Path | None = None) -> Start:
+          name: str | None = None, on_start=None, on_ready=None, bin_dir: Path | None = None) -> Start:
     """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
     With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped.
-    ``on_start(proc)`` runs right after the launch (a fault to inject while it starts); ``bin_dir`` goes first
-    on PATH (a wrapper ``vllm``)."""
+    ``on_start(proc)`` runs right after the launch (a fault to inject while it starts), ``on_ready(proc)`` once
+    it is ready (before it is stopped); ``bin_dir`` goes first on PATH (a wrapper ``vllm``)."""
     port = port or free_port()
     name = name or f"{cache.name}-{port}"
     files = files or (cache / "starts")
@@ -312,6 +312,8 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
                     ready_ns = time.time_ns()
                     break
                 time.sleep(0.02)
+            if ready_ns is not None and on_ready is not None:
+                on_ready(proc)
             if ready_ns is not None and backends is not None and instrument:
                 scraped_at = backends.scrape(name, port)
         finally:

@@ -213,13 +213,15 @@ def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, 
 
 
 def _worker_of(api_pid: int):
+    """The worker process: vLLM titles it `VLLM::Worker` (setproctitle; that also overwrites /proc/PID/environ,
+    so the environment we handed it cannot tell)."""
     try:
         procs = psutil.Process(api_pid).children(recursive=True)
     except psutil.Error:
         return None
     for p in procs:
         try:
-            if p.environ().get("OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND") == "worker":
+            if "VLLM::Worker" in " ".join(p.cmdline()):
                 return p
         except psutil.Error:
             continue

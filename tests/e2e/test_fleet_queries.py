@@ -12,6 +12,7 @@ ready = the first 200 on /health), scraped by the same Prometheus; that is the o
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -127,7 +128,7 @@ def test_compare_dashboard_shows_cold_against_warm_phase_by_phase(stores, tmp_pa
     templates = {q.source[len(panel):]: q.template for q in dq.all_queries() if q.source.startswith(panel)}
     sides = {}
     for side, ref, mode in (("a", "A", "cold"), ("b", "B", "warm")):
-        expr = dq.substitute(templates[ref].replace(f"${side}_mode", mode), _template_vars())
+        expr = dq.substitute(re.sub(rf"\${side}_mode\b", mode, templates[ref]), _template_vars())
         sides[side] = {r["metric"][sc.prom_label(sc.PHASE)]: float(r["value"][1]) for r in backends.vm_query(expr)}
     assert "torch_compile" in sides["a"] and "torch_compile" in sides["b"], sides
     assert sides["a"]["torch_compile"] > sides["b"]["torch_compile"] + 5
