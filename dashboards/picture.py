@@ -1,6 +1,6 @@
-"""A picture of the compare dashboard's "Phase durations: A vs B" panel from real query results: per phase,
-fleet A's and fleet B's median as paired bars, with the difference. Drawn with the report's canvas (PNG via
-Pillow), so it needs no Grafana.
+"""A picture of two fleets' phase breakdown from real query results (e.g. the fleet overview's "Mean phase time
+over the range" evaluated for fleet A and for fleet B): per phase, A's and B's value as paired bars, with the
+difference. Drawn with the report's canvas (PNG via Pillow), so it needs no Grafana.
 
     render(a, b, "cold", "warm", "docs/img/fleet-compare.png")   # a, b: {phase id: seconds}
 """
@@ -46,8 +46,8 @@ def scene(a: dict[str, float], b: dict[str, float], a_label: str, b_label: str, 
         s.add(Text(left + plot + 16, y + h / 2, text, 12, color))
         y += h
     s.add(Line(left, 64, left, y, "#bbb"))
-    s.add(Text(16, y + 14, "median (p50) per phase, from vllm_startup_phase_duration_seconds; absent = the phase "
-                           "did not run in that fleet", 11, "#666"))
+    s.add(Text(16, y + 14, "from vllm_startup_phase_duration_seconds; absent = the phase did not run in that fleet",
+               11, "#666"))
     s.height = y + 30
     return s
 
@@ -57,5 +57,5 @@ def _s(v: float | None) -> str:
 
 
 def render(a: dict[str, float], b: dict[str, float], a_label: str, b_label: str, path: str,
-           title: str = "vLLM startup, fleet A vs B: phase medians") -> None:
+           title: str = "vLLM startup, fleet A vs B, phase by phase") -> None:
     scene(a, b, a_label, b_label, title).png(path)

@@ -99,13 +99,14 @@ def eager(backends, tiny_model, workdir) -> Observed:
 @pytest.fixture(scope="session")
 def compiled_cold(backends, tiny_model, workdir) -> Observed:
     """Default (torch.compile) start on an empty cache root, OTLP over gRPC."""
-    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, protocol="grpc"))
+    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, protocol="grpc",
+                                            namespace="compiled"))
 
 
 @pytest.fixture(scope="session")
 def compiled_warm(backends, tiny_model, workdir, compiled_cold) -> Observed:
     """The same start again with the same cache root."""
-    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends))
+    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled"))
 
 
 @pytest.fixture(scope="session")

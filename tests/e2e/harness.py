@@ -155,13 +155,13 @@ class Backends:
         return _prom_api(f"http://127.0.0.1:{self.prom_http}/api/v1/query", query, at)
 
     def scrape(self, name: str, port: int, timeout: float = 60, until: str = "vllm_startup_starts_total",
-               hold: float = 0.0) -> float:
+               hold: float = 0.0, namespace: str = "vllm") -> float:
         """Have Prometheus scrape the running server until it holds ``until`` for this pod (and ``hold`` seconds
         more: a rate needs two samples); the time of the last scrape, where queries about this start are
         evaluated (the target is then removed, and an instant selector sees its series as stale after it).
         The target carries the Kubernetes identity labels deploy/'s scrape relabelling gives a pod."""
         target = self.targets / f"{name}.json"
-        labels = {"k8s_pod_name": name, **{k.lower(): v for k, v in K8S.items()}}
+        labels = {**{k.lower(): v for k, v in K8S.items()}, "k8s_pod_name": name, "k8s_namespace_name": namespace}
         target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": labels}]))
         seen: list[float] = []
 
@@ -249,8 +249,8 @@ def from_phoenix(s: dict[str, Any]) -> Span:
 
 # ---- vLLM starts ---------------------------------------------------------------------------------------
 # Every start runs as a pod of one test cluster would (downward-API environment -> k8s.* resource attributes);
-# K8S_POD_NAME is the start's own name.
-K8S = {"K8S_CLUSTER_NAME": "e2e", "K8S_NAMESPACE_NAME": "vllm", "K8S_NODE_NAME": "ci-node"}
+# K8S_POD_NAME is the start's own name, K8S_NAMESPACE_NAME its fleet (compiled starts have one of their own).
+K8S = {"K8S_CLUSTER_NAME": "e2e", "K8S_NODE_NAME": "ci-node"}
 SECRET_API_KEY = "sk-planted-apikey-5f3a9c"
 SECRET_HF_TOKEN = "hf_plantedTokenXYZ123456"
 SECRET_URL_PASSWORD = "planted-url-password-77"
@@ -265,13 +265,15 @@ class Start:
     log: str
     trace_file_dir: Path
     name: str = ""  # k8s.pod.name resource attribute: selects this start's metric series
+    namespace: str = "vllm"  # k8s.namespace.name: a fleet
     scraped_at: float | None = None  # when Prometheus scraped its /metrics (unix s)
 
 
 def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
-          name: str | None = None, on_start=None, on_ready=None, bin_dir: Path | None = None) -> Start:
+          name: str | None = None, namespace: str = "vllm", on_start=None, on_ready=None,
+          bin_dir: Path | None = None) -> Start:
     """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
     With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped.
     ``on_start(proc)`` runs right after the launch (a fault to inject while it starts), ``on_ready(proc)`` once
@@ -286,7 +288,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
              TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files),
              PATH=f"{f'{bin_dir}:' if bin_dir else ''}{VENV / 'bin'}:{os.environ.get('PATH', '')}")
     (cache / "tmp").mkdir(exist_ok=True)
-    e.update(K8S_POD_NAME=name, **K8S)
+    e.update(**K8S, K8S_POD_NAME=name, K8S_NAMESPACE_NAME=namespace)
     if backends is not None:
         ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
               else f"http://127.0.0.1:{backends.otlp_http}")
@@ -315,14 +317,14 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
             if ready_ns is not None and on_ready is not None:
                 on_ready(proc)
             if ready_ns is not None and backends is not None and instrument:
-                scraped_at = backends.scrape(name, port)
+                scraped_at = backends.scrape(name, port, namespace=namespace)
         finally:
             # SIGTERM to the API server alone stops the whole tree cleanly (vllm-on-cpu.md).
             _stop(proc, signal.SIGTERM, timeout=60)
     if expect_ready and ready_ns is None:
         raise AssertionError(f"vllm serve did not become ready; log:\n{log_path.read_text()[-4000:]}")
     return Start(proc.pid, spawn_ns, ready_ns, proc.returncode, log_path.read_text(errors="replace"), files,
-                 name, scraped_at)
+                 name, namespace, scraped_at)
 
 
 # vLLM's own timing log lines and the phase each one measures (vLLM 0.32).
