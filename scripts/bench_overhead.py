@@ -115,21 +115,23 @@ def call_cost(n: int = 20000) -> dict:
 
 
 def process_rss(api_pid: int) -> dict[str, int]:
-    """Resident memory of the API server, its EngineCore and its worker, by kind (the command line tells
-    them apart: the spawned children are `VLLM::EngineCore` / `VLLM::Worker` by process title)."""
+    """Resident memory of the API server, its EngineCore and its worker(s) at ready, told apart by their place
+    in the process tree (titles and our spawn environment differ between the two arms)."""
     import psutil
 
+    def kids(p: psutil.Process) -> list[psutil.Process]:
+        return [c for c in p.children() if "resource_tracker" not in " ".join(c.cmdline())]
+
     out: dict[str, int] = {}
-    api = psutil.Process(api_pid)
-    for p in [api, *api.children(recursive=True)]:
-        try:
-            title = " ".join(p.cmdline())
-            kind = ("api_server" if p.pid == api_pid else "engine_core" if "EngineCore" in title
-                    else "worker" if "Worker" in title else None)
-            if kind:
-                out[kind] = p.memory_info().rss
-        except psutil.Error:
-            continue
+    try:
+        api = psutil.Process(api_pid)
+        out["api_server"] = api.memory_info().rss
+        for core in kids(api):
+            out["engine_core"] = core.memory_info().rss
+            for worker in kids(core):
+                out["worker"] = worker.memory_info().rss
+    except psutil.Error:
+        pass
     return out
 
 
@@ -163,6 +165,7 @@ def starts(n: int, mode: str, workdir: Path) -> dict:
             "median_on_s": statistics.median(p["on"] for p in pairs),
             "median_off_s": statistics.median(p["off"] for p in pairs),
             "rss_added_mb": {k: round(v / 1e6, 1) for k, v in added.items()},
+            "rss_mb": {arm: [{k: round(v / 1e6, 1) for k, v in r.items()} for r in rows] for arm, rows in rss.items()},
             "ready_point_wait_ms": {k: statistics.median(w.get(k, 0) for w in waits) for k in kinds}}
 
 
@@ -175,11 +178,13 @@ def main() -> None:
     ap.add_argument("--out", help="write the figures as JSON here")
     args = ap.parse_args()
     result: dict = {}
-    print(f"interpreter start, {args.interp} interleaved pairs ...", flush=True)
-    result["interpreter"] = r = interp(args.interp)
-    print(f"  enabled {r['median_on_ms']:.1f} ms, disabled {r['median_off_ms']:.1f} ms, added {r['added_ms']:+.1f} ms")
-    result["hook"] = h = hook_cost(args.interp)
-    print(f"  our instrumentor in a non-vLLM process: median {h['median_ms']:.2f} ms, max {h['max_ms']:.2f} ms")
+    if args.interp:
+        print(f"interpreter start, {args.interp} interleaved pairs ...", flush=True)
+        result["interpreter"] = r = interp(args.interp)
+        print(f"  enabled {r['median_on_ms']:.1f} ms, disabled {r['median_off_ms']:.1f} ms, "
+              f"added {r['added_ms']:+.1f} ms")
+        result["hook"] = h = hook_cost(args.interp)
+        print(f"  our instrumentor in a non-vLLM process: median {h['median_ms']:.2f} ms, max {h['max_ms']:.2f} ms")
     result["call"] = c = call_cost()
     print(f"  one traced call (span open/close, processor, export queue): {c['per_call_us']:.1f} us")
     if args.sampler:

@@ -336,5 +336,22 @@ LOG_TIMINGS = {
 }
 
 
+def process_kind(p) -> str | None:
+    """engine_core / worker for a psutil.Process of a start: by the process title vLLM sets (`VLLM::Worker`),
+    else by the kind we handed it at spawn (setproctitle overwrites /proc/PID/environ when it retitles, and
+    does not always retitle); the resource tracker inherits the spawn environment but is neither."""
+    import psutil
+
+    try:
+        cmd = " ".join(p.cmdline())
+        if "resource_tracker" in cmd:
+            return None
+        if "VLLM::EngineCore" in cmd or "VLLM::Worker" in cmd:
+            return "engine_core" if "EngineCore" in cmd else "worker"
+        return p.environ().get("OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND") or None
+    except psutil.Error:
+        return None
+
+
 def python() -> str:
     return str(VENV / "bin/python") if (VENV / "bin/python").exists() else sys.executable

@@ -213,19 +213,11 @@ def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, 
 
 
 def _worker_of(api_pid: int):
-    """The worker process: vLLM titles it `VLLM::Worker` (setproctitle; that also overwrites /proc/PID/environ,
-    so the environment we handed it cannot tell)."""
     try:
         procs = psutil.Process(api_pid).children(recursive=True)
     except psutil.Error:
         return None
-    for p in procs:
-        try:
-            if "VLLM::Worker" in " ".join(p.cmdline()):
-                return p
-        except psutil.Error:
-            continue
-    return None
+    return next((p for p in procs if harness.process_kind(p) == "worker"), None)
 
 
 # ---- 6: a patch point vLLM no longer has -------------------------------------------------------------------
