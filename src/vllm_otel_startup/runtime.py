@@ -193,9 +193,7 @@ class Runtime:
         self.close_segment(end_ns)
         span = self.process_span
         if self.info.kind == API_SERVER:
-            self.facts.update(_versions())
-            if self.sampler is not None and self.sampler.device_model:
-                self.facts[sc.DEVICE_MODEL] = self.sampler.device_model
+            self.facts = self._start_facts()
         span.set_attributes({k: v for k, v in self.facts.items() if v is not None})
         span.set_attribute(sc.COMMAND_ARGS, redact_argv(self.info.argv))
         if self.sampler is not None:
@@ -225,15 +223,19 @@ class Runtime:
             self.sampler.stop_after(_env_ms("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_TAIL_MS", 2000), self._flush_metrics)
 
     # ---- the ready point's products ---------------------------------------------------------------------
+    def _start_facts(self) -> dict[str, Any]:
+        """What the API server knows of the start: config facts, versions, device model."""
+        facts = {**self.facts, **_versions()}
+        if self.sampler is not None and self.sampler.device_model:
+            facts[sc.DEVICE_MODEL] = self.sampler.device_model
+        return facts
+
     def fleet(self) -> dict[str, str]:
         """Fleet label values: the API server's own facts; a child's from the API server (at spawn)."""
         from .observations import fleet_labels
 
         if self.info.kind == API_SERVER:
-            facts = {**self.facts, **_versions()}
-            if self.sampler is not None and self.sampler.device_model:
-                facts[sc.DEVICE_MODEL] = self.sampler.device_model
-            return fleet_labels(facts)
+            return fleet_labels(self._start_facts())
         try:
             labels = json.loads(os.environ.get(ENV_LABELS) or "{}")
         except ValueError:
