@@ -176,8 +176,8 @@ def test_a_model_that_fails_while_loading(fault_cache, tiny_model, backends, wor
 
 # ---- 5: a process killed in the middle of its start ----------------------------------------------------------
 def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, tiny_model, backends):
-    """SIGKILL to the worker while it allocates its KV cache (its resident memory passes 1.2 GB on the way to
-    the 1 GiB cache), seconds before its start is over: the phases every process had finished are in the trace
+    """SIGKILL to the worker while it allocates its KV cache (4 GiB here, so the allocation takes seconds; its
+    resident memory passing 1.2 GB says it has begun): the phases every process had finished are in the trace
     store afterwards (finished spans leave within 0.5 s), and the root records the failure."""
     killed: dict = {}
 
@@ -199,7 +199,7 @@ def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, 
         threading.Thread(target=run, daemon=True).start()
 
     run = serve("worker SIGKILL mid-start", tiny_model, fault_cache, backends=backends, on_start=killer,
-                expect_ready=False, timeout=300)
+                env={"VLLM_CPU_KVCACHE_SPACE": "4"}, expect_ready=False, timeout=300)
     assert killed, "the worker was never killed"
     stored = backends.trace_of_root(run.start.pid)
     names = {(s.name, s.attrs.get(sc.PROCESS_KIND)) for s in stored}
