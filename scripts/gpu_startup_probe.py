@@ -38,26 +38,12 @@ HIDDEN, FFN = 4096, 8192
 
 
 # ---- child: one start ------------------------------------------------------------------------------------
-def setup_instrumentation():
-    """Our runtime in this process, exactly as the instrumentor builds it (minus vLLM's patch points)."""
-    from opentelemetry import metrics, trace
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+def kept_batches_exporter():
+    """A metric exporter that keeps every batch it is given, as an OTLP exporter would have sent it (exemplars
+    are reported once, by the collection that follows the measurement). The unit tests use it too."""
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
 
-    from vllm_otel_startup.ids import UrandomIdGenerator
-    from vllm_otel_startup.process import ProcessInfo
-    from vllm_otel_startup.processor import StartupSpanProcessor
-    from vllm_otel_startup.runtime import Runtime
-    from vllm_otel_startup.semconv import INSTRUMENTATION_NAME
-
-    spans = InMemorySpanExporter()
-    provider = TracerProvider(id_generator=UrandomIdGenerator())
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    trace.set_tracer_provider(provider)
-    class Keep(MetricExporter):  # what an OTLP exporter would send, batch by batch
+    class KeptBatches(MetricExporter):
         def __init__(self) -> None:
             super().__init__()
             self.batches: list = []
@@ -72,7 +58,29 @@ def setup_instrumentation():
         def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
             return None
 
-    reader = Keep()
+    return KeptBatches()
+
+
+def setup_instrumentation():
+    """Our runtime in this process, exactly as the instrumentor builds it (minus vLLM's patch points)."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from vllm_otel_startup.ids import UrandomIdGenerator
+    from vllm_otel_startup.process import ProcessInfo
+    from vllm_otel_startup.processor import StartupSpanProcessor
+    from vllm_otel_startup.runtime import Runtime
+    from vllm_otel_startup.semconv import INSTRUMENTATION_NAME
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider(id_generator=UrandomIdGenerator())
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    trace.set_tracer_provider(provider)
+    reader = kept_batches_exporter()
     metrics.set_meter_provider(MeterProvider(metric_readers=[PeriodicExportingMetricReader(reader, 3_600_000)]))
     info = ProcessInfo.current()
     info.kind = "api_server"

@@ -44,30 +44,13 @@ def metrics_reader():
     (exemplars are reported once, by the collection that follows the measurement)."""
     from opentelemetry.metrics import _internal as metrics_internal
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import (
-        InMemoryMetricReader,
-        MetricExporter,
-        MetricExportResult,
-        PeriodicExportingMetricReader,
-    )
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
 
-    class Keep(MetricExporter):
-        def __init__(self) -> None:
-            super().__init__()
-            self.batches: list = []
-
-        def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
-            self.batches.append(metrics_data)
-            return MetricExportResult.SUCCESS
-
-        def force_flush(self, timeout_millis: float = 10_000) -> bool:
-            return True
-
-        def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
-            return None
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from gpu_startup_probe import kept_batches_exporter
 
     reader = InMemoryMetricReader()
-    keep = Keep()
+    keep = kept_batches_exporter()
     reader.exported = keep.batches
     provider = MeterProvider(metric_readers=[reader, PeriodicExportingMetricReader(keep, 3_600_000)])
     metrics_internal._METER_PROVIDER_SET_ONCE = Once()  # noqa: SLF001 - test isolation
