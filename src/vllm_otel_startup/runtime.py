@@ -94,6 +94,7 @@ class Runtime:
         self.collector: Any = None  # prometheus.StartupCollector (API server)
         self._snaps: dict[int, Snapshot] = {}  # span id -> resource snapshot at its start
         self._segment_snap: Snapshot | None = None
+        self._created: Snapshot | None = None  # the resource readings at process creation (or the fork)
         self.patch_applied = 0
         self.patch_native = 0
         self.patch_missing: list[str] = []
@@ -155,14 +156,10 @@ class Runtime:
         self.sampler.start()
         self._register_resource_metrics()
         hook = self.sampler.snapshot()
-        self._emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns, self._since_creation(), hook)
+        # a new process has used nothing at its creation; a forked child starts from the parent's counters
+        self._created = hook if info.create_source == "fork" else Snapshot(info.create_ns, 0, 0, None)
+        self._emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns, self._created, hook)
         self._segment, self._segment_snap = (segment, info.hook_ns), hook
-
-    def _since_creation(self) -> Snapshot:
-        """The resource readings at process creation: nothing used yet (a forked child: now)."""
-        if self.info.create_source == "fork" and self.sampler is not None:
-            return self.sampler.snapshot()
-        return Snapshot(self.info.create_ns, 0, 0, None)
 
     def _emit(self, name: str, start_ns: int, end_ns: int, a: Snapshot | None = None,
               b: Snapshot | None = None) -> None:
@@ -197,7 +194,7 @@ class Runtime:
         span.set_attributes({k: v for k, v in self.facts.items() if v is not None})
         span.set_attribute(sc.COMMAND_ARGS, redact_argv(self.info.argv))
         if self.sampler is not None:
-            span.set_attributes(self.sampler.summary(self._since_creation(), self.sampler.snapshot()))
+            span.set_attributes(self.sampler.summary(self._created, self.sampler.snapshot()))
             if self.info.kind == API_SERVER:
                 span.set_attributes(self.sampler.host_summary())
         span.set_attribute(sc.OUTCOME, outcome or ("failed" if error else "ready"))
