@@ -85,8 +85,11 @@ class Nvml:
         return total if seen else None
 
     def used_memory(self) -> int | None:
-        readings = self.device_readings(pcie=False)
-        return int(sum(r.get("mem_used", 0.0) for _, r in readings)) if readings else None
+        """GPU memory used on all devices (one NVML reading each: this runs at every span's edges)."""
+        if not self.ok:
+            return None
+        infos = [self._try(self._nv.nvmlDeviceGetMemoryInfo, h) for h, _ in self.devices]
+        return int(sum(i.used for i in infos if i is not None))
 
 
 def _text(v: Any) -> str:
