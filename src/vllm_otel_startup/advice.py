@@ -116,11 +116,12 @@ def _aot_load_failed(f: Facts, spans: list[Span]) -> Advice | None:
 
 
 def _many_graph_sizes(f: Facts, spans: list[Span]) -> Advice | None:
-    n = max(f.capture_sizes or 0, f.graphs or 0)
-    if not f.capture_s or n <= SUGGESTED_SIZES:
+    n = f.capture_sizes  # batch sizes; each size captures several graphs (one per layer piece, per mode)
+    if not f.capture_s or not n or n <= SUGGESTED_SIZES:
         return None
+    graphs = f" ({f.graphs} graphs)" if f.graphs else ""
     return Advice("many_cudagraph_sizes", "Capture model",
-                  f"CUDA-graph capture of {n} batch sizes took {seconds(f.capture_s)}",
+                  f"CUDA-graph capture of {n} batch sizes{graphs} took {seconds(f.capture_s)}",
                   "capture only the batch sizes your traffic uses, e.g. --cudagraph-capture-sizes 1 2 4 8 16 32 64 "
                   "128 or --max-cudagraph-capture-size 128 (--cuda-graph-sizes on older vLLM); batches above the "
                   "largest size run without graphs",

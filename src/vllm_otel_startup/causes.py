@@ -72,7 +72,7 @@ def model_inspection(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs:
     """A cache hit is an inspection that needed no subprocess (its child span) since it began."""
     if span is not None:
         began = span.start_time or 0
-        miss = any(name == SUBPROCESS_SPAN and start >= began for start, _, name in list(rt.local))
+        miss = any(name == SUBPROCESS_SPAN and start >= began for start, _, name, *_ in list(rt.local))
         span.set_attribute(sc.MODEL_INSPECTION_CACHE_HIT, not miss)
 
 

@@ -322,8 +322,14 @@ def resource_labels(s: Span) -> list[str]:
     if s.children or s.duration < 1.0 or a.get(sc.WAITING):
         return []
     out = []
+    child = _num(a.get(sc.RES_CHILDREN_CORES_AVG))
+    if child is not None and child >= 0.05:  # the span waited for a subprocess: what the child did
+        out.append(f"subprocess {child:.1f} cores avg, {seconds(_num(a.get(sc.RES_CHILDREN_CPU_TIME)) or 0)} CPU")
+        rss = _num(a.get(sc.RES_CHILDREN_RSS_PEAK))
+        if rss:
+            out.append(f"subprocess peak RSS {human_bytes(rss)}")
     cores = _num(a.get(sc.RES_CORES_AVG))
-    if cores is not None:
+    if cores is not None and not out:
         peak = _num(a.get(sc.RES_CORES_PEAK))
         out.append(f"{cores:.1f} cores avg" + (f", peak {peak:.1f}" if peak is not None else ""))
     rd = _num(a.get(sc.RES_DISK_READ))

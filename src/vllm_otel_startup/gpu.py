@@ -23,6 +23,7 @@ class Nvml:
     def __init__(self) -> None:
         self.ok = False
         self.devices: list[tuple[Any, dict[str, str]]] = []  # (handle, {hw.id, hw.name, hw.vendor})
+        self._pcie_fields: bool | None = None
         if not driver_present():
             return
         try:
@@ -42,9 +43,10 @@ class Nvml:
     def model(self) -> str | None:
         return self.devices[0][1]["hw.name"] if self.ok else None
 
-    def device_readings(self, pcie: bool) -> list[tuple[dict[str, str], dict[str, float]]]:
-        """Per device: memory used / total (By), utilisation (0..1), power (W), PCIe rx / tx (By/s, if asked:
-        each PCIe reading blocks ~20 ms in the driver). A reading a GPU does not support is left out."""
+    def device_readings(self) -> list[tuple[dict[str, str], dict[str, float]]]:
+        """Per device: memory used / total (By), utilisation (0..1), power (W) and the driver's cumulative
+        PCIe byte counters (rx / tx since the driver loaded; absent where the driver has no such field).
+        A reading a GPU does not support is left out."""
         out = []
         for h, ident in self.devices if self.ok else ():
             r: dict[str, float] = {}
@@ -57,11 +59,23 @@ class Nvml:
             power = self._try(self._nv.nvmlDeviceGetPowerUsage, h)  # mW
             if power is not None:
                 r["power"] = power / 1000.0
-            for key, counter in (("pcie_rx", 1), ("pcie_tx", 0)) if pcie else ():  # NVML_PCIE_UTIL_*_BYTES
-                kbps = self._try(self._nv.nvmlDeviceGetPcieThroughput, h, counter)  # KB/s
-                if kbps is not None:
-                    r[key] = float(kbps) * 1024.0
+            r.update(self._pcie_counters(h))
             out.append((ident, r))
+        return out
+
+    def _pcie_counters(self, h: Any) -> dict[str, float]:
+        """NVML_FI_DEV_PCIE_COUNT_RX_BYTES / TX_BYTES (198 / 197): counters, not the 20 ms rate samples of
+        nvmlDeviceGetPcieThroughput, which cannot be integrated into byte totals at any practical rate."""
+        if self._pcie_fields is False:
+            return {}
+        vals = self._try(self._nv.nvmlDeviceGetFieldValues, h, [198, 197])
+        out: dict[str, float] = {}
+        for key, v in zip(("pcie_rx", "pcie_tx"), vals or (), strict=False):
+            if v.nvmlReturn == 0 and v.valueType in (2, 3):  # unsigned long / unsigned long long
+                out[key] = float(v.value.ullVal if v.valueType == 3 else v.value.ulVal)
+        if len(out) < 2:
+            self._pcie_fields = False  # unsupported here: never ask again
+            return {}
         return out
 
     @staticmethod
@@ -83,13 +97,6 @@ class Nvml:
                     seen = True
                     total += int(p.usedGpuMemory or 0)
         return total if seen else None
-
-    def used_memory(self) -> int | None:
-        """GPU memory used on all devices (one NVML reading each: this runs at every span's edges)."""
-        if not self.ok:
-            return None
-        infos = [self._try(self._nv.nvmlDeviceGetMemoryInfo, h) for h, _ in self.devices]
-        return int(sum(i.used for i in infos if i is not None))
 
 
 def _text(v: Any) -> str:

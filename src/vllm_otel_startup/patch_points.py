@@ -196,6 +196,7 @@ NATIVE_SPANS: dict[str, str] = {
     "DeepGemm warmup": "kernel_warmup",
     "CuTeDSL warmup": "kernel_warmup",
     "MiniMax M3 MSA warmup": "kernel_warmup",
+    "DeepSeek V4 mHC warmup": "kernel_warmup",
 }
 
 # Phase of every span name we may emit (ours and native), for the processor.
@@ -211,6 +212,7 @@ SPAN_PHASES: dict[str, str] = {
     sc.EVENT_LOOP_SPAN: "event_loop",
     sc.PROCESS_ENTRY_SPAN: "process_entry",
     sc.AOT_LOAD_SPAN: "aot_load",
+    sc.GC_SPAN: "gc",
 }
 WAITING_SPANS = frozenset(p.span for p in PATCH_POINTS if p.waiting)
 

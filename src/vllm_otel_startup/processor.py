@@ -42,7 +42,8 @@ class StartupSpanProcessor(SpanProcessor):
             if span.name in WAITING_SPANS:
                 attrs[sc.WAITING] = True
             span.set_attributes(attrs)
-            if span is not rt.process_span and span.name not in SEGMENT_SPANS and span.start_time:
+            if span is not rt.process_span and span.name not in SEGMENT_SPANS and span.name != sc.GC_SPAN \
+                    and span.start_time:
                 rt.close_segment(span.start_time)
                 rt.resource_begin(span.context.span_id)
             start = PHASE_PROBES.get(phase, (None, None))[0]
@@ -67,6 +68,8 @@ class StartupSpanProcessor(SpanProcessor):
             ending = PHASE_PROBES.get(phase, (None, None))[1]
             if ending:
                 ending(rt, span)
+            if rt.gc is not None:
+                rt.gc.emit_children(span)
         except Exception:  # noqa: BLE001
             _log.debug("end probe failed for %s", span.name, exc_info=True)
 

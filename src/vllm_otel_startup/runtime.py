@@ -30,6 +30,7 @@ from .process import (
     model_from_argv,
     redact_argv,
 )
+from .gc_spans import GcRecorder
 from .sampler import Sampler, Snapshot
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -87,9 +88,11 @@ class Runtime:
         self.facts: dict[str, Any] = {}  # attributes for the process span, set at finish
         self.pending: dict[str, dict[str, Any]] = {}  # phase -> attributes for that phase's next span end
         self.counters: dict[str, int] = {}
-        self.local: list[tuple[int, int, str]] = []  # ended startup spans in this process
+        self.local: list[tuple[int, int, str, int, int | None]] = []  # ended startup spans in this process:
+        # (start, end, name, span id, parent span id)
         self.ended: list[Any] = []  # the same spans (SDK ReadableSpan): metrics and the spool are made of them
         self.sampler: Sampler | None = None
+        self.gc: GcRecorder | None = None  # long garbage collections, as spans
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
         self._snaps: dict[int, Snapshot] = {}  # span id -> resource snapshot at its start
@@ -154,6 +157,10 @@ class Runtime:
         self._token = context.attach(trace.set_span_in_context(self.process_span))
         self.sampler = Sampler(host=info.kind == API_SERVER)
         self.sampler.start()
+        if self.gc is not None:  # a forked child inherits the parent's callback
+            self.gc.uninstall()
+        self.gc = GcRecorder(self.tracer)
+        self.gc.install()
         self._register_resource_metrics()
         hook = self.sampler.snapshot()
         # a new process has used nothing at its creation; a forked child starts from the parent's counters
@@ -187,6 +194,8 @@ class Runtime:
                 return
             self.done = True
         end_ns = time.time_ns()
+        if self.gc is not None:
+            self.gc.uninstall()
         self.close_segment(end_ns)
         span = self.process_span
         if self.info.kind == API_SERVER:
@@ -357,7 +366,8 @@ class Runtime:
         """Keep an ended startup span; ``interval``: it also counts for this process span's gap accounting."""
         with self._lock:
             if interval:
-                self.local.append((span.start_time, span.end_time, span.name))
+                parent = span.parent.span_id if span.parent is not None else None
+                self.local.append((span.start_time, span.end_time, span.name, span.context.span_id, parent))
             self.ended.append(span)
 
     def resource_begin(self, span_id: int) -> None:
@@ -372,10 +382,14 @@ class Runtime:
         return self.sampler.summary(a, self.sampler.snapshot()) if (a is not None and self.sampler) else {}
 
     def gaps(self, start_ns: int, end_ns: int) -> tuple[int, int, str | None]:
-        """Time in [start, end] no span of this process covers; the largest such gap; the span before it."""
+        """Time in [start, end] that no leaf span of this process covers (a parent's self time is not
+        explained, a waiting span is: it names what this process does); the largest such gap; the span
+        before it."""
         with self._lock:
             spans = list(self.local)
-        total, largest, _, after = uncovered(spans, start_ns, end_ns)
+        parents = {p for *_, p in spans if p is not None}
+        leaves = [(s, e, name) for s, e, name, sid, _ in spans if sid not in parents]
+        total, largest, _, after = uncovered(leaves, start_ns, end_ns)
         return total, largest, after
 
     def add_pending(self, phase: str, attrs: dict[str, Any]) -> None:

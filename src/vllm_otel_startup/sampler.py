@@ -13,10 +13,16 @@ import bisect
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+try:
+    import resource
+except ImportError:  # not on every platform
+    resource = None  # type: ignore[assignment]
 
 from . import semconv as sc
 
@@ -24,8 +30,7 @@ _log = logging.getLogger("vllm_otel_startup")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MAX_SAMPLES = 36_000  # one hour at 10 Hz
-GPU_EVERY, PCIE_EVERY = 5, 20  # NVML device readings every 5th tick (2 Hz at 10 Hz), PCIe every 20th: the
-# per-span GPU memory deltas are exact readings at the span's edges, these only feed the hw.gpu.* series
+GPU_EVERY = 5  # NVML device readings every 5th tick (2 Hz at 10 Hz): they only feed the hw.gpu.* series
 
 
 # ---- /proc readers (None when unavailable) ------------------------------------------------------------
@@ -147,10 +152,12 @@ def cpu_model() -> str | None:
 class Snapshot:
     """Exact readings at one instant (a span's start or end)."""
 
-    __slots__ = ("t", "cpu_ns", "read", "gpu")
+    __slots__ = ("t", "cpu_ns", "read", "gpu", "gpu_src", "child_cpu", "child_rss")
 
-    def __init__(self, t: int, cpu_ns: int, read: int | None, gpu: int | None) -> None:
-        self.t, self.cpu_ns, self.read, self.gpu = t, cpu_ns, read, gpu
+    def __init__(self, t: int, cpu_ns: int, read: int | None, gpu: int | None, gpu_src: str | None = None,
+                 child_cpu: float = 0.0, child_rss: int = 0) -> None:
+        self.t, self.cpu_ns, self.read, self.gpu, self.gpu_src = t, cpu_ns, read, gpu, gpu_src
+        self.child_cpu, self.child_rss = child_cpu, child_rss  # reaped subprocesses (getrusage)
 
 
 def _hz() -> float:
@@ -174,14 +181,15 @@ class Sampler:
         self.sys_busy_peak: int | None = None  # most host cores > 50 % busy in one interval (API server)
         self.tree_cpu: float | None = None
         self.gpu: list[tuple[dict[str, str], dict[str, float]]] = []
-        self.pcie: dict[str, list[float]] = {}  # hw.id -> [rx bytes, tx bytes] integrated from NVML rates
-        self._pcie_t: int | None = None
+        self.pcie: dict[str, list[float]] = {}  # hw.id -> [rx, tx] bytes since the sampler began (NVML counters)
+        self._pcie0: dict[str, tuple[int, int]] = {}
         self.throttled0 = cgroup_throttled_s() if host else None
         self.peaks: dict[str, float] = {}  # cpu scope -> peak cores since the metric reader last took it
         self.stopped = False
         self._stop_at: float | None = None
         self._on_stop: Callable[[], None] | None = None
         self._tree: set[int] = set()
+        self._nvml_sees_me: bool | None = None  # does NVML list this process (host PID namespace)?
         self._files = ProcFiles()
         self._thread: threading.Thread | None = None
 
@@ -264,7 +272,7 @@ class Sampler:
                 self._peak("tree", (tree - self.tree_cpu) / max((now - prev[0]) / 1e9, 1e-9))
             self.tree_cpu = tree
             if self.nvml is not None and self.nvml.ok and tick % GPU_EVERY == 0:
-                self._gpu(pcie=tick % PCIE_EVERY == 0, now=now)
+                self._gpu()
         return (now, cpu), prev_sys
 
     def _peak(self, scope: str, value: float) -> None:
@@ -282,15 +290,12 @@ class Sampler:
             self._files.forget(f"/proc/{gone}/stat")
         self._tree = seen
 
-    def _gpu(self, pcie: bool, now: int) -> None:
-        readings = self.nvml.device_readings(pcie=pcie)
-        if pcie:  # a rate over NVML's 20 ms window, standing for the whole time since the last reading
-            dt, self._pcie_t = (now - (self._pcie_t or now)) / 1e9, now
-            for ident, r in readings:
-                if "pcie_rx" in r:
-                    acc = self.pcie.setdefault(ident["hw.id"], [0.0, 0.0])
-                    acc[0] += r["pcie_rx"] * dt
-                    acc[1] += r["pcie_tx"] * dt
+    def _gpu(self) -> None:
+        readings = self.nvml.device_readings()
+        for ident, r in readings:  # PCIe bytes: the driver's cumulative counters, from the first reading on
+            if "pcie_rx" in r and "pcie_tx" in r:
+                rx0, tx0 = self._pcie0.setdefault(ident["hw.id"], (int(r["pcie_rx"]), int(r["pcie_tx"])))
+                self.pcie[ident["hw.id"]] = [float(r["pcie_rx"] - rx0), float(r["pcie_tx"] - tx0)]
         self.gpu = readings
 
     def take_peaks(self) -> dict[str, float]:
@@ -300,13 +305,36 @@ class Sampler:
 
     # ---- per-span summary ---------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        io = io_bytes()
-        gpu = None
-        if self.nvml is not None and self.nvml.ok:
-            gpu = self.nvml.process_memory(self.pid)
-            if gpu is None:
-                gpu = self.nvml.used_memory()
-        return Snapshot(time.time_ns(), time.process_time_ns(), io[0] if io else None, gpu)
+        io = io_bytes()  # /proc/self/io: reaped subprocesses' reads are added to it by the kernel
+        gpu, src = self.gpu_memory()
+        ch = resource.getrusage(resource.RUSAGE_CHILDREN) if resource is not None else None
+        return Snapshot(time.time_ns(), time.process_time_ns(), io[0] if io else None, gpu, src,
+                        ch.ru_utime + ch.ru_stime if ch else 0.0, ch.ru_maxrss * 1024 if ch else 0)
+
+    def gpu_memory(self) -> tuple[int | None, str | None]:
+        """GPU memory held by this process, and where the figure comes from; (None, None) in a process
+        without a CUDA context. Only the process that owns a context is asked: never the API server
+        (torch.cuda is not touched there), and never a process whose torch.cuda is not initialised (asking
+        would create a context). NVML's per-process figure where NVML sees this process (``nvml_process``:
+        everything, context included); otherwise PyTorch's caching allocator (``torch_reserved``: weights,
+        KV cache, activations and CUDA-graph pools; not the CUDA context nor memory allocated outside
+        PyTorch, e.g. NCCL buffers). NVML reports host PIDs, so in a PID namespace (most containers, this
+        project's H100 VM) it is ``torch_reserved``."""
+        if self.host:
+            return None, None
+        cuda = sys.modules.get("torch.cuda")
+        try:
+            if cuda is None or not cuda.is_initialized():
+                return None, None
+            nvml = self.nvml
+            if nvml is not None and nvml.ok and self._nvml_sees_me is not False:
+                used = nvml.process_memory(self.pid)
+                self._nvml_sees_me = used is not None
+                if used is not None:
+                    return used, "nvml_process"
+            return int(cuda.memory_reserved()), "torch_reserved"
+        except Exception:  # noqa: BLE001 - a reading that fails is simply absent
+            return None, None
 
     def summary(self, a: Snapshot, b: Snapshot) -> dict[str, Any]:
         """Resource attributes of the interval between two snapshots."""
@@ -324,8 +352,16 @@ class Sampler:
         if a.read is not None and b.read is not None:
             attrs[sc.RES_DISK_READ] = b.read - a.read
             attrs[sc.RES_DISK_READ_GBPS] = round((b.read - a.read) / seconds / 1e9, 4)
-        if a.gpu is not None and b.gpu is not None:
-            attrs[sc.RES_GPU_MEMORY_DELTA] = b.gpu - a.gpu
+        child = b.child_cpu - a.child_cpu
+        if child > 0.005:  # a subprocess this span waited for (e.g. the model-inspection subprocess)
+            attrs[sc.RES_CHILDREN_CPU_TIME] = round(child, 4)
+            attrs[sc.RES_CHILDREN_CORES_AVG] = round(child / seconds, 3)
+            if b.child_rss:
+                attrs[sc.RES_CHILDREN_RSS_PEAK] = b.child_rss
+        # a process without a CUDA context holds no GPU memory: a span that creates the context starts from 0
+        if b.gpu is not None and (a.gpu is None or a.gpu_src == b.gpu_src):
+            attrs[sc.RES_GPU_MEMORY_DELTA] = b.gpu - (a.gpu or 0)
+            attrs[sc.RES_GPU_MEMORY_SOURCE] = b.gpu_src
         return attrs
 
     def host_summary(self) -> dict[str, Any]:

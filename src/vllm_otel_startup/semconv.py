@@ -19,6 +19,7 @@ CLI_SPAN = "CLI parsing"
 EVENT_LOOP_SPAN = "Event loop start"
 PROCESS_ENTRY_SPAN = "Process entry"
 AOT_LOAD_SPAN = "AOT cache load"
+GC_SPAN = "Garbage collection"
 
 # --- attributes -------------------------------------------------------------------------------------
 PHASE = "vllm.startup.phase"  # str: stable phase id
@@ -27,7 +28,7 @@ NATIVE = "vllm.startup.native"  # bool: the span was emitted by vLLM itself and 
 WAITING = "vllm.startup.waiting"  # bool: the span only waits for another process
 OUTCOME = "vllm.startup.outcome"  # str: ready | failed (root and process spans)
 MODE = "vllm.startup.mode"  # str: cold | warm (vLLM cache root empty or not at process start)
-UNEXPLAINED_S = "vllm.startup.unexplained_s"  # float s: process-span time no child span covers
+UNEXPLAINED_S = "vllm.startup.unexplained_s"  # float s: process-span time no leaf span of the process covers
 LARGEST_GAP_S = "vllm.startup.largest_gap_s"  # float s: largest uncovered interval in that process
 LARGEST_GAP_AFTER = "vllm.startup.largest_gap_after"  # str: name of the span that ends before it
 PATCH_APPLIED = "vllm.startup.patch_points.applied"  # int
@@ -51,6 +52,8 @@ MAX_MODEL_LEN = "vllm.max_model_len"
 WORKER_RANK = "vllm.worker.rank"
 
 MODEL_INSPECTION_CACHE_HIT = "vllm.model_inspection.cache_hit"
+GC_GENERATION = "vllm.gc.generation"  # int: the generation collected (2: full)
+GC_COLLECTED = "vllm.gc.collected"  # int: unreachable objects found
 
 WEIGHTS_SOURCE = "vllm.weights.source"  # local_dir | hub_cache | hub_download | streamer | tensorizer | dummy | other
 WEIGHTS_LOAD_FORMAT = "vllm.weights.load_format"
@@ -86,7 +89,11 @@ RES_CORES_PEAK = "vllm.startup.resource.cores_peak"  # float: peak cores this pr
 RES_RSS_PEAK = "vllm.startup.resource.rss_peak"  # int By: peak resident memory of this process
 RES_DISK_READ = "vllm.startup.resource.disk_read"  # int By: bytes this process read from storage
 RES_DISK_READ_GBPS = "vllm.startup.resource.disk_read_gb_per_s"  # float GB/s: disk_read / duration
-RES_GPU_MEMORY_DELTA = "vllm.startup.resource.gpu_memory_delta"  # int By: this process's GPU memory, end - start
+RES_GPU_MEMORY_DELTA = "vllm.startup.resource.gpu_memory_delta"  # int By: GPU memory this process holds, end - start
+RES_GPU_MEMORY_SOURCE = "vllm.startup.resource.gpu_memory_source"  # str: nvml_process | torch_reserved
+RES_CHILDREN_CPU_TIME = "vllm.startup.resource.children_cpu_time"  # float s: CPU of subprocesses reaped in the span
+RES_CHILDREN_CORES_AVG = "vllm.startup.resource.children_cores_avg"  # float: children_cpu_time / duration
+RES_CHILDREN_RSS_PEAK = "vllm.startup.resource.children_rss_peak"  # int By: largest reaped subprocess's peak RSS
 RES_SAMPLES = "vllm.startup.resource.samples"  # int: sampler ticks inside the span
 # root only: the whole process tree and the host
 RES_TREE_CPU_TIME = "vllm.startup.resource.tree_cpu_time"  # float s: API server + all descendants
@@ -141,6 +148,7 @@ PHASES: dict[str, str] = {
     "inductor_compile": "Inductor compilation",
     "compile_graph": "compile one graph (cache load or compile)",
     "cudagraph_capture": "CUDA-graph capture",
+    "gc": "a Python garbage collection of at least 10 ms (gc.collect() or automatic), inside a phase",
     "app_build": "FastAPI app build",
     "app_state": "app state init",
     "http_startup": "uvicorn startup: lifespan and listen",

@@ -78,7 +78,13 @@ def test_many_cudagraph_sizes_planted():
     _add(st, "Capture model", "cudagraph_capture", "Compile or warm up model", 54.0, **{sc.CUDAGRAPH_COUNT: 67})
     (a,) = _advise(st)
     assert a.rule == "many_cudagraph_sizes" and a.saving_s == pytest.approx(54.0 * (1 - 8 / 67))
-    # few sizes: silent
+    # sizes are counted, not graphs: 51 sizes x 18 graphs each (vLLM 0.26 on an H100) is "51 batch sizes"
+    st.root.attrs[sc.CUDAGRAPH_CAPTURE_SIZES] = 51
+    named(st, "Capture model").attrs[sc.CUDAGRAPH_COUNT] = 918
+    (a,) = _advise(st)
+    assert "of 51 batch sizes (918 graphs)" in a.evidence and a.saving_s == pytest.approx(54.0 * (1 - 8 / 51))
+    # few sizes: silent, however many graphs each size captures
+    named(st, "Capture model").attrs[sc.CUDAGRAPH_COUNT] = 72
     st.root.attrs[sc.CUDAGRAPH_CAPTURE_SIZES] = 4
     named(st, "Capture model").attrs[sc.CUDAGRAPH_COUNT] = 4
     assert _rules(st) == []

@@ -1,0 +1,116 @@
+"""The truth measure of a start: how much of spawn -> ready is explained on the critical path.
+
+At each instant the innermost live process is the one doing the work (the API server waits on its
+EngineCore, the EngineCore on its workers); the instant is explained when a non-waiting leaf span of that
+process covers it (a leaf: no child span in the same process). A waiting span explains nothing while the
+child it waits for works, and a parent's self time is never counted as explained. What is not covered is
+named: the process, and the span that ended right before the gap.
+
+Stdlib only: the printed-at-ready summary uses it inside the server process.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from . import semconv as sc
+from .facts import Lane, lanes
+from .spanmodel import Span
+
+
+@dataclass
+class Gap:
+    lane: str  # the process's label, e.g. "worker 0 (pid 123)"
+    kind: str
+    start_s: float  # offset from the root's start
+    seconds: float
+    after: str | None  # the leaf span of that process that ended right before the gap
+
+
+@dataclass
+class CriticalPath:
+    total_s: float
+    unexplained_s: float
+    gaps: list[Gap] = field(default_factory=list)  # largest first
+
+    @property
+    def share(self) -> float:
+        return 1.0 - self.unexplained_s / self.total_s if self.total_s > 0 else 1.0
+
+    def headline(self, top: int = 3) -> str:
+        text = f"critical path: {100 * self.share:.1f}% of {self.total_s:.2f} s explained"
+        named = [g for g in self.gaps[:top] if g.seconds >= 0.05]
+        if named:
+            text += "; not covered: " + ", ".join(
+                f"{g.seconds:.2f} s in {g.lane.split(' (pid')[0]}" + (f" after '{g.after}'" if g.after else "")
+                for g in named)
+        return text
+
+
+def _union(intervals: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    starts: list[int] = []
+    ends: list[int] = []
+    for a, b in sorted(intervals):
+        if starts and a <= ends[-1]:
+            ends[-1] = max(ends[-1], b)
+        else:
+            starts.append(a)
+            ends.append(b)
+    return starts, ends
+
+
+def _covers(u: tuple[list[int], list[int]], t: float) -> bool:
+    i = bisect.bisect_right(u[0], t) - 1
+    return i >= 0 and u[1][i] > t
+
+
+def analyse(root: Span, spans: list[Span]) -> CriticalPath:
+    """The critical-path coverage of a linked start (``facts.link`` has run)."""
+    ls = lanes(root, spans)
+    by_id = {s.span_id: s for s in spans}
+    lane_of = {ln.span.span_id: ln for ln in ls}
+
+    def depth(ln: Lane) -> int:
+        d, cur, seen = 0, by_id.get(ln.span.parent_id or ""), 0
+        while cur is not None and seen < 64:
+            if cur.span_id in lane_of and cur is not ln.span:
+                d += 1
+            cur = by_id.get(cur.parent_id or "")
+            seen += 1
+        return d
+
+    info = []
+    for ln in ls:
+        parents = {s.parent_id for s in ln.spans if s is not ln.span}
+        leaves = [s for s in ln.spans if s is not ln.span and s.span_id not in parents and s.end > s.start
+                  and not s.attrs.get(sc.WAITING)]
+        info.append((ln, depth(ln), _union([(s.start, s.end) for s in leaves]),
+                     sorted((s.end, s.name) for s in leaves)))
+    t0, t1 = root.start, max(root.end, root.start)
+    cuts = {t0, t1}
+    for ln, _, u, _ in info:
+        for t in (ln.span.start, ln.span.end, *u[0], *u[1]):
+            if t0 < t < t1:
+                cuts.add(t)
+    edges = sorted(cuts)
+    raw: list[tuple[int, int, Lane, str | None]] = []
+    for a, b in zip(edges, edges[1:], strict=False):
+        mid = (a + b) / 2
+        live = [x for x in info if x[0].span.start <= mid < x[0].span.end]
+        if not live:
+            continue
+        inner = max(d for _, d, _, _ in live)
+        cands = [x for x in live if x[1] == inner]
+        if any(_covers(u, mid) for _, _, u, _ in cands):
+            continue
+        ln, _, _, ends = cands[0]
+        i = bisect.bisect_right(ends, (a, "\uffff")) - 1
+        after = ends[i][1] if i >= 0 else None
+        if raw and raw[-1][1] == a and raw[-1][2] is ln:
+            raw[-1] = (raw[-1][0], b, ln, raw[-1][3])
+        else:
+            raw.append((a, b, ln, after))
+    gaps = [Gap(ln.label, ln.kind, (a - t0) / 1e9, (b - a) / 1e9, after) for a, b, ln, after in raw]
+    gaps.sort(key=lambda g: -g.seconds)
+    return CriticalPath((t1 - t0) / 1e9, sum(g.seconds for g in gaps), gaps)
