@@ -108,7 +108,67 @@ def prepare_weights(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: 
     rt.add_pending("weights_load", attrs)
 
 
+def aot_load(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    """_try_load_aot_compiled_fn(model, aot_compilation_path) -> the loaded function or None (compile again).
+    The reason of a failed load was set by the monitor it opens (hooks._SpanContextManager)."""
+    if span is None:
+        return
+    path = _arg(args, kwargs, 1, "aot_compilation_path")
+    size = _file_size(path)
+    if size is not None:
+        span.set_attribute(sc.COMPILE_AOT_BYTES, size)
+    span.set_attribute(sc.COMPILE_AOT_LOADED, result is not None)
+    if result is None and sc.COMPILE_AOT_LOAD_ERROR not in (span.attributes or {}):
+        span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, "FileNotFoundError: no AOT artifact yet" if size is None
+                           else "not loaded (no reason given)")
+
+
+def aot_save(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    """AOTCompiledFunction.save_compiled_function(path): the artifact's size."""
+    size = _file_size(_arg(args, kwargs, 0, "path"))
+    if span is not None and size is not None:
+        span.set_attribute(sc.COMPILE_AOT_BYTES, size)
+
+
+def _file_size(path: Any) -> int | None:
+    try:
+        return os.path.getsize(os.fspath(path)) if path is not None else None
+    except (OSError, TypeError):
+        return None
+
+
+def capture(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    """capture_model() -> bytes the graphs took (vLLM's own figure); the V2 runner's batch shapes per mode."""
+    if span is None:
+        return
+    if isinstance(result, int) and not isinstance(result, bool):
+        span.set_attribute(sc.CUDAGRAPH_MEMORY, result)
+    descs = getattr(getattr(instance, "cudagraph_manager", None), "_capture_descs", None)
+    if isinstance(descs, dict):
+        for mode, shapes in descs.items():
+            key = {"FULL": sc.CUDAGRAPH_SHAPES_FULL, "PIECEWISE": sc.CUDAGRAPH_SHAPES_PIECEWISE}.get(
+                getattr(mode, "name", str(mode)))
+            if key and hasattr(shapes, "__len__"):
+                span.set_attribute(key, len(shapes))
+
+
+def capture_mode(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+    """_capture_cudagraphs(batch_descriptors, cudagraph_runtime_mode): one runtime mode's batch shapes."""
+    if span is None:
+        return
+    mode = _arg(args, kwargs, 1, "cudagraph_runtime_mode")
+    shapes = _arg(args, kwargs, 0, "batch_descriptors")
+    if mode is not None:
+        span.set_attribute(sc.CUDAGRAPH_MODE, str(getattr(mode, "name", mode)))
+    if hasattr(shapes, "__len__"):
+        span.set_attribute(sc.CUDAGRAPH_SHAPES, len(shapes))
+
+
 CALL_PROBES: dict[str, Callable[..., None]] = {
+    "capture": capture,
+    "capture_mode": capture_mode,
+    "aot_load": aot_load,
+    "aot_save": aot_save,
     "config": config,
     "model_inspection": model_inspection,
     "kv_cache_profile": kv_cache_profile,

@@ -10,6 +10,7 @@ span (bootstrap segments, between phases) are not emitted.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 import time
@@ -38,10 +39,8 @@ class GcRecorder:
 
     def uninstall(self) -> None:
         if self.installed:
-            try:
+            with contextlib.suppress(ValueError):
                 gc.callbacks.remove(self._callback)
-            except ValueError:
-                pass
             self.installed = False
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:

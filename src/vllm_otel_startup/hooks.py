@@ -158,7 +158,12 @@ class Installer:
                 return
         func = getattr(raw, "__func__", raw)
         is_async = inspect.iscoroutinefunction(func)
-        wrapper = self._wrapper(point, emit_span=bool(point.span) and not native, is_async=is_async)
+        def restore() -> None:  # a "once" hook puts the original back after its first call
+            with contextlib.suppress(Exception):
+                setattr(parent, name, raw)
+
+        wrapper = self._wrapper(point, emit_span=bool(point.span) and not native, is_async=is_async,
+                                restore=restore)
         wrapt.wrap_function_wrapper(parent, name, wrapper)
         new = vars(parent)[name] if inspect.isclass(parent) else getattr(parent, name)
         with contextlib.suppress(Exception):
@@ -168,9 +173,24 @@ class Installer:
         self.status[point.target] = "native" if native else "applied"
 
     # ---- wrappers -----------------------------------------------------------------------------------
-    def _wrapper(self, point: PatchPoint, emit_span: bool, is_async: bool):
+    def _wrapper(self, point: PatchPoint, emit_span: bool, is_async: bool, restore: Any = None):
         rt = self.rt
         hook = point.hook
+
+        if hook == "once":
+            first = [True]
+
+            def once(wrapped, instance, args, kwargs):
+                if not first[0] or not rt.active or rt.done:
+                    return wrapped(*args, **kwargs)
+                first[0] = False
+                try:
+                    with self._start(point):
+                        return wrapped(*args, **kwargs)
+                finally:
+                    if restore is not None:
+                        restore()
+            return once
 
         if hook == "marker":
             def marker(wrapped, instance, args, kwargs):
@@ -217,12 +237,14 @@ class Installer:
                 cm = wrapped(*args, **kwargs)
                 if not rt.active or rt.done:
                     return cm
-                # vLLM opens the same monitor around an AOT-artifact load (announce_start=False): that is
-                # a cache lookup whose failure only means "compile again", not an error of the start.
-                aot = kwargs.get("announce_start") is False
-                name = AOT_LOAD_SPAN if aot else point.span
+                # vLLM opens the same monitor inside its AOT-artifact load (_try_load_aot_compiled_fn, our
+                # "AOT cache load" span): that is a cache lookup whose failure only means "compile again", so
+                # it gets no torch.compile span (and no ERROR); its outcome goes on the load span.
+                current = trace.get_current_span()
+                if getattr(current, "name", None) == AOT_LOAD_SPAN and current.is_recording():
+                    return _SpanContextManager(cm, None, aot_span=current)
                 return _SpanContextManager(cm, lambda: self.tracer.start_as_current_span(
-                    name, record_exception=not aot, set_status_on_exception=not aot), aot)
+                    point.span, record_exception=True, set_status_on_exception=True))
             return ctx
 
         def before():
@@ -322,34 +344,34 @@ class Installer:
 
 
 class _SpanContextManager:
-    """Wraps a context manager so that a span covers its enter-to-exit."""
+    """Wraps a context manager so that a span covers its enter-to-exit (``start``), or so that an exception
+    leaving it is recorded as the outcome of an enclosing AOT-artifact load (``aot_span``)."""
 
-    def __init__(self, cm: Any, start, aot: bool = False) -> None:
+    def __init__(self, cm: Any, start: Any, aot_span: Any = None) -> None:
         self._cm = cm
         self._start = start
-        self._aot = aot
+        self._aot_span = aot_span
         self._span_cm = None
-        self._span = None
 
     def __enter__(self):
-        try:
-            self._span_cm = self._start()
-            self._span = self._span_cm.__enter__()
-        except Exception:  # noqa: BLE001
-            self._span_cm = None
+        if self._start is not None:
+            try:
+                self._span_cm = self._start()
+                self._span_cm.__enter__()
+            except Exception:  # noqa: BLE001
+                self._span_cm = None
         return self._cm.__enter__()
 
     def __exit__(self, exc_type, exc, tb):
         try:
             suppress = self._cm.__exit__(exc_type, exc, tb)
         finally:
-            if self._span_cm is not None:
-                try:
-                    if self._aot and self._span is not None:
-                        self._span.set_attribute(sc.COMPILE_AOT_LOADED, exc is None)
-                        if exc is not None:
-                            self._span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, f"{type(exc).__name__}: {exc}"[:300])
+            try:
+                if self._aot_span is not None and exc is not None:
+                    self._aot_span.set_attribute(sc.COMPILE_AOT_LOADED, False)
+                    self._aot_span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, f"{type(exc).__name__}: {exc}"[:300])
+                if self._span_cm is not None:
                     self._span_cm.__exit__(exc_type, exc, tb)
-                except Exception:  # noqa: BLE001
-                    pass
+            except Exception:  # noqa: BLE001
+                pass
         return suppress

@@ -14,6 +14,7 @@ Hook kinds:
   cli_main  no span: a failure escaping the CLI marks the start failed
   ctx       span around a context manager returned by the call (enter to exit)
   enrich    no span: a cause probe (causes.py) records attributes for the named phase
+  once      span around the first call in this process only (then the original is put back)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from . import semconv as sc
 
 API, CORE, WORKER, ANY = "api_server", "engine_core", "worker", "any"
-HOOKS = frozenset({"span", "spawn", "ready", "guard", "marker", "cli_main", "ctx", "enrich"})
+HOOKS = frozenset({"span", "spawn", "ready", "guard", "marker", "cli_main", "ctx", "enrich", "once"})
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,9 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       "Model architecture inspection", "model_inspection", ANY, probe="model_inspection"),
     P("vllm.model_executor.models.registry:_run_in_subprocess", "Model inspection subprocess",
       "model_inspection_subprocess", ANY),
+    # a cold start only: its import of the weight utilities pulls in every model loader (~0.8 s on an H100 host)
+    P("vllm.model_executor.models.registry:_LazyRegisteredModel._save_modelinfo_to_cache", "Model info cache save",
+      "model_inspection_cache_save", ANY, ">=0.26"),
     P("vllm.v1.engine.async_llm:AsyncLLM.__init__", "AsyncLLM init", "async_llm_init", API),
     P("vllm.transformers_utils.tokenizer_group:init_tokenizer_from_configs", "Tokenizer init", "tokenizer",
       ANY, "<0.11"),
@@ -118,6 +122,10 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P(f"{_MPE}:WorkerProc.wait_for_ready", "Worker wait ready", "worker_wait", CORE, waiting=True),
     P("vllm.v1.engine.core:EngineCore._initialize_kv_caches", "Prepare model", "kv_cache_init", CORE,
       native_since="0.16"),
+    P("vllm.v1.structured_output:StructuredOutputManager.__init__", "Structured output init",
+      "structured_output_init", CORE, ">=0.26"),
+    P("vllm.v1.structured_output:cached_tokenizer_from_config", "Tokenizer init", "tokenizer", CORE, ">=0.26"),
+    P("vllm.v1.core.sched.scheduler:Scheduler.__init__", "Scheduler init", "scheduler_init", CORE, ">=0.26"),
     # ---- Worker (the EngineCore itself when the executor is in-process) -----------------------------------
     P(f"{_MPE}:WorkerProc.__init__", "Worker init", "worker_init", WORKER, hook="guard", native_since="0.16"),
     P("vllm.worker.worker_base:WorkerWrapperBase.init_worker", "Worker init", "worker_init", ANY, "<0.14"),
@@ -125,10 +133,20 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       ">=0.14", native_since="0.16"),
     P(f"{_GW}:Worker.init_device", "Init device", "device_init", ANY, native_since="0.16"),
     P(f"{_CW}:CPUWorker.init_device", "Init device", "device_init", ANY),
+    # the first CUDA call of the process creates its context (traced once, then the original is restored)
+    P("torch.cuda:_lazy_init", "CUDA init", "cuda_init", ANY, hook="once"),
+    P(f"{_GW}:init_worker_distributed_environment", "Distributed init", "distributed_init", ANY),
+    P(f"{_GW}:init_distributed_environment", "Process group init", "process_group_init", ANY, ">=0.26"),
+    P(f"{_GW}:ensure_model_parallel_initialized", "Model-parallel groups", "model_parallel_init", ANY, ">=0.26"),
+    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.__init__", "Model runner init", "model_runner_init", ANY),
+    P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.__init__", "Model runner init", "model_runner_init", ANY,
+      ">=0.14"),
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.load_model", "Loading (GPU)", "model_load", ANY,
       native_since="0.16"),
     P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.load_model", "Loading (GPU)", "model_load", ANY,
       ">=0.14"),
+    P("vllm.v1.worker.gpu.model_runner:init_model_state", "Model state init", "model_state_init", ANY, ">=0.26"),
+    P("vllm.v1.worker.gpu.sample.sampler:Sampler.__init__", "Sampler init", "sampler_init", ANY, ">=0.26"),
     P("vllm.v1.worker.cpu_model_runner:CPUModelRunner.load_model", "Loading (CPU)", "model_load", ANY,
       native_since="0.16"),
     P(f"{_LOADER}.base_loader:BaseModelLoader.load_model", "Load model", "model_loader", ANY,
@@ -147,6 +165,14 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       probe="kv_cache_profile"),
     P(f"{_CW}:CPUWorker.determine_available_memory", "KV cache profiling", "kv_cache_profile", ANY,
       probe="kv_cache_profile"),
+    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_run", "Profile run", "profile_run", ANY),
+    P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.profile_run", "Profile run", "profile_run", ANY, ">=0.14"),
+    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner._dummy_sampler_run", "Sampler warmup", "sampler_warmup", ANY,
+      ">=0.26"),
+    P("vllm.v1.worker.gpu.model_runner:GPUModelRunner._dummy_sampler_run", "Sampler warmup", "sampler_warmup", ANY,
+      ">=0.26"),
+    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_cudagraph_memory", "CUDA graph memory profiling",
+      "cudagraph_memory_profile", ANY, ">=0.18"),
     P(f"{_GW}:Worker.initialize_from_config", "Allocate KV cache", "kv_cache_allocate", ANY,
       native_since="0.16"),
     # the last startup RPC ends a worker process; with an in-process executor the EngineCore ends itself
@@ -159,9 +185,24 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.capture_model", "Capture model", "cudagraph_capture",
       ANY, native_since="0.16"),
     P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.capture_model", "Capture model", "cudagraph_capture",
-      ANY, ">=0.14"),
+      ANY, ">=0.14", probe="capture"),
+    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner._capture_cudagraphs", "Capture CUDA graphs",
+      "cudagraph_capture_mode", ANY, ">=0.26", probe="capture_mode"),
+    # kernel warm-ups (vLLM's own spans inside: DeepGemm, CuTeDSL, ...); the V2 runner's Triton JIT warm-up
+    P(f"{_GW}:kernel_warmup", "Kernel warmup", "kernel_warmup", ANY, ">=0.26"),
+    P("vllm.model_executor.warmup.kernel_warmup:flashinfer_autotune", "FlashInfer autotune", "kernel_autotune", ANY,
+      ">=0.26"),
+    P(f"{_GW}:warmup_kernels", "JIT kernel warmup", "jit_warmup", ANY, ">=0.26"),
+    P("vllm.compilation.compiler_interface:trigger_inductor_lazy_init", "Inductor lazy init", "inductor_lazy_init",
+      ANY, ">=0.26"),
     # ---- torch.compile ---------------------------------------------------------------------------------
     P("vllm.compilation.monitor:monitor_torch_compile", "torch.compile", "torch_compile", ANY, ">=0.18",
+      "ctx"),
+    P("vllm.compilation.decorators:_try_load_aot_compiled_fn", sc.AOT_LOAD_SPAN, "aot_load", ANY, ">=0.18",
+      probe="aot_load"),
+    P("torch._dynamo.aot_compile:AOTCompiledFunction.save_compiled_function", "AOT artifact save", "aot_save",
+      ANY, ">=0.18", probe="aot_save"),
+    P("vllm.compilation.monitor:monitor_profiling_run", "First compiled run", "compiled_first_run", ANY, ">=0.18",
       "ctx"),
     P("vllm.compilation.backends:CompilerManager.compile", "Compile graph", "compile_graph", ANY,
       native_since="0.16"),
@@ -211,7 +252,6 @@ SPAN_PHASES: dict[str, str] = {
     sc.CLI_SPAN: "cli",
     sc.EVENT_LOOP_SPAN: "event_loop",
     sc.PROCESS_ENTRY_SPAN: "process_entry",
-    sc.AOT_LOAD_SPAN: "aot_load",
     sc.GC_SPAN: "gc",
 }
 WAITING_SPANS = frozenset(p.span for p in PATCH_POINTS if p.waiting)

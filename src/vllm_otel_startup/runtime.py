@@ -17,6 +17,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from . import semconv as sc
+from .gc_spans import GcRecorder
 from .intervals import uncovered
 from .process import (
     API_SERVER,
@@ -30,7 +31,6 @@ from .process import (
     model_from_argv,
     redact_argv,
 )
-from .gc_spans import GcRecorder
 from .sampler import Sampler, Snapshot
 
 _log = logging.getLogger("vllm_otel_startup")

@@ -70,6 +70,7 @@ COMPILE_AUTOGRAD_MISSES = "vllm.compile.autograd_cache_misses"  # int
 COMPILE_CPP_BUILDS = "vllm.compile.cpp_builds"  # int: C++ compiler runs for generated kernels (CPU)
 COMPILE_AOT_LOADED = "vllm.compile.aot_loaded"  # bool: AOT artifact loaded (no Dynamo run)
 COMPILE_AOT_LOAD_ERROR = "vllm.compile.aot_load_error"  # str: why an existing AOT artifact was not used
+COMPILE_AOT_BYTES = "vllm.compile.aot_artifact_bytes"  # int By: size of the AOT artifact loaded or saved
 COMPILE_UNIQUE_GRAPHS = "vllm.compile.unique_graphs"  # int: Dynamo graphs captured
 COMPILE_CACHE_DIR = "vllm.compile.cache_dir"  # str
 
@@ -77,6 +78,11 @@ KV_CACHE_BYTES = "vllm.kv_cache.bytes"  # int By: memory given to the KV cache
 KV_CACHE_BLOCKS = "vllm.kv_cache.blocks"  # int
 CUDAGRAPH_COUNT = "vllm.cudagraph.count"  # int: CUDA graphs captured
 CUDAGRAPH_CAPTURE_SIZES = "vllm.cudagraph.capture_sizes"  # int: batch sizes configured for capture
+CUDAGRAPH_MEMORY = "vllm.cudagraph.memory_bytes"  # int By: GPU memory the captured graphs took (vLLM's figure)
+CUDAGRAPH_MODE = "vllm.cudagraph.mode"  # str: the runtime mode captured (FULL, PIECEWISE) or configured
+CUDAGRAPH_SHAPES = "vllm.cudagraph.shapes"  # int: batch shapes captured (in this mode)
+CUDAGRAPH_SHAPES_FULL = "vllm.cudagraph.shapes.full"  # int: batch shapes captured as FULL graphs
+CUDAGRAPH_SHAPES_PIECEWISE = "vllm.cudagraph.shapes.piecewise"  # int: batch shapes captured piecewise
 
 ERROR_TYPE = "error.type"  # OTel semconv
 COMMAND_ARGS = "process.command_args"  # str[] on process spans: argv with secrets redacted
@@ -116,6 +122,7 @@ PHASES: dict[str, str] = {
     "hf_config": "Hugging Face config load",
     "model_inspection": "model architecture inspection (modelinfo cache or subprocess)",
     "model_inspection_subprocess": "model-class inspection in a subprocess (cache miss)",
+    "model_inspection_cache_save": "model info written to the modelinfo cache (cache miss; imports the loaders)",
     "async_llm_init": "AsyncLLM construction",
     "tokenizer": "tokenizer / renderer init",
     "engine_client": "engine-core client (Overall Loading)",
@@ -125,12 +132,21 @@ PHASES: dict[str, str] = {
     "engine_core_init": "EngineCoreProc init (handshake + engine init)",
     "engine_init": "EngineCore init",
     "executor_init": "executor init",
+    "structured_output_init": "structured-output manager init (thread pools, the EngineCore's tokenizer)",
+    "scheduler_init": "scheduler init (KV-cache manager, block pool)",
     "worker_spawn": "worker process start",
     "worker_wait": "waiting for workers READY",
     "worker_init": "worker init",
     "device_init": "device and distributed init",
+    "cuda_init": "the process's first CUDA call: driver load and CUDA context creation",
+    "distributed_init": "torch.distributed and vLLM's parallel groups (NCCL / gloo)",
+    "process_group_init": "torch.distributed world process group",
+    "model_parallel_init": "tensor / pipeline / data-parallel groups",
+    "model_runner_init": "model runner construction (buffers, attention backends)",
     "model_load": "model load (runner)",
     "model_loader": "model load (loader)",
+    "model_state_init": "model state init after the weights (V2 runner)",
+    "sampler_init": "sampler construction (V2 runner; may import FlashInfer)",
     "model_create": "model creation: module construction plus inspection logging (vLLM's 'Initializing model took')",
     "model_init": "model module construction",
     "weights_load": "weights load (includes a lazy download)",
@@ -138,16 +154,25 @@ PHASES: dict[str, str] = {
     "weights_postprocess": "weight post-processing into kernel formats",
     "kv_cache_init": "KV-cache profiling, allocation and warm-up (Prepare model)",
     "kv_cache_profile": "KV-cache memory profiling",
+    "profile_run": "profile run: a max-size dummy forward (the first forward: torch.compile runs inside it)",
+    "compiled_first_run": "first run of the compiled model (loads the compiled kernels)",
+    "sampler_warmup": "dummy sampler run (the sampler's first kernels)",
+    "cudagraph_memory_profile": "CUDA-graph memory estimate (a few graphs captured and freed; V1 runner)",
     "kv_cache_allocate": "KV-cache allocation",
     "warmup": "compile or warm up model",
     "compile_warmup": "warm-up run that triggers torch.compile",
     "torch_compile": "torch.compile (Dynamo + backend)",
     "aot_load": "load of a saved AOT-compiled artifact (a failure means compile again)",
+    "aot_save": "AOT-compiled artifact serialised and written to the cache (a cold compile's last step)",
     "kernel_warmup": "kernel warm-up (DeepGemm, CuTeDSL, ...)",
+    "kernel_autotune": "FlashInfer kernel autotuning (a max-size dummy run, SM90+)",
+    "jit_warmup": "Triton kernel JIT warm-up: a prefill and a decode step (V2 runner)",
+    "inductor_lazy_init": "Inductor's deferred initialisation (warm starts)",
     "dynamo_transform": "Dynamo bytecode transform",
     "inductor_compile": "Inductor compilation",
     "compile_graph": "compile one graph (cache load or compile)",
     "cudagraph_capture": "CUDA-graph capture",
+    "cudagraph_capture_mode": "CUDA-graph capture of one runtime mode (FULL or PIECEWISE; V1 runner)",
     "gc": "a Python garbage collection of at least 10 ms (gc.collect() or automatic), inside a phase",
     "app_build": "FastAPI app build",
     "app_state": "app state init",
