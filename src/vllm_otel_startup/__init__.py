@@ -84,6 +84,9 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         if VllmStartupInstrumentor._installer is not None:
             VllmStartupInstrumentor._installer.uninstall()
             VllmStartupInstrumentor._installer = None
+        rt = VllmStartupInstrumentor._runtime
+        if rt is not None and rt.retro is not None:
+            rt.retro.uninstall()
 
 
 def _at_exit(rt: Any) -> None:

@@ -23,6 +23,7 @@ from opentelemetry import trace
 
 from . import causes
 from . import semconv as sc
+from .compile_stages import CompileStages
 from .patch_points import PatchPoint, by_module
 from .process import ENV_KIND, ENV_LABELS, ENV_PARENT, ENV_RANK, SPAWN_ENV, WORKER
 from .runtime import Runtime
@@ -107,13 +108,26 @@ class Installer:
         self.enabled = True
         self.status: dict[str, str] = {}  # target -> applied | native | inherited | out_of_range | missing
         self._undo: list[tuple[Any, str, Any]] = []
+        self.compile_stages: CompileStages | None = None
 
     def install(self) -> None:
         for module, points in by_module().items():
             wrapt.register_post_import_hook(lambda mod, pts=points: self.apply(mod, pts), module)
+        self.compile_stages = CompileStages(self.rt, self.tracer)
+        wrapt.register_post_import_hook(self._install_compile_stages, "torch._dynamo.utils")
+
+    def _install_compile_stages(self, module: Any) -> None:
+        if not self.enabled:
+            return
+        try:
+            self.compile_stages.install(module)
+        except Exception:  # noqa: BLE001
+            _log.warning("vllm-otel-startup: could not trace torch.compile's stages; skipped", exc_info=True)
 
     def uninstall(self) -> None:
         self.enabled = False
+        if self.compile_stages is not None:
+            self.compile_stages.uninstall()
         for parent, name, original in reversed(self._undo):
             try:
                 setattr(parent, name, original)
@@ -178,18 +192,21 @@ class Installer:
         hook = point.hook
 
         if hook == "once":
-            first = [True]
-
+            # the first call that succeeds, as a span made after it returned (a failing call, e.g. CUDA init
+            # probed by a CPU build, is not an error of the start: no span, and the next call is watched)
             def once(wrapped, instance, args, kwargs):
-                if not first[0] or not rt.active or rt.done:
+                if not rt.active or rt.done:
                     return wrapped(*args, **kwargs)
-                first[0] = False
+                t0 = time.time_ns()
+                result = wrapped(*args, **kwargs)
+                t1 = time.time_ns()
                 try:
-                    with self._start(point):
-                        return wrapped(*args, **kwargs)
-                finally:
                     if restore is not None:
                         restore()
+                    self.tracer.start_span(point.span, start_time=t0).end(end_time=t1)
+                except Exception:  # noqa: BLE001
+                    _log.debug("could not record %s", point.span, exc_info=True)
+                return result
             return once
 
         if hook == "marker":

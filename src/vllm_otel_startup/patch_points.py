@@ -253,6 +253,7 @@ SPAN_PHASES: dict[str, str] = {
     sc.EVENT_LOOP_SPAN: "event_loop",
     sc.PROCESS_ENTRY_SPAN: "process_entry",
     sc.GC_SPAN: "gc",
+    sc.IMPORT_SPAN: "module_import",
 }
 WAITING_SPANS = frozenset(p.span for p in PATCH_POINTS if p.waiting)
 

@@ -21,6 +21,8 @@ from .patch_points import NATIVE_SPANS, SPAN_PHASES, WAITING_SPANS
 from .runtime import SEGMENT_SPANS, Runtime
 
 _log = logging.getLogger("vllm_otel_startup")
+# made after the fact, or too many and too short (PyTorch's compile regions): no resource readings of their own
+RETRO = frozenset({sc.GC_SPAN, sc.IMPORT_SPAN})
 
 
 class StartupSpanProcessor(SpanProcessor):
@@ -31,19 +33,21 @@ class StartupSpanProcessor(SpanProcessor):
         rt = self.rt
         if not rt.active or rt.done:
             return
+        native = span.instrumentation_scope is None or span.instrumentation_scope.name != sc.INSTRUMENTATION_NAME
         phase = SPAN_PHASES.get(span.name)
+        if phase is None and not native:  # ours with a phase of its own (PyTorch's compile regions)
+            phase = (span.attributes or {}).get(sc.PHASE)
         if phase is None:
             return
         try:
-            native = span.instrumentation_scope is None or span.instrumentation_scope.name != sc.INSTRUMENTATION_NAME
             attrs: dict[str, Any] = {sc.PHASE: phase, sc.PROCESS_KIND: rt.info.kind}
             if native:
                 attrs[sc.NATIVE] = True
             if span.name in WAITING_SPANS:
                 attrs[sc.WAITING] = True
             span.set_attributes(attrs)
-            if span is not rt.process_span and span.name not in SEGMENT_SPANS and span.name != sc.GC_SPAN \
-                    and span.start_time:
+            if span is not rt.process_span and span.name not in SEGMENT_SPANS and span.name not in RETRO \
+                    and phase != "torch_compile_stage" and span.start_time:
                 rt.close_segment(span.start_time)
                 rt.resource_begin(span.context.span_id)
             start = PHASE_PROBES.get(phase, (None, None))[0]
@@ -68,8 +72,8 @@ class StartupSpanProcessor(SpanProcessor):
             ending = PHASE_PROBES.get(phase, (None, None))[1]
             if ending:
                 ending(rt, span)
-            if rt.gc is not None:
-                rt.gc.emit_children(span)
+            if rt.retro is not None:
+                rt.retro.emit_children(span)
         except Exception:  # noqa: BLE001
             _log.debug("end probe failed for %s", span.name, exc_info=True)
 

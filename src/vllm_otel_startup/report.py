@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from . import critical_path, sources
 from . import semconv as sc
-from . import sources
 from .advice import advise, observe
 from .errors import ReportError
 from .facts import cause_labels, facts, kind_of, link, resource_labels
@@ -59,11 +59,9 @@ def render(root: Span, spans: list[Span]) -> str:
 
     walk(root, 0)
     share, gap, _ = coverage(root, spans)
-    strict, sgap, _ = coverage(root, spans, skip_waiting=True)
     lines.append("")
-    lines.append(f"explained: {100 * share:.1f}% of {root.duration:.2f} s by leaf spans "
-                 f"(largest gap {gap / 1e9:.3f} s); without waiting spans {100 * strict:.1f}% "
-                 f"(largest gap {sgap / 1e9:.3f} s)")
+    lines.append(critical_path.analyse(root, spans).headline(top=5))
+    lines.append(f"(any leaf span, waiting spans included: {100 * share:.1f}%, largest gap {gap / 1e9:.3f} s)")
     f = facts(root, spans)
     for note in observe(f, spans):
         lines.append(f"note: {note}")

@@ -17,7 +17,6 @@ from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from . import semconv as sc
-from .gc_spans import GcRecorder
 from .intervals import uncovered
 from .process import (
     API_SERVER,
@@ -31,6 +30,7 @@ from .process import (
     model_from_argv,
     redact_argv,
 )
+from .retro_spans import RetroSpans
 from .sampler import Sampler, Snapshot
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -92,7 +92,7 @@ class Runtime:
         # (start, end, name, span id, parent span id)
         self.ended: list[Any] = []  # the same spans (SDK ReadableSpan): metrics and the spool are made of them
         self.sampler: Sampler | None = None
-        self.gc: GcRecorder | None = None  # long garbage collections, as spans
+        self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
         self._snaps: dict[int, Snapshot] = {}  # span id -> resource snapshot at its start
@@ -157,10 +157,10 @@ class Runtime:
         self._token = context.attach(trace.set_span_in_context(self.process_span))
         self.sampler = Sampler(host=info.kind == API_SERVER)
         self.sampler.start()
-        if self.gc is not None:  # a forked child inherits the parent's callback
-            self.gc.uninstall()
-        self.gc = GcRecorder(self.tracer)
-        self.gc.install()
+        if self.retro is not None:  # a forked child inherits the parent's watchers
+            self.retro.uninstall()
+        self.retro = RetroSpans(self.tracer, skip_span_id=self.process_span.get_span_context().span_id)
+        self.retro.install()
         self._register_resource_metrics()
         hook = self.sampler.snapshot()
         # a new process has used nothing at its creation; a forked child starts from the parent's counters
@@ -194,8 +194,8 @@ class Runtime:
                 return
             self.done = True
         end_ns = time.time_ns()
-        if self.gc is not None:
-            self.gc.uninstall()
+        if self.retro is not None:
+            self.retro.uninstall()
         self.close_segment(end_ns)
         span = self.process_span
         if self.info.kind == API_SERVER:

@@ -20,6 +20,7 @@ EVENT_LOOP_SPAN = "Event loop start"
 PROCESS_ENTRY_SPAN = "Process entry"
 AOT_LOAD_SPAN = "AOT cache load"
 GC_SPAN = "Garbage collection"
+IMPORT_SPAN = "Module import"
 
 # --- attributes -------------------------------------------------------------------------------------
 PHASE = "vllm.startup.phase"  # str: stable phase id
@@ -54,6 +55,7 @@ WORKER_RANK = "vllm.worker.rank"
 MODEL_INSPECTION_CACHE_HIT = "vllm.model_inspection.cache_hit"
 GC_GENERATION = "vllm.gc.generation"  # int: the generation collected (2: full)
 GC_COLLECTED = "vllm.gc.collected"  # int: unreachable objects found
+IMPORT_MODULE = "vllm.import.module"  # str: the module whose (outermost) import the span covers
 
 WEIGHTS_SOURCE = "vllm.weights.source"  # local_dir | hub_cache | hub_download | streamer | tensorizer | dummy | other
 WEIGHTS_LOAD_FORMAT = "vllm.weights.load_format"
@@ -73,6 +75,9 @@ COMPILE_AOT_LOAD_ERROR = "vllm.compile.aot_load_error"  # str: why an existing A
 COMPILE_AOT_BYTES = "vllm.compile.aot_artifact_bytes"  # int By: size of the AOT artifact loaded or saved
 COMPILE_UNIQUE_GRAPHS = "vllm.compile.unique_graphs"  # int: Dynamo graphs captured
 COMPILE_CACHE_DIR = "vllm.compile.cache_dir"  # str
+COMPILE_REGION = "vllm.compile.region"  # str: PyTorch's dynamo_timed region (the span's name)
+COMPILE_ID = "vllm.compile.id"  # str: PyTorch's compile id (frame/attempt, e.g. "0/0")
+COMPILE_REGION_EXCEPTION = "vllm.compile.region_exception"  # str: exception type that left the region
 
 KV_CACHE_BYTES = "vllm.kv_cache.bytes"  # int By: memory given to the KV cache
 KV_CACHE_BLOCKS = "vllm.kv_cache.blocks"  # int
@@ -162,6 +167,8 @@ PHASES: dict[str, str] = {
     "warmup": "compile or warm up model",
     "compile_warmup": "warm-up run that triggers torch.compile",
     "torch_compile": "torch.compile (Dynamo + backend)",
+    "torch_compile_stage": "one of PyTorch's own compile regions (dynamo_timed): Dynamo tracing, AOTAutograd, "
+                           "Inductor passes / codegen / compile, FX-graph cache; the span is named as PyTorch names it",
     "aot_load": "load of a saved AOT-compiled artifact (a failure means compile again)",
     "aot_save": "AOT-compiled artifact serialised and written to the cache (a cold compile's last step)",
     "kernel_warmup": "kernel warm-up (DeepGemm, CuTeDSL, ...)",
@@ -174,6 +181,7 @@ PHASES: dict[str, str] = {
     "cudagraph_capture": "CUDA-graph capture",
     "cudagraph_capture_mode": "CUDA-graph capture of one runtime mode (FULL or PIECEWISE; V1 runner)",
     "gc": "a Python garbage collection of at least 10 ms (gc.collect() or automatic), inside a phase",
+    "module_import": "a module import of at least 20 ms inside a phase (lazy imports: runners, kernels, loaders)",
     "app_build": "FastAPI app build",
     "app_state": "app state init",
     "http_startup": "uvicorn startup: lifespan and listen",

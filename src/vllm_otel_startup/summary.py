@@ -16,6 +16,7 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import replace
 
+from . import critical_path
 from . import semconv as sc
 from .advice import advise, observe
 from .facts import KIND_LABEL, Facts, cause_labels, facts, key_causes, kind_of, link, seconds
@@ -91,6 +92,7 @@ def _render(spans: list[Span], *, width: int, advice: int, source: str | None) -
     key = key_causes(f)
     if key:
         lines += _wrap("causes: ", " · ".join(key), width)
+    lines += _wrap("", critical_path.analyse(root, spans).headline(top=2), width)
     for note in observe(f, spans)[:1]:
         lines += _wrap("note: ", note, width)
     found = advise(f, spans)

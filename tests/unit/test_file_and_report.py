@@ -47,7 +47,7 @@ def test_report_tree_and_explained_share(tmp_path, capsys):
     assert report.run(str(tmp_path / f"{trace_id:032x}.jsonl")) == 0
     out = capsys.readouterr().out
     assert "vLLM startup" in out and "Load weights" in out
-    assert "explained: 90.0%" in out  # 9 of 10 s covered, the last second is a named gap
+    assert "critical path: 90.0% of 10.00 s explained" in out  # 9 of 10 s covered, the last second is a named gap
     spans = report.load(str(tmp_path / f"{trace_id:032x}.jsonl"))
     root = report.tree(spans)
     share, gap, at = report.coverage(root, spans)

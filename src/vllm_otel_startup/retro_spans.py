@@ -1,0 +1,103 @@
+"""Spans for work that no function of vLLM names, found by watching the interpreter: long garbage
+collections ("Garbage collection", from ``gc.callbacks``) and slow module imports inside a phase ("Module
+import", from importlib's ``_find_and_load``).
+
+vLLM calls ``gc.collect()`` itself (twice at the end of every model load, ~0.4 s each with torch's heap) and
+imports heavy modules lazily inside its phases (a model runner, FlashInfer, the weight loaders); without a span
+that time is a parent's unexplained self time. The watchers only record (a contextvar read and a dict append:
+no lock is taken inside a collection or an import, which may run while the SDK holds its own locks); the spans
+are made when the span that was current at the time ends, as its children. Work outside any phase span
+(bootstrap segments, between phases) is not recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+import time
+from typing import Any
+
+from opentelemetry import trace
+
+from . import semconv as sc
+
+GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
+IMPORT_MIN_NS = 20_000_000  # an import that takes longer is worth a line of its own
+
+
+class RetroSpans:
+    def __init__(self, tracer: trace.Tracer, skip_span_id: int | None = None) -> None:
+        self.tracer = tracer
+        self.skip = skip_span_id  # the process span: work directly under it is not a phase's
+        self._found: dict[int, list[tuple[str, int, int, dict[str, Any]]]] = {}  # span id -> spans to make
+        self._gc_start: tuple[int, Any] | None = None
+        self._depth: dict[int, int] = {}  # thread -> nesting of imports in progress
+        self._bootstrap: Any = None
+        self._find_and_load: Any = None
+
+    # ---- install / uninstall ------------------------------------------------------------------------
+    def install(self) -> None:
+        gc.callbacks.append(self._gc)
+        with contextlib.suppress(Exception):
+            import importlib._bootstrap as bootstrap  # the C import machinery looks this up at every import
+
+            self._bootstrap, self._find_and_load = bootstrap, bootstrap._find_and_load
+            bootstrap._find_and_load = self._import
+
+    def uninstall(self) -> None:
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._gc)
+        b = self._bootstrap
+        if b is not None and getattr(b, "_find_and_load", None) == self._import:
+            b._find_and_load = self._find_and_load
+        self._bootstrap = None
+        self._found.clear()
+
+    # ---- watchers -------------------------------------------------------------------------------------
+    def _record(self, span: Any, name: str, t0: int, t1: int, attrs: dict[str, Any]) -> None:
+        ctx = span.get_span_context()
+        if ctx.span_id != self.skip and span.is_recording():
+            # dict.setdefault and list.append are atomic under the GIL: no lock needed here
+            self._found.setdefault(ctx.span_id, []).append((name, t0, t1, attrs))
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        try:
+            if phase == "start":
+                self._gc_start = (time.time_ns(), trace.get_current_span())
+                return
+            started, self._gc_start = self._gc_start, None
+            if started is None:
+                return
+            t1 = time.time_ns()
+            if t1 - started[0] >= GC_MIN_NS:
+                self._record(started[1], sc.GC_SPAN, started[0], t1, {
+                    sc.GC_GENERATION: int(info.get("generation", -1)), sc.GC_COLLECTED: int(info.get("collected", 0))})
+        except Exception:  # noqa: BLE001 - never raise inside a collection
+            pass
+
+    def _import(self, name: str, import_: Any) -> Any:
+        tid = threading.get_ident()
+        depth = self._depth.get(tid, 0)
+        self._depth[tid] = depth + 1
+        t0 = time.time_ns()
+        try:
+            module = self._find_and_load(name, import_)
+        finally:
+            self._depth[tid] = depth
+        if depth == 0:  # the outermost import: nested ones are part of it
+            t1 = time.time_ns()
+            if t1 - t0 >= IMPORT_MIN_NS:
+                with contextlib.suppress(Exception):
+                    self._record(trace.get_current_span(), sc.IMPORT_SPAN, t0, t1, {sc.IMPORT_MODULE: name})
+        return module
+
+    # ---- emission -------------------------------------------------------------------------------------
+    def emit_children(self, parent: Any) -> None:
+        """Make the spans of what ran under ``parent`` (called as ``parent`` ends)."""
+        found = self._found.pop(parent.get_span_context().span_id, None)
+        if not found:
+            return
+        ctx = trace.set_span_in_context(parent)
+        for name, t0, t1, attrs in found:
+            self.tracer.start_span(name, context=ctx, start_time=t0, attributes=attrs).end(end_time=t1)

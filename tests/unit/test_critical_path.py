@@ -1,0 +1,59 @@
+"""The critical-path measure: at each instant, the non-waiting leaf spans of the innermost live process."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_otel_startup import critical_path
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.facts import link
+from vllm_otel_startup.spanmodel import Span
+
+S = 10**9
+
+
+def span(sid, parent, name, start, end, kind="api_server", phase="x", **attrs):
+    a = {sc.PHASE: phase, sc.PROCESS_KIND: kind, **attrs}
+    return Span("t", sid, parent, name, int(start * S), int(end * S), a, {})
+
+
+def start_with(*extra):
+    """API server 0-10 s: imports 0-2, waits 2-9 on an EngineCore (process 2-8.5) that imports 2-4 and
+    loads 4-8 with a nested span 4-6 (so 6-8 is the parent's self time); HTTP startup 9-10."""
+    spans = [
+        span("root", None, sc.ROOT_SPAN, 0, 10, phase="startup"),
+        span("imp", "root", "Imports", 0, 2),
+        span("wait", "root", "Engine handshake", 2, 9, **{sc.WAITING: True}),
+        span("core", "wait", sc.ENGINE_CORE_PROCESS_SPAN, 2, 8.5, kind="engine_core", phase="engine_core_process"),
+        span("cimp", "core", "Imports", 2, 4, kind="engine_core"),
+        span("load", "core", "Load model", 4, 8, kind="engine_core"),
+        span("w", "load", "Load weights", 4, 6, kind="engine_core"),
+        span("http", "root", "HTTP startup", 9, 10),
+        *extra,
+    ]
+    root = link(spans)
+    return critical_path.analyse(root, spans)
+
+
+def test_a_waiting_span_explains_nothing_and_a_parents_self_time_is_named():
+    cp = start_with()
+    # uncovered: 6-8.5 (Load model's own time after its child, then the EngineCore's time after it), and
+    # 8.5-9 (the API server still waiting once its EngineCore is gone)
+    assert cp.unexplained_s == pytest.approx(3.0)
+    assert cp.share == pytest.approx(0.7)
+    first, second = cp.gaps
+    assert (first.kind, first.after, first.seconds) == ("engine_core", "Load weights", pytest.approx(2.5))
+    assert (second.kind, second.after, second.seconds) == ("api_server", "Imports", pytest.approx(0.5))
+    assert "2.50 s in EngineCore after 'Load weights'" in cp.headline()
+
+
+def test_a_leaf_span_closes_the_gap_it_covers():
+    cp = start_with(span("gc", "load", sc.GC_SPAN, 6, 8, kind="engine_core", phase="gc"))
+    assert cp.unexplained_s == pytest.approx(1.0)
+    assert sorted((g.kind, g.after) for g in cp.gaps) == [("api_server", "Imports"), ("engine_core", sc.GC_SPAN)]
+
+
+def test_the_outer_process_counts_only_when_no_inner_process_is_live():
+    # an API-server leaf while the EngineCore lives explains nothing: the EngineCore is doing the work
+    cp = start_with(span("tok", "root", "Tokenizer init", 6, 8))
+    assert cp.unexplained_s == pytest.approx(3.0)
