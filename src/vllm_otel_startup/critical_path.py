@@ -15,7 +15,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from . import semconv as sc
-from .facts import Lane, lanes
+from .facts import Lane, lanes, phase_of
 from .spanmodel import Span
 
 
@@ -82,9 +82,9 @@ def analyse(root: Span, spans: list[Span]) -> CriticalPath:
 
     info = []
     for ln in ls:
-        parents = {s.parent_id for s in ln.spans if s is not ln.span}
-        leaves = [s for s in ln.spans if s is not ln.span and s.span_id not in parents and s.end > s.start
-                  and not s.attrs.get(sc.WAITING)]
+        parents = {s.parent_id for s in ln.spans if s is not ln.span and phase_of(s) not in sc.DETAIL_PHASES}
+        leaves = [s for s in ln.spans if s is not ln.span and s.end > s.start and not s.attrs.get(sc.WAITING)
+                  and (s.span_id not in parents or phase_of(s) in sc.DETAIL_PHASES)]
         info.append((ln, depth(ln), _union([(s.start, s.end) for s in leaves]),
                      sorted((s.end, s.name) for s in leaves)))
     t0, t1 = root.start, max(root.end, root.start)

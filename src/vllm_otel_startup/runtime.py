@@ -88,8 +88,8 @@ class Runtime:
         self.facts: dict[str, Any] = {}  # attributes for the process span, set at finish
         self.pending: dict[str, dict[str, Any]] = {}  # phase -> attributes for that phase's next span end
         self.counters: dict[str, int] = {}
-        self.local: list[tuple[int, int, str, int, int | None]] = []  # ended startup spans in this process:
-        # (start, end, name, span id, parent span id)
+        self.local: list[tuple[int, int, str, int, int | None, str | None]] = []  # ended startup spans here:
+        # (start, end, name, span id, parent span id, phase)
         self.ended: list[Any] = []  # the same spans (SDK ReadableSpan): metrics and the spool are made of them
         self.sampler: Sampler | None = None
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
@@ -367,7 +367,8 @@ class Runtime:
         with self._lock:
             if interval:
                 parent = span.parent.span_id if span.parent is not None else None
-                self.local.append((span.start_time, span.end_time, span.name, span.context.span_id, parent))
+                self.local.append((span.start_time, span.end_time, span.name, span.context.span_id, parent,
+                                   (span.attributes or {}).get(sc.PHASE)))
             self.ended.append(span)
 
     def resource_begin(self, span_id: int) -> None:
@@ -387,8 +388,9 @@ class Runtime:
         before it."""
         with self._lock:
             spans = list(self.local)
-        parents = {p for *_, p in spans if p is not None}
-        leaves = [(s, e, name) for s, e, name, sid, _ in spans if sid not in parents]
+        parents = {p for *_, p, phase in spans if p is not None and phase not in sc.DETAIL_PHASES}
+        leaves = [(s, e, name) for s, e, name, sid, _, phase in spans
+                  if sid not in parents or phase in sc.DETAIL_PHASES]
         total, largest, _, after = uncovered(leaves, start_ns, end_ns)
         return total, largest, after
 

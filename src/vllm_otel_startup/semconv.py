@@ -188,6 +188,12 @@ PHASES: dict[str, str] = {
 }
 
 
+# Detail phases refine the phase they run in rather than structure it (PyTorch's compile regions, garbage
+# collections, module imports): in the explained-share accounting they cover their own time and never turn
+# the span they run in into a parent (docs/telemetry.md, "Explained share").
+DETAIL_PHASES = frozenset({"torch_compile_stage", "gc", "module_import"})
+
+
 # --- metrics (docs/telemetry.md "Metrics") ----------------------------------------------------------
 # Labels every startup metric carries: low-cardinality, what a fleet is compared by. Pod / host identity
 # rides on resource attributes (OTLP) or on the scrape target (Prometheus).

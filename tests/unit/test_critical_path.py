@@ -57,3 +57,19 @@ def test_the_outer_process_counts_only_when_no_inner_process_is_live():
     # an API-server leaf while the EngineCore lives explains nothing: the EngineCore is doing the work
     cp = start_with(span("tok", "root", "Tokenizer init", 6, 8))
     assert cp.unexplained_s == pytest.approx(3.0)
+
+
+def test_a_detail_span_covers_its_own_time_and_leaves_its_span_a_leaf():
+    # a collection inside Load weights: Load weights is still a leaf (4-6 covered, not only the 0.5 s GC)
+    gc = span("gc", "w", sc.GC_SPAN, 5, 5.5, kind="engine_core", phase="gc")
+    assert start_with(gc).unexplained_s == pytest.approx(3.0)
+    # a structural child makes its parent's remaining time the parent's own: Load weights 4-6 minus 5-5.5
+    part = span("p", "w", "Process weights after loading", 5, 5.5, kind="engine_core")
+    assert start_with(part).unexplained_s == pytest.approx(4.5)
+
+
+def test_detail_spans_cover_the_self_time_of_a_phase_with_structural_children():
+    # Load model (4-8) has a structural child (4-6); PyTorch compile regions cover 6-7.5 of its own time
+    region = span("r", "load", "backend_compile", 6, 7.5, kind="engine_core", phase="torch_compile_stage")
+    inner = span("r2", "r", "GraphLowering.codegen", 6.5, 7, kind="engine_core", phase="torch_compile_stage")
+    assert start_with(region, inner).unexplained_s == pytest.approx(1.5)
