@@ -44,7 +44,20 @@ def _attrs(metadata: Any) -> dict[str, Any]:
     return {f"torch.compile.{k}": v for k, v in metadata.items() if isinstance(v, _PLAIN) and v != "None"}
 
 
+MIN_NS = 1_000_000  # a region shorter than 1 ms gets no span of its own (a cold GPU compile has thousands)
+
+
+class _Region:
+    __slots__ = ("name", "t0", "attrs", "parent", "span")
+
+    def __init__(self, name: str, t0: int, attrs: dict[str, Any], parent: Any) -> None:
+        self.name, self.t0, self.attrs, self.parent, self.span = name, t0, attrs, parent, None
+
+
 class CompileStages:
+    """Regions are kept on a per-thread stack and become spans lazily: when they end after at least
+    ``MIN_NS``, or when a region inside them does (so a span's parent always exists before it)."""
+
     def __init__(self, rt: Any, tracer: trace.Tracer) -> None:
         self.rt = rt
         self.tracer = tracer
@@ -52,7 +65,7 @@ class CompileStages:
         self._cls: Any = None
         self._originals: dict[str, Any] = {}
 
-    def _stack(self) -> list[tuple[str, Any]]:
+    def _stack(self) -> list[_Region]:
         stack = getattr(self._tls, "stack", None)
         if stack is None:
             stack = self._tls.stack = []
@@ -80,6 +93,16 @@ class CompileStages:
         self._originals.clear()
         self._cls = None
 
+    # ---- spans ---------------------------------------------------------------------------------------
+    def _materialise(self, stack: list[_Region], upto: int) -> None:
+        """Give every region up to ``stack[upto]`` its span, outermost first."""
+        for i in range(upto + 1):
+            r = stack[i]
+            if r.span is None:
+                parent = stack[i - 1].span if i else r.parent
+                r.span = self.tracer.start_span(r.name, context=trace.set_span_in_context(parent),
+                                                start_time=r.t0, attributes=r.attrs)
+
     # ---- wrappers: torch's own call first, unchanged; then ours, which never raises ---------------------
     def _start(self, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         result = wrapped(*args, **kwargs)
@@ -88,28 +111,43 @@ class CompileStages:
                 name, t0, metadata, compile_id = _start_args(*args, **kwargs)
                 stack = self._stack()
                 if len(stack) < MAX_DEPTH:
-                    parent = trace.set_span_in_context(stack[-1][1]) if stack else None
-                    attrs = {sc.PHASE: "torch_compile_stage", sc.COMPILE_REGION: str(name), **_attrs(metadata)}
-                    if compile_id is not None:
-                        attrs[sc.COMPILE_ID] = str(compile_id)
-                    stack.append((name, self.tracer.start_span(str(name), context=parent, start_time=int(t0),
-                                                               attributes=attrs)))
+                    attrs = {sc.PHASE: "torch_compile_stage", sc.COMPILE_REGION: str(name)}
+                    cid = compile_id if compile_id is not None else (metadata or {}).get("compile_id")
+                    if cid is not None and str(cid) != "None":
+                        attrs[sc.COMPILE_ID] = str(cid)
+                    parent = None
+                    if not stack:  # outermost: under the current span (a compile thread has none: the process's)
+                        parent = trace.get_current_span()
+                        if not parent.is_recording():
+                            parent = self.rt.process_span
+                    stack.append(_Region(str(name), int(t0), attrs, parent))
             except Exception:  # noqa: BLE001
                 pass
         return result
 
     def _end(self, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         failed = sys.exc_info()[1]  # log_event_end runs in dynamo_timed's finally: the exception in flight
+        extra: Any = None
+        with contextlib.suppress(Exception):  # what torch attached while the region ran (e.g. cache_state)
+            extra = (instance.get_event_data() or {}).get(args[0] if args else kwargs.get("event_name"))
         result = wrapped(*args, **kwargs)
         try:
             name, t1 = _end_args(*args, **kwargs)
             stack = self._stack()
-            at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i][0] == name), None)
-            while at is not None and len(stack) > at:  # an end without a start is ignored; missed ends close
-                region, span = stack.pop()
-                if region == name and failed is not None:
-                    span.set_attribute(sc.COMPILE_REGION_EXCEPTION, type(failed).__name__)
-                span.end(end_time=int(t1))
+            at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].name == name), None)
+            if at is None:  # an end without a start: ignored
+                return result
+            if int(t1) - stack[at].t0 >= MIN_NS or stack[at].span is not None:
+                self._materialise(stack, at)
+            while len(stack) > at:  # regions opened inside it and never closed end with it
+                r = stack.pop()
+                if r.span is None:
+                    continue
+                if len(stack) == at:  # the region this end is for (the others were left open inside it)
+                    r.span.set_attributes(_attrs(extra))
+                    if failed is not None:
+                        r.span.set_attribute(sc.COMPILE_REGION_EXCEPTION, type(failed).__name__)
+                r.span.end(end_time=int(t1))
         except Exception:  # noqa: BLE001
             pass
         return result
@@ -120,7 +158,9 @@ class CompileStages:
             try:
                 name, t, metadata = _instant_args(*args, **kwargs)
                 stack = self._stack()
-                span = stack[-1][1] if stack else trace.get_current_span()
+                if stack:  # a cache hit or miss is worth its region's span
+                    self._materialise(stack, len(stack) - 1)
+                span = stack[-1].span if stack else trace.get_current_span()
                 if span.is_recording():
                     span.add_event(str(name), attributes=_attrs(metadata), timestamp=int(t))
             except Exception:  # noqa: BLE001

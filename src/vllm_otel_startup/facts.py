@@ -297,6 +297,12 @@ def cause_labels(s: Span) -> list[str]:
             err = str(a.get(sc.COMPILE_AOT_LOAD_ERROR) or "")
             out.append("no AOT artifact yet" if err.startswith("FileNotFoundError") else
                        f"AOT load failed: {err[:60]}" if err else "AOT artifact not loaded")
+    if isinstance(a.get(sc.COMPILE_AOT_BYTES), int):
+        out.append(f"artifact {human_bytes(a[sc.COMPILE_AOT_BYTES])}")
+    if a.get(sc.IMPORT_MODULE):
+        out.append(f"import {a[sc.IMPORT_MODULE]}")
+    if isinstance(a.get(sc.GC_GENERATION), int):
+        out.append(f"generation {a[sc.GC_GENERATION]}")
     if a.get(sc.WEIGHTS_SOURCE):
         text = f"weights {a[sc.WEIGHTS_SOURCE]}"
         if isinstance(a.get(sc.WEIGHTS_BYTES), int):
@@ -309,7 +315,15 @@ def cause_labels(s: Span) -> list[str]:
     if isinstance(a.get(sc.KV_CACHE_BYTES), int):
         out.append(f"KV cache {human_bytes(a[sc.KV_CACHE_BYTES])}")
     if isinstance(a.get(sc.CUDAGRAPH_COUNT), int):
-        out.append(f"{a[sc.CUDAGRAPH_COUNT]} CUDA graphs")
+        sizes = a.get(sc.CUDAGRAPH_CAPTURE_SIZES)
+        out.append(f"{a[sc.CUDAGRAPH_COUNT]} CUDA graphs" + (f" for {sizes} sizes" if isinstance(sizes, int) else ""))
+    if a.get(sc.CUDAGRAPH_MODE) and isinstance(a.get(sc.CUDAGRAPH_SHAPES), int):
+        out.append(f"{a[sc.CUDAGRAPH_MODE]} {a[sc.CUDAGRAPH_SHAPES]} shapes")
+    shapes = [f"{mode} {a[key]}" for mode, key in (("FULL", sc.CUDAGRAPH_SHAPES_FULL),
+                                                   ("PIECEWISE", sc.CUDAGRAPH_SHAPES_PIECEWISE))
+              if isinstance(a.get(key), int)]
+    if shapes:
+        out.append("shapes " + " + ".join(shapes))
     if s.status == 2:
         out.append(f"ERROR {(s.status_message or str(a.get(sc.ERROR_TYPE) or ''))[:100]}")
     return out

@@ -97,5 +97,7 @@ def start(otel, tmp_path, monkeypatch):
     yield _start
     for s in reversed(made):
         s.installer.uninstall()
+        if s.rt.retro is not None:
+            s.rt.retro.uninstall()
         s.rt.detach()
     fake_vllm.purge()

@@ -1,0 +1,173 @@
+"""Detail spans: PyTorch's compile regions, long garbage collections and slow imports inside a phase; the GPU
+memory of a span on the process that owns the CUDA context only; CUDA init traced on its first success."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+import types
+
+import pytest
+
+from vllm_otel_startup import retro_spans
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.sampler import Sampler
+
+
+def _phase_span(rt, name="Load model"):
+    return rt.tracer.start_as_current_span(name)
+
+
+def test_pytorch_compile_regions_become_nested_spans_under_the_current_phase(start):
+    torch_utils = pytest.importorskip("torch._dynamo.utils")  # the real dynamo_timed of the installed torch
+    st = start("worker")
+    with _phase_span(st.rt, "Loading (CPU)"), torch_utils.dynamo_timed("outer_region"):
+        with torch_utils.dynamo_timed("inner_region"):
+            time.sleep(0.003)
+        with torch_utils.dynamo_timed("tiny_region"):  # < 1 ms: no span of its own
+            pass
+    by = {s.name: s for s in st.spans()}
+    outer, inner = by["outer_region"], by["inner_region"]
+    assert "tiny_region" not in by
+    assert inner.parent.span_id == outer.context.span_id
+    assert outer.parent.span_id == by["Loading (CPU)"].context.span_id
+    assert inner.attributes[sc.PHASE] == "torch_compile_stage"
+    assert inner.attributes[sc.COMPILE_REGION] == "inner_region"
+    assert inner.end_time - inner.start_time >= 3_000_000
+
+
+def test_a_region_left_by_an_exception_is_an_attribute_not_an_error(start):
+    torch_utils = pytest.importorskip("torch._dynamo.utils")
+    st = start("worker")
+    with _phase_span(st.rt), pytest.raises(KeyError), torch_utils.dynamo_timed("failing_region"):
+        time.sleep(0.002)
+        raise KeyError("graph break")
+    (span,) = st.spans("failing_region")
+    assert span.attributes[sc.COMPILE_REGION_EXCEPTION] == "KeyError"
+    assert span.status.is_ok
+
+
+def test_regions_after_ready_are_not_startup(start):
+    torch_utils = pytest.importorskip("torch._dynamo.utils")
+    st = start("worker")
+    st.rt.done = True
+    with torch_utils.dynamo_timed("runtime_recompile"):
+        time.sleep(0.002)
+    assert st.spans("runtime_recompile") == []
+
+
+def test_a_long_collection_inside_a_phase_becomes_its_child(start, monkeypatch):
+    monkeypatch.setattr(retro_spans, "GC_MIN_NS", 0)
+    st = start("worker")
+    with _phase_span(st.rt) as phase:
+        gc.collect()
+    gcs = st.spans(sc.GC_SPAN)
+    assert gcs and all(s.parent.span_id == phase.get_span_context().span_id for s in gcs)
+    assert gcs[-1].attributes[sc.GC_GENERATION] == 2 and gcs[-1].attributes[sc.PHASE] == "gc"
+
+
+def test_a_slow_import_inside_a_phase_becomes_its_child_and_nested_imports_fold_into_it(start, tmp_path,
+                                                                                          monkeypatch):
+    monkeypatch.setattr(retro_spans, "IMPORT_MIN_NS", 5_000_000)
+    (tmp_path / "slow_outer_mod.py").write_text("import time, slow_inner_mod\ntime.sleep(0.01)\n")
+    (tmp_path / "slow_inner_mod.py").write_text("import time\ntime.sleep(0.01)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    st = start("worker")
+    with _phase_span(st.rt, "Sampler init") as phase:
+        import slow_outer_mod  # noqa: F401
+    (imp,) = st.spans(sc.IMPORT_SPAN)
+    assert imp.attributes[sc.IMPORT_MODULE] == "slow_outer_mod"
+    assert imp.parent.span_id == phase.get_span_context().span_id
+    assert imp.end_time - imp.start_time >= 20_000_000
+    sys.modules.pop("slow_outer_mod", None)
+    sys.modules.pop("slow_inner_mod", None)
+
+
+def test_imports_outside_any_phase_are_not_recorded(start, tmp_path, monkeypatch):
+    monkeypatch.setattr(retro_spans, "IMPORT_MIN_NS", 0)
+    (tmp_path / "bootstrap_mod.py").write_text("x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    st = start("worker")
+    import bootstrap_mod  # noqa: F401 - under the process span: that is the Imports segment's time
+    assert st.spans(sc.IMPORT_SPAN) == []
+    sys.modules.pop("bootstrap_mod", None)
+
+
+# ---- GPU memory: only the process that owns a CUDA context (a stand-in torch.cuda: no GPU here) ----------
+class _FakeCuda(types.ModuleType):
+    def __init__(self, initialized: bool, reserved: int) -> None:
+        super().__init__("torch.cuda")
+        self.initialized, self.reserved = initialized, reserved
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def memory_reserved(self) -> int:
+        return self.reserved
+
+
+def test_gpu_memory_is_read_from_torch_only_where_a_cuda_context_exists(monkeypatch):
+    worker = Sampler(host=False)
+    monkeypatch.delitem(sys.modules, "torch.cuda", raising=False)
+    assert worker.gpu_memory() == (None, None)  # torch.cuda never imported: no context, nothing touched
+    cuda = _FakeCuda(initialized=False, reserved=0)
+    monkeypatch.setitem(sys.modules, "torch.cuda", cuda)
+    assert worker.gpu_memory() == (None, None)  # imported but no context: asking would create one
+    cuda.initialized, cuda.reserved = True, 16_000_000_000
+    assert worker.gpu_memory() == (16_000_000_000, "torch_reserved")
+    assert Sampler(host=True).gpu_memory() == (None, None)  # the API server: never
+
+
+def test_a_span_that_creates_the_cuda_context_starts_from_zero(monkeypatch):
+    worker = Sampler(host=False)
+    cuda = _FakeCuda(initialized=False, reserved=0)
+    monkeypatch.setitem(sys.modules, "torch.cuda", cuda)
+    a = worker.snapshot()
+    cuda.initialized, cuda.reserved = True, 2_000_000
+    b = worker.snapshot()
+    attrs = worker.summary(a, b)
+    assert attrs[sc.RES_GPU_MEMORY_DELTA] == 2_000_000
+    assert attrs[sc.RES_GPU_MEMORY_SOURCE] == "torch_reserved"
+    monkeypatch.setitem(sys.modules, "torch.cuda", _FakeCuda(initialized=False, reserved=0))
+    assert sc.RES_GPU_MEMORY_DELTA not in worker.summary(worker.snapshot(), worker.snapshot())
+
+
+def test_nvml_per_process_memory_wins_where_nvml_sees_the_process(monkeypatch):
+    worker = Sampler(host=False)
+    monkeypatch.setitem(sys.modules, "torch.cuda", _FakeCuda(initialized=True, reserved=5))
+    worker.nvml = types.SimpleNamespace(ok=True, process_memory=lambda pid: 7)
+    assert worker.gpu_memory() == (7, "nvml_process")
+    worker = Sampler(host=False)
+    worker.nvml = types.SimpleNamespace(ok=True, process_memory=lambda pid: None)  # a PID namespace
+    assert worker.gpu_memory() == (5, "torch_reserved")
+
+
+def test_pcie_bytes_come_from_the_drivers_counters_or_not_at_all():
+    from vllm_otel_startup.gpu import Nvml
+
+    counters = {198: 1_000, 197: 500}
+
+    def field_values(handle, ids):
+        return [types.SimpleNamespace(nvmlReturn=0, valueType=3, value=types.SimpleNamespace(ullVal=counters[i]))
+                for i in ids]
+
+    nv = Nvml.__new__(Nvml)
+    nv.ok, nv._pcie_fields = True, None
+    nv._nv = types.SimpleNamespace(nvmlDeviceGetFieldValues=field_values)
+    assert nv._pcie_counters("h") == {"pcie_rx": 1_000.0, "pcie_tx": 500.0}
+    nv._nv = types.SimpleNamespace(nvmlDeviceGetFieldValues=lambda h, ids: [
+        types.SimpleNamespace(nvmlReturn=3, valueType=3, value=None) for _ in ids])  # NOT_SUPPORTED
+    nv._pcie_fields = None
+    assert nv._pcie_counters("h") == {} and nv._pcie_fields is False
+
+
+def test_cuda_init_is_traced_on_its_first_successful_call_only(start):
+    torch_cuda = pytest.importorskip("torch.cuda")
+    st = start("worker")
+    if torch_cuda.is_available():
+        pytest.skip("a CUDA build with a GPU: the stand-in below is for CPU builds")
+    with pytest.raises((AssertionError, RuntimeError)):
+        torch_cuda._lazy_init()  # a CPU build: "Torch not compiled with CUDA enabled"
+    assert st.spans("CUDA init") == []  # a failed probe is no error of the start
+    assert hasattr(torch_cuda._lazy_init, "__wrapped__")  # still watching for the call that succeeds
