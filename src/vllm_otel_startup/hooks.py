@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from functools import lru_cache
 from typing import Any
@@ -194,12 +195,19 @@ class Installer:
         if hook == "once":
             # the first call that succeeds, as a span made after it returned (a failing call, e.g. CUDA init
             # probed by a CPU build, is not an error of the start: no span, and the next call is watched)
+            busy, fired = threading.Lock(), [False]
+
             def once(wrapped, instance, args, kwargs):
-                if not rt.active or rt.done:
+                # nested calls (torch re-enters _lazy_init while initialising) and other threads pass through
+                if fired[0] or not rt.active or rt.done or not busy.acquire(blocking=False):
                     return wrapped(*args, **kwargs)
-                t0 = time.time_ns()
-                result = wrapped(*args, **kwargs)
-                t1 = time.time_ns()
+                try:
+                    t0 = time.time_ns()
+                    result = wrapped(*args, **kwargs)
+                    t1 = time.time_ns()
+                finally:
+                    busy.release()
+                fired[0] = True
                 try:
                     if restore is not None:
                         restore()

@@ -190,6 +190,7 @@ class Sampler:
         self._on_stop: Callable[[], None] | None = None
         self._tree: set[int] = set()
         self._nvml_sees_me: bool | None = None  # does NVML list this process (host PID namespace)?
+        self._nvml_tried = False  # a child: NVML loaded once its CUDA context exists
         self._files = ProcFiles()
         self._thread: threading.Thread | None = None
 
@@ -243,9 +244,20 @@ class Sampler:
     def _setup(self) -> None:
         from .gpu import Nvml, driver_present
 
-        if driver_present():
+        # Only the API server loads NVML at its start. An EngineCore or worker loads it once its own CUDA
+        # context exists (_maybe_nvml): measured on the H100 host, NVML initialised by a child while it
+        # imports vLLM and torch made those imports 2.3-2.9 s slower (EngineCore imports +2.8 s per start).
+        if self.host and driver_present():
             self.nvml = Nvml()
         self.device_model = (self.nvml.model if self.nvml is not None else None) or cpu_model()
+
+    def _maybe_nvml(self) -> None:
+        """A child's NVML, for its per-process GPU memory: after its CUDA context exists, on this thread."""
+        self._nvml_tried = True
+        from .gpu import Nvml, driver_present
+
+        if driver_present():
+            self.nvml = Nvml()
 
     def _sample(self, tick: int, stride: int, prev: tuple[int, int], prev_sys: Any) -> tuple[Any, Any]:
         now, cpu = time.time_ns(), time.process_time_ns()
@@ -256,6 +268,10 @@ class Sampler:
         self._peak("process", cores)
         if len(self.times) > MAX_SAMPLES:
             del self.times[0], self.cores[0], self.rss[0]
+        if not self.host and not self._nvml_tried:
+            cuda = sys.modules.get("torch.cuda")
+            if cuda is not None and cuda.is_initialized():
+                self._maybe_nvml()
         if self.host:
             if tick % stride == 0:
                 cur = system_cores(self._files)

@@ -171,3 +171,52 @@ def test_cuda_init_is_traced_on_its_first_successful_call_only(start):
         torch_cuda._lazy_init()  # a CPU build: "Torch not compiled with CUDA enabled"
     assert st.spans("CUDA init") == []  # a failed probe is no error of the start
     assert hasattr(torch_cuda._lazy_init, "__wrapped__")  # still watching for the call that succeeds
+
+
+def test_a_once_hook_traces_the_outermost_first_success_only(start, monkeypatch):
+    """torch re-enters _lazy_init while it initialises: one CUDA init span, for the outer call."""
+    from vllm_otel_startup.hooks import Installer
+    from vllm_otel_startup.patch_points import PatchPoint
+
+    mod = types.ModuleType("fake_cuda_mod")
+    calls = []
+
+    def lazy_init():
+        calls.append(1)
+        if len(calls) == 1:
+            mod.lazy_init()  # re-entered while initialising (the module attribute is our wrapper)
+            time.sleep(0.002)
+
+    mod.lazy_init = lazy_init
+    st = start("worker")
+    inst = Installer(st.rt, st.rt.tracer, version="0.26.0")
+    inst._apply_one(mod, PatchPoint("fake_cuda_mod:lazy_init", "CUDA init", "cuda_init", "any", hook="once"))
+    mod.lazy_init()
+    mod.lazy_init()
+    (span,) = st.spans("CUDA init")
+    assert span.end_time - span.start_time >= 2_000_000 and len(calls) == 3
+    assert mod.lazy_init is lazy_init  # the original is back after the first success
+
+
+def test_a_child_loads_nvml_only_once_its_cuda_context_exists(monkeypatch):
+    """NVML initialised by an EngineCore while it imported vLLM made those imports 2.3-2.9 s slower on the
+    H100 host: children defer it until their own CUDA context exists (the API server loads it at start)."""
+    from vllm_otel_startup import gpu
+
+    made = []
+    monkeypatch.setattr(gpu, "driver_present", lambda: True)
+    monkeypatch.setattr(gpu, "Nvml", lambda: made.append(1) or types.SimpleNamespace(ok=False, model=None))
+    cuda = _FakeCuda(initialized=False, reserved=0)
+    monkeypatch.setitem(sys.modules, "torch.cuda", cuda)
+    child = Sampler(host=False)
+    child._setup()
+    prev = (time.time_ns(), time.process_time_ns())
+    child._sample(1, 1, prev, None)
+    assert made == []  # importing, no context yet: no NVML
+    cuda.initialized = True
+    child._sample(2, 1, prev, None)
+    child._sample(3, 1, prev, None)
+    assert made == [1]  # once, after the context exists
+    api = Sampler(host=True)
+    api._setup()
+    assert made == [1, 1]  # the API server loads it at start
