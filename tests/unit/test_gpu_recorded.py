@@ -1,0 +1,86 @@
+"""The recorded real H100 starts (tests/data/starts/gpu: vLLM 0.26.0, 8B-shaped, cold and warm) through
+everything that reads a start: the critical path, the printout, the report, compare, advice, the waterfall."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_otel_startup import compare, critical_path, report, summary
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.advice import advise
+from vllm_otel_startup.facts import facts
+
+GPU = Path(__file__).resolve().parents[1] / "data" / "starts" / "gpu"
+COLD, WARM = GPU / "h100-llama8b-compiled-cold.jsonl.gz", GPU / "h100-llama8b-compiled-warm.jsonl.gz"
+
+
+def _load(path):
+    spans = report.load(str(path))
+    return report.tree(spans), spans
+
+
+@pytest.mark.parametrize("path", [COLD, WARM], ids=["cold", "warm"])
+def test_at_least_98_percent_of_a_real_gpu_start_is_explained_on_the_critical_path(path):
+    root, spans = _load(path)
+    cp = critical_path.analyse(root, spans)
+    assert cp.share >= 0.98, cp.headline(8)
+    assert all(g.seconds < 0.5 for g in cp.gaps), cp.headline(8)
+
+
+def test_the_cold_gpu_start_names_every_gpu_phase_with_its_cause():
+    root, spans = _load(COLD)
+    names = {s.name for s in spans}
+    assert {"JIT kernel warmup", "AOT artifact save", "AOT cache load", "Profile run", "First compiled run",
+            "Sampler warmup", "Capture model", "CUDA init", "Distributed init", "Model runner init",
+            "Garbage collection", "Module import", "Scheduler init"} <= names
+    f = facts(root, spans)
+    # the four shard files (16.06 GB of tensors plus the safetensors headers)
+    assert f.compile_hit is False and f.weights_bytes == 16_060_556_376 and f.capture_sizes == 51
+    assert f.graphs == 1734  # 51 sizes x 34 graphs each: sizes and graphs are counted apart
+    cap = next(s for s in spans if s.name == "Capture model")
+    assert cap.attrs[sc.CUDAGRAPH_SHAPES_FULL] == 51 and cap.attrs[sc.CUDAGRAPH_SHAPES_PIECEWISE] == 51
+    aot = next(s for s in spans if s.name == sc.AOT_LOAD_SPAN)
+    assert aot.status != 2 and aot.attrs[sc.COMPILE_AOT_LOAD_ERROR].startswith("FileNotFoundError")
+    assert not [s.name for s in spans if s.status == 2]  # no false ERROR on a healthy cold start
+    save = next(s for s in spans if s.name == "AOT artifact save")
+    assert save.attrs[sc.COMPILE_AOT_BYTES] > 1e6
+
+
+def test_gpu_memory_is_only_on_the_process_that_owns_the_cuda_context():
+    root, spans = _load(COLD)
+    carrying = {s.attrs.get(sc.PROCESS_KIND) for s in spans if sc.RES_GPU_MEMORY_DELTA in s.attrs}
+    assert carrying == {"engine_core"}  # the in-process executor: the EngineCore holds the context
+    kv = next(s for s in spans if s.name == "Allocate KV cache")
+    assert kv.attrs[sc.RES_GPU_MEMORY_SOURCE] == "torch_reserved"  # NVML sees no processes on this VM
+    assert abs(kv.attrs[sc.RES_GPU_MEMORY_DELTA] - kv.attrs.get(sc.KV_CACHE_BYTES, 54.7e9)) < 1e9
+
+
+def test_the_printout_report_and_advice_on_the_cold_gpu_start():
+    root, spans = _load(COLD)
+    text = summary.render(spans, width=140)
+    assert "NVIDIA H100" in text and "vLLM 0.26.0" in text and "critical path: 99" in text
+    full = report.render(root, spans)
+    assert "JIT kernel warmup" in full and "1734 CUDA graphs" in full
+    rules = {a.rule: a for a in advise(facts(root, spans), spans)}
+    assert "fresh_cache_root" in rules
+    assert "of 51 batch sizes (1734 graphs)" in rules["many_cudagraph_sizes"].evidence
+
+
+def test_compare_cold_against_warm_gpu_start_names_the_caches_that_hit():
+    from vllm_otel_startup import sources
+
+    heads = compare.headlines(compare.compare([sources.one(str(COLD))], [sources.one(str(WARM))]))
+    assert any(h.startswith("Model architecture inspection [API server]: modelinfo cache miss → hit") for h in heads)
+    assert any(h.startswith("AOT cache load [EngineCore]: AOT artifact none yet → loaded") for h in heads), heads
+
+
+@pytest.mark.parametrize("fmt", ["html", "png"])
+def test_the_waterfall_draws_the_gpu_start(fmt, tmp_path):
+    from vllm_otel_startup import sources, waterfall
+
+    start = sources.one(str(COLD))
+    out = tmp_path / f"cold.{fmt}"
+    (waterfall.write_html if fmt == "html" else waterfall.write_png)(start, str(out))
+    assert out.stat().st_size > 10_000
