@@ -29,7 +29,7 @@ from dashboards import queries as dq  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 CAN = frozenset({"compile", "compile_cache_miss", "failed_start", "cgroup", "kube_state_metrics"})
-CANNOT = {"gpu": "no GPU on the CI machine (scripts/gpu_startup_probe.py covers the NVML series on an H100)",
+CANNOT = {"gpu": "no GPU on the CI machine (tests/fleet/test_gpu_queries.py runs them on a recorded H100 start)",
           "hub_download": "no model hub reachable from here",
           "history": "days of earlier starts",
           "firing": "a full alert expression returns data only while it fires (promtool tests cover it)"}

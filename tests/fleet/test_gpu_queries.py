@@ -1,0 +1,91 @@
+"""Every dashboard query a GPU start can feed, on a real GPU start's series in a real VictoriaMetrics.
+
+The series are the last point of every metric the recorded H100 start (tests/data/starts/gpu: vLLM 0.26.0,
+8B-shaped, cold) exported over OTLP, as its independent receiver stored them; they are imported the way
+VictoriaMetrics stores OTLP with -opentelemetry.usePrometheusNaming (the OTLP name by semconv.prom_name,
+attributes and resource attributes as labels). That VM had no Kubernetes: the replay adds the pod identity
+the downward API would have given it (IDENTITY), which is the only thing not recorded.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import test_queries_on_stores as base
+import tools
+
+from dashboards import alerts as al
+from dashboards import queries
+from vllm_otel_startup import semconv as sc
+
+RECORDED = (Path(__file__).resolve().parents[1] / "data" / "starts" / "gpu"
+            / "h100-llama8b-compiled-cold.metrics.jsonl.gz")
+IDENTITY = {"k8s_cluster_name": "gpu-cluster", "k8s_namespace_name": "gpu", "k8s_pod_name": "vllm-h100-0",
+            "k8s_node_name": "h100-node"}
+FED = frozenset({al.GPU, al.COMPILE, al.COMPILE_MISS, queries.CGROUP})  # what this cold GPU start feeds
+
+
+def _labels(row: dict) -> dict[str, str]:
+    out = {sc.prom_label(k): str(v) for k, v in {**row["resource"], **row["attrs"]}.items()}
+    return {**out, **IDENTITY}
+
+
+def _fmt(labels: dict[str, str]) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+
+
+def samples() -> Iterator[tuple[str, dict[str, str], float]]:
+    """(Prometheus name, labels, value) of every recorded series, histograms as _sum, _count and _bucket."""
+    for row in map(json.loads, gzip.open(RECORDED, "rt")):
+        name, labels = sc.prom_name(row["name"]), _labels(row)
+        if row["kind"] != "histogram":
+            yield name, labels, float(row["value"])
+            continue
+        stem = name.removesuffix("_seconds") + ("_seconds" if name.endswith("_seconds") else "")
+        yield f"{stem}_sum", labels, float(row["value"])
+        yield f"{stem}_count", labels, float(row["count"])
+        cumulative = 0
+        for bound, n in zip([*row["bounds"], "+Inf"], row["buckets"], strict=True):
+            cumulative += int(n)
+            le = bound if isinstance(bound, str) else f"{bound:g}"
+            yield f"{stem}_bucket", {**labels, "le": le}, float(cumulative)
+
+
+@pytest.fixture(scope="module")
+def victoriametrics(tmp_path_factory) -> Iterator[str]:
+    work, port = tmp_path_factory.mktemp("vm-gpu"), base._free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={work}",
+           "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s"]
+    for _ in base._serve(cmd, f"{url}/health"):
+        now_ms = int(time.time() * 1000)
+        body = "".join(f"{n}{{{_fmt(lb)}}} {v} {t}\n" for n, lb, v in samples()
+                       for t in range(now_ms - 300_000, now_ms + 1, 15_000)).encode()
+        urllib.request.urlopen(urllib.request.Request(f"{url}/api/v1/import/prometheus", data=body), timeout=10)
+        base._get(f"{url}/internal/force_flush")
+        yield url
+
+
+GPU_FED = [q for q in queries.all_queries() if q.needs <= FED and queries.OTLP in q.paths]
+
+
+def test_the_gpu_queries_are_among_those_run():
+    assert sum(al.GPU in q.needs for q in GPU_FED) >= 3
+
+
+@pytest.mark.parametrize("query", GPU_FED, ids=lambda q: q.source)
+def test_query_answers_from_a_real_gpu_starts_series(query, victoriametrics):
+    base._assert_answers(victoriametrics, query)
+
+
+def test_the_h100_is_what_the_gpu_panels_show(victoriametrics):
+    (used,) = base._query(victoriametrics, next(q.expr for q in GPU_FED if q.source.endswith("GPU memory/A")))
+    (limit,) = base._query(victoriametrics, next(q.expr for q in GPU_FED if q.source.endswith("GPU memory/B")))
+    assert used["metric"]["hw_name"] == "NVIDIA H100 80GB HBM3"
+    assert 60e9 < float(used["value"][1]) < float(limit["value"][1]) < 90e9  # ~0.85 of the card after the start
