@@ -42,7 +42,9 @@ def _fmt(labels: dict[str, str]) -> str:
 
 def samples() -> Iterator[tuple[str, dict[str, str], float]]:
     """(Prometheus name, labels, value) of every recorded series, histograms as _sum, _count and _bucket."""
-    for row in map(json.loads, gzip.open(RECORDED, "rt")):
+    with gzip.open(RECORDED, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    for row in rows:
         name, labels = sc.prom_name(row["name"]), _labels(row)
         if row["kind"] != "histogram":
             yield name, labels, float(row["value"])
