@@ -372,7 +372,8 @@ def key_causes(f: Facts) -> list[str]:
             text += f" at {f.weights_gbps:.2f} GB/s"
         out.append(text + f" ({seconds(f.weights_s)})")
     if f.graphs is not None:
-        out.append(f"{f.graphs} CUDA graphs ({seconds(f.capture_s)})")
+        sizes = f" for {f.capture_sizes} sizes" if f.capture_sizes else ""
+        out.append(f"{f.graphs} CUDA graphs{sizes} ({seconds(f.capture_s)})")
     elif f.capture_sizes == 0 and f.outcome == "ready":
         out.append("no CUDA graphs")
     if f.kv_bytes:

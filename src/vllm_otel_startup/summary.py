@@ -60,6 +60,8 @@ def _render(spans: list[Span], *, width: int, advice: int, source: str | None) -
     def visible(s: Span) -> bool:
         if s.status == 2 or _failed_below(s):
             return True
+        if s.attrs.get(sc.PHASE) == "torch_compile_stage":  # PyTorch's own regions: in the full report
+            return False
         if s.duration < threshold:
             return False
         if s.attrs.get(sc.WAITING):  # shown only when the process it waits for sent no spans
