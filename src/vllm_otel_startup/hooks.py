@@ -173,6 +173,7 @@ class Installer:
                 return
         func = getattr(raw, "__func__", raw)
         is_async = inspect.iscoroutinefunction(func)
+
         def restore() -> None:  # a "once" hook puts the original back after its first call
             with contextlib.suppress(Exception):
                 setattr(parent, name, raw)
