@@ -2,7 +2,9 @@
 
 1. Added interpreter start per Python process: `opentelemetry-instrument python -c pass` with our
    instrumentor enabled vs disabled (OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=vllm_startup), interleaved pairs.
-   This is what every helper process (resource tracker, compile workers) pays.
+   This is what every helper process (resource tracker, compile workers) pays. And against plain
+   `python -c pass`: what OpenTelemetry's launcher and auto-instrumentation cost every process started under
+   `opentelemetry-instrument` (the API server and each spawned vLLM process pay it on the critical path).
 2. The resource sampler's steady-state CPU cost at 10 Hz (API server and EngineCore/worker kinds).
 3. Whole-start overhead: the same real `opentelemetry-instrument vllm serve` of the tiny model, with and
    without our instrumentor, alternating (order flipped every pair), warm caches, stopwatch spawn -> first
@@ -48,6 +50,22 @@ def interp(n: int) -> dict:
             (on if enabled else off).append(time.perf_counter() - t)
     return {"runs_each": n, "median_on_ms": 1e3 * statistics.median(on), "median_off_ms": 1e3 * statistics.median(off),
             "added_ms": 1e3 * (statistics.median(on) - statistics.median(off))}
+
+
+def bootstrap(n: int) -> dict:
+    """`python -c pass` plain vs under `opentelemetry-instrument` (this package enabled), interleaved."""
+    bindir = Path(sys.executable).parent
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    plain, otel = [], []
+    for i in range(n):
+        for instrumented in ((True, False) if i % 2 else (False, True)):
+            cmd = ([str(bindir / "opentelemetry-instrument")] if instrumented else []) + [sys.executable, "-c", "pass"]
+            t = time.perf_counter()
+            subprocess.run(cmd, env=base, check=True)
+            (otel if instrumented else plain).append(time.perf_counter() - t)
+    return {"runs_each": n, "median_plain_ms": 1e3 * statistics.median(plain),
+            "median_instrumented_ms": 1e3 * statistics.median(otel),
+            "added_ms": 1e3 * (statistics.median(otel) - statistics.median(plain))}
 
 
 HOOK_COST = """
@@ -183,6 +201,9 @@ def main() -> None:
         result["interpreter"] = r = interp(args.interp)
         print(f"  enabled {r['median_on_ms']:.1f} ms, disabled {r['median_off_ms']:.1f} ms, "
               f"added {r['added_ms']:+.1f} ms")
+        result["bootstrap"] = b = bootstrap(max(5, args.interp // 4))
+        print(f"  plain python {b['median_plain_ms']:.1f} ms, under opentelemetry-instrument "
+              f"{b['median_instrumented_ms']:.1f} ms: OpenTelemetry's bootstrap {b['added_ms']:+.1f} ms per process")
         result["hook"] = h = hook_cost(args.interp)
         print(f"  our instrumentor in a non-vLLM process: median {h['median_ms']:.2f} ms, max {h['max_ms']:.2f} ms")
     result["call"] = c = call_cost()
