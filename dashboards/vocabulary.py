@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.distro import K8S_ENV
+from vllm_otel_startup.agent.distro import K8S_ENV
 
 label = sc.prom_label
 

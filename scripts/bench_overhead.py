@@ -98,12 +98,12 @@ def call_cost(n: int = 20000) -> dict:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from vllm_otel_startup.file_exporter import StartupFileExporter
-    from vllm_otel_startup.hooks import Installer
-    from vllm_otel_startup.patch_points import PatchPoint
-    from vllm_otel_startup.process import ProcessInfo
-    from vllm_otel_startup.processor import StartupSpanProcessor
-    from vllm_otel_startup.runtime import Runtime
+    from vllm_otel_startup.agent.file_exporter import StartupFileExporter
+    from vllm_otel_startup.agent.hooks import Installer
+    from vllm_otel_startup.agent.patch_points import PatchPoint
+    from vllm_otel_startup.agent.process import ProcessInfo
+    from vllm_otel_startup.agent.processor import StartupSpanProcessor
+    from vllm_otel_startup.agent.runtime import Runtime
 
     with tempfile.TemporaryDirectory() as d:
         provider = TracerProvider()

@@ -12,7 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from vllm_otel_startup import semconv as sc  # noqa: E402
-from vllm_otel_startup.patch_points import NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES  # noqa: E402
+from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "telemetry.md"
 

@@ -70,10 +70,10 @@ def setup_instrumentation():
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from vllm_otel_startup.ids import UrandomIdGenerator
-    from vllm_otel_startup.process import ProcessInfo
-    from vllm_otel_startup.processor import StartupSpanProcessor
-    from vllm_otel_startup.runtime import Runtime
+    from vllm_otel_startup.agent.ids import UrandomIdGenerator
+    from vllm_otel_startup.agent.process import ProcessInfo
+    from vllm_otel_startup.agent.processor import StartupSpanProcessor
+    from vllm_otel_startup.agent.runtime import Runtime
     from vllm_otel_startup.semconv import INSTRUMENTATION_NAME
 
     spans = InMemorySpanExporter()
@@ -177,7 +177,7 @@ def sampler_cost(seconds: float, host: bool = True) -> dict:
     """Steady-state CPU cost of the sampler thread at its default 10 Hz in an otherwise idle process (the
     first seconds, NVML initialisation included, are setup and not counted). ``host``: the API server's
     sampler (process tree, host cores, cgroup, NVML), else the EngineCore's / a worker's (itself only)."""
-    from vllm_otel_startup.sampler import Sampler
+    from vllm_otel_startup.agent.sampler import Sampler
 
     s = Sampler(host=host)
     s.start()

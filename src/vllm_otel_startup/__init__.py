@@ -18,8 +18,8 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
 
-from .package import _instruments, _instruments_any
-from .version import __version__
+from vllm_otel_startup.package import _instruments, _instruments_any
+from vllm_otel_startup.version import __version__
 
 __all__ = ["VllmStartupInstrumentor", "__version__"]
 
@@ -49,21 +49,21 @@ class VllmStartupInstrumentor(BaseInstrumentor):
             _log.warning("vllm-otel-startup: setup failed; startup tracing disabled", exc_info=True)
 
     def _setup(self, **kwargs: Any) -> None:
-        from .process import ProcessInfo
+        from vllm_otel_startup.agent.process import ProcessInfo
 
         info = ProcessInfo.current()
         if info.kind not in ("api_server", "engine_core", "worker"):
             return  # helpers and unrelated Python programs: do nothing at all
-        from .hooks import Installer
-        from .processor import StartupSampler, StartupSpanProcessor
-        from .runtime import Runtime
-        from .semconv import INSTRUMENTATION_NAME
+        from vllm_otel_startup.agent.hooks import Installer
+        from vllm_otel_startup.agent.processor import StartupSampler, StartupSpanProcessor
+        from vllm_otel_startup.agent.runtime import Runtime
+        from vllm_otel_startup.semconv import INSTRUMENTATION_NAME
 
         provider = kwargs.get("tracer_provider") or trace.get_tracer_provider()
         tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=provider)
         rt = Runtime(info, tracer, provider)
         if hasattr(provider, "add_span_processor"):
-            from .ids import UrandomIdGenerator
+            from vllm_otel_startup.agent.ids import UrandomIdGenerator
 
             # vLLM seeds Python's global random (set_random_seed): the SDK's default ids would repeat
             provider.id_generator = UrandomIdGenerator()

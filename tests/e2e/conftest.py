@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import harness  # noqa: E402
 
-from vllm_otel_startup import report  # noqa: E402
+from vllm_otel_startup.cli import report  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_otel_startup.report import Span
+from vllm_otel_startup.cli.report import Span
 
 E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e"))
 VENV = E2E_HOME / "venv-vllm"

@@ -23,8 +23,8 @@ import harness
 import psutil
 import pytest
 
-from vllm_otel_startup import report
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli import report
 
 pytestmark = pytest.mark.e2e
 RESULTS: dict[str, dict] = {}

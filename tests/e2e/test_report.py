@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_otel_startup import compare, sources, summary, waterfall
-from vllm_otel_startup.advice import advise
-from vllm_otel_startup.facts import facts, link, seconds
+from vllm_otel_startup.cli import compare, sources, waterfall
+from vllm_otel_startup.model import summary
+from vllm_otel_startup.model.advice import advise
+from vllm_otel_startup.model.facts import facts, link, seconds
 
 ROW = re.compile(r"^\s*(\S+ s)\s+(\d+)%\s\s(API server|EngineCore|worker(?: \d+)?)\s+(\S.*?)(?:  \((.*))?$")
 SRC = str(Path(__file__).resolve().parents[2] / "src")

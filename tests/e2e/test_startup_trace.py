@@ -9,9 +9,10 @@ import re
 import harness
 import pytest
 
-from vllm_otel_startup import critical_path, report
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.patch_points import NATIVE_SPANS
+from vllm_otel_startup.agent.patch_points import NATIVE_SPANS
+from vllm_otel_startup.cli import report
+from vllm_otel_startup.model import critical_path
 
 pytestmark = pytest.mark.e2e
 MS = 1_000_000

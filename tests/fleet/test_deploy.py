@@ -18,7 +18,7 @@ import yaml
 from dashboards import generate
 from dashboards import vocabulary as v
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.distro import K8S_ENV
+from vllm_otel_startup.agent.distro import K8S_ENV
 
 KUSTOMIZE = tools.REPO / "deploy" / "kubernetes"
 OVERLAYS = sorted(p.name for p in (KUSTOMIZE / "overlays").iterdir() if (p / "kustomization.yaml").exists())

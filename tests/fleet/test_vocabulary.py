@@ -9,7 +9,7 @@ import pytest
 from dashboards import alerts, one_start, phases, promql_ast, queries
 from dashboards import vocabulary as v
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.distro import K8S_ENV
+from vllm_otel_startup.agent.distro import K8S_ENV
 
 ALLOWED = v.allowed_series()
 QUERIES = queries.all_queries()

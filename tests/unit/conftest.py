@@ -16,10 +16,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import fake_vllm  # noqa: E402
 
-from vllm_otel_startup.hooks import Installer  # noqa: E402
-from vllm_otel_startup.process import ProcessInfo  # noqa: E402
-from vllm_otel_startup.processor import StartupSampler, StartupSpanProcessor  # noqa: E402
-from vllm_otel_startup.runtime import Runtime  # noqa: E402
+from vllm_otel_startup.agent.hooks import Installer  # noqa: E402
+from vllm_otel_startup.agent.process import ProcessInfo  # noqa: E402
+from vllm_otel_startup.agent.processor import StartupSampler, StartupSpanProcessor  # noqa: E402
+from vllm_otel_startup.agent.runtime import Runtime  # noqa: E402
 from vllm_otel_startup.semconv import INSTRUMENTATION_NAME  # noqa: E402
 
 

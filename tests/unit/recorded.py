@@ -7,8 +7,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from vllm_otel_startup import sources
-from vllm_otel_startup.sources import Start
+from vllm_otel_startup.cli import sources
+from vllm_otel_startup.cli.sources import Start
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "starts"
 DEV = ("eager-cold", "eager-warm", "compiled-cold", "compiled-warm", "bad-model")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from recorded import DEV, dev, named
 
-from vllm_otel_startup import advice
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.facts import facts, link
-from vllm_otel_startup.spanmodel import Span
+from vllm_otel_startup.model import advice
+from vllm_otel_startup.model.facts import facts, link
+from vllm_otel_startup.model.spanmodel import Span
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 import types
 
-from vllm_otel_startup import causes
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent import causes
 
 
 class _Span:

@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 import pytest
 from recorded import DATA, dev, named
 
-from vllm_otel_startup import compare, sources
-from vllm_otel_startup.errors import ReportError
+from vllm_otel_startup.cli import compare, sources
+from vllm_otel_startup.model.errors import ReportError
 
 
 def _cmp(a: str, b: str):

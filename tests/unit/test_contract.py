@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_otel_startup import causes
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.patch_points import HOOKS, NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES
+from vllm_otel_startup.agent import causes
+from vllm_otel_startup.agent.patch_points import HOOKS, NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_otel_startup import critical_path
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.facts import link
-from vllm_otel_startup.spanmodel import Span
+from vllm_otel_startup.model import critical_path
+from vllm_otel_startup.model.facts import link
+from vllm_otel_startup.model.spanmodel import Span
 
 S = 10**9
 

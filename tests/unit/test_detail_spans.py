@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from vllm_otel_startup import retro_spans
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.sampler import Sampler
+from vllm_otel_startup.agent import retro_spans
+from vllm_otel_startup.agent.sampler import Sampler
 
 
 def _phase_span(rt, name="Load model"):
@@ -144,7 +144,7 @@ def test_nvml_per_process_memory_wins_where_nvml_sees_the_process(monkeypatch):
 
 
 def test_pcie_bytes_come_from_the_drivers_counters_or_not_at_all():
-    from vllm_otel_startup.gpu import Nvml
+    from vllm_otel_startup.agent.gpu import Nvml
 
     counters = {198: 1_000, 197: 500}
 
@@ -175,8 +175,8 @@ def test_cuda_init_is_traced_on_its_first_successful_call_only(start):
 
 def test_a_once_hook_traces_the_outermost_first_success_only(start, monkeypatch):
     """torch re-enters _lazy_init while it initialises: one CUDA init span, for the outer call."""
-    from vllm_otel_startup.hooks import Installer
-    from vllm_otel_startup.patch_points import PatchPoint
+    from vllm_otel_startup.agent.hooks import Installer
+    from vllm_otel_startup.agent.patch_points import PatchPoint
 
     mod = types.ModuleType("fake_cuda_mod")
     calls = []
@@ -201,7 +201,7 @@ def test_a_once_hook_traces_the_outermost_first_success_only(start, monkeypatch)
 def test_a_child_loads_nvml_only_once_its_cuda_context_exists(monkeypatch):
     """NVML initialised by an EngineCore while it imported vLLM made those imports 2.3-2.9 s slower on the
     H100 host: children defer it until their own CUDA context exists (the API server loads it at start)."""
-    from vllm_otel_startup import gpu
+    from vllm_otel_startup.agent import gpu
 
     made = []
     monkeypatch.setattr(gpu, "driver_present", lambda: True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from vllm_otel_startup.env_check import repair
+from vllm_otel_startup.agent.env_check import repair
 
 
 def run(environ: dict, caplog) -> list[str]:

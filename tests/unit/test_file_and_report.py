@@ -10,9 +10,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from vllm_otel_startup import report
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.file_exporter import StartupFileExporter
+from vllm_otel_startup.agent.file_exporter import StartupFileExporter
+from vllm_otel_startup.cli import report
 
 
 def _record(directory, keep=20):

@@ -10,10 +10,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.file_exporter import StartupFileExporter
-from vllm_otel_startup.process import ENV_KIND, ENV_PARENT, ProcessInfo
-from vllm_otel_startup.processor import StartupSpanProcessor
-from vllm_otel_startup.runtime import Runtime
+from vllm_otel_startup.agent.file_exporter import StartupFileExporter
+from vllm_otel_startup.agent.process import ENV_KIND, ENV_PARENT, ProcessInfo
+from vllm_otel_startup.agent.processor import StartupSpanProcessor
+from vllm_otel_startup.agent.runtime import Runtime
 
 
 def test_forked_child_becomes_the_announced_process_and_delivers_without_atexit(tmp_path):

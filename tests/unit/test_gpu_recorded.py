@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_otel_startup import compare, critical_path, report, summary
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.advice import advise
-from vllm_otel_startup.facts import facts
+from vllm_otel_startup.cli import compare, report
+from vllm_otel_startup.model import critical_path, summary
+from vllm_otel_startup.model.advice import advise
+from vllm_otel_startup.model.facts import facts
 
 GPU = Path(__file__).resolve().parents[1] / "data" / "starts" / "gpu"
 COLD, WARM = GPU / "h100-llama8b-compiled-cold.jsonl.gz", GPU / "h100-llama8b-compiled-warm.jsonl.gz"
@@ -69,7 +70,7 @@ def test_the_printout_report_and_advice_on_the_cold_gpu_start():
 
 
 def test_compare_cold_against_warm_gpu_start_names_the_caches_that_hit():
-    from vllm_otel_startup import sources
+    from vllm_otel_startup.cli import sources
 
     heads = compare.headlines(compare.compare([sources.one(str(COLD))], [sources.one(str(WARM))]))
     assert any(h.startswith("Model architecture inspection [API server]: modelinfo cache miss → hit") for h in heads)
@@ -78,7 +79,7 @@ def test_compare_cold_against_warm_gpu_start_names_the_caches_that_hit():
 
 @pytest.mark.parametrize("fmt", ["html", "png"])
 def test_the_waterfall_draws_the_gpu_start(fmt, tmp_path):
-    from vllm_otel_startup import sources, waterfall
+    from vllm_otel_startup.cli import sources, waterfall
 
     start = sources.one(str(COLD))
     out = tmp_path / f"cold.{fmt}"

@@ -9,9 +9,9 @@ import copy
 import pytest
 from recorded import DATA, dev, named
 
-from vllm_otel_startup import predict, sources
-from vllm_otel_startup.errors import ReportError
-from vllm_otel_startup.facts import link
+from vllm_otel_startup.cli import predict, sources
+from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.facts import link
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import shutil
 import pytest
 from recorded import DATA, DEV, dev, dev_path
 
-from vllm_otel_startup import sources
-from vllm_otel_startup.errors import ReportError
-from vllm_otel_startup.spanmodel import parse_otlp
+from vllm_otel_startup.cli import sources
+from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.spanmodel import parse_otlp
 
 
 def _key(spans):

@@ -14,9 +14,9 @@ import time
 import pytest
 from recorded import DEV, dev, named
 
-from vllm_otel_startup import summary
-from vllm_otel_startup.facts import seconds
-from vllm_otel_startup.spanmodel import Span
+from vllm_otel_startup.model import summary
+from vllm_otel_startup.model.facts import seconds
+from vllm_otel_startup.model.spanmodel import Span
 
 ROW = re.compile(r"^\s*(\S+ s)\s+(\d+)%\s\s(API server|EngineCore|worker(?: \d+)?)\s+(\S.*?)(?:  \((.*))?$")
 
@@ -135,7 +135,7 @@ def test_cheap_for_150_spans():
 
 def test_imports_nothing_heavy():
     code = ("import sys, time; import vllm_otel_startup; before = set(sys.modules); t = time.perf_counter(); "
-            "import vllm_otel_startup.summary; dt = time.perf_counter() - t; "
+            "import vllm_otel_startup.model.summary; dt = time.perf_counter() - t; "
             "new = sorted(set(sys.modules) - before); "
             "heavy = [m for m in new if m.split('.')[0] in ('numpy', 'PIL', 'torch', 'vllm', 'matplotlib')]; "
             "print(dt, heavy, new)")

@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from recorded import DATA, dev
 
-from vllm_otel_startup import cli, sources
-from vllm_otel_startup.errors import ReportError
+from vllm_otel_startup.cli import main as cli
+from vllm_otel_startup.cli import sources
+from vllm_otel_startup.model.errors import ReportError
 
 TRACE = dev("compiled-warm").trace_id
 

@@ -7,7 +7,7 @@ import logging
 import os
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.process import ENV_KIND, ENV_PARENT
+from vllm_otel_startup.agent.process import ENV_KIND, ENV_PARENT
 
 
 def call(target: str, *args, **kwargs):

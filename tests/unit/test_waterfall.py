@@ -14,7 +14,7 @@ import pytest
 from recorded import DEV, aot_off, dev
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup import waterfall
+from vllm_otel_startup.cli import waterfall
 
 SVG = "{http://www.w3.org/2000/svg}"
 

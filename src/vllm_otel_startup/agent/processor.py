@@ -15,10 +15,10 @@ from typing import Any
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
-from . import semconv as sc
-from .causes import PHASE_PROBES
-from .patch_points import NATIVE_SPANS, SPAN_PHASES, WAITING_SPANS
-from .runtime import SEGMENT_SPANS, Runtime
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.causes import PHASE_PROBES
+from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SPAN_PHASES, WAITING_SPANS
+from vllm_otel_startup.agent.runtime import SEGMENT_SPANS, Runtime
 
 _log = logging.getLogger("vllm_otel_startup")
 # made after the fact, or too many and too short (PyTorch's compile regions): no resource readings of their own

@@ -22,12 +22,12 @@ import wrapt
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from . import causes
-from . import semconv as sc
-from .compile_stages import CompileStages
-from .patch_points import PatchPoint, by_module
-from .process import ENV_KIND, ENV_LABELS, ENV_PARENT, ENV_RANK, SPAWN_ENV, WORKER
-from .runtime import Runtime
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent import causes
+from vllm_otel_startup.agent.compile_stages import CompileStages
+from vllm_otel_startup.agent.patch_points import PatchPoint, by_module
+from vllm_otel_startup.agent.process import ENV_KIND, ENV_LABELS, ENV_PARENT, ENV_RANK, SPAWN_ENV, WORKER
+from vllm_otel_startup.agent.runtime import Runtime
 
 _log = logging.getLogger("vllm_otel_startup")
 _MARK = "_self_vllm_otel_startup"

@@ -10,13 +10,23 @@ import math
 import os
 from html import escape
 
-from . import semconv as sc
-from .advice import advise, observe
-from .canvas import Line, Rect, Scene, Text, fit, text_width
-from .errors import ReportError
-from .facts import KIND_LABEL, Lane, cause_labels, facts, key_causes, lanes, link, phase_of, seconds
-from .sources import Start
-from .spanmodel import Span
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit, text_width
+from vllm_otel_startup.cli.sources import Start
+from vllm_otel_startup.model.advice import advise, observe
+from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.facts import (
+    KIND_LABEL,
+    Lane,
+    cause_labels,
+    facts,
+    key_causes,
+    lanes,
+    link,
+    phase_of,
+    seconds,
+)
+from vllm_otel_startup.model.spanmodel import Span
 
 WIDTH = 1400
 LEFT = 200  # label column
@@ -303,7 +313,7 @@ h2{font-size:15px;margin:18px 0 6px}
 
 
 def html(start: Start, title: str | None = None) -> str:
-    from .report import render, tree
+    from vllm_otel_startup.cli.report import render, tree
 
     sc_ = scene(start)
     root = tree(start.spans)

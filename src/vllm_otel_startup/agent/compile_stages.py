@@ -19,7 +19,7 @@ from typing import Any
 import wrapt
 from opentelemetry import trace
 
-from . import semconv as sc
+from vllm_otel_startup import semconv as sc
 
 _PLAIN = (str, bool, int, float)
 MAX_DEPTH = 128

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import semconv as sc
-from .spanmodel import Span
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model.spanmodel import Span
 
 PROCESS_PHASES = ("startup", "engine_core_process", "worker_process")
 KIND_LABEL = {"api_server": "API server", "engine_core": "EngineCore", "worker": "worker"}

@@ -12,10 +12,10 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from . import semconv as sc
-from .observations import Obs
-from .sampler import Sampler, cgroup_throttled_s, io_bytes, rss_bytes
-from .version import __version__
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.observations import Obs
+from vllm_otel_startup.agent.sampler import Sampler, cgroup_throttled_s, io_bytes, rss_bytes
+from vllm_otel_startup.version import __version__
 
 _log = logging.getLogger("vllm_otel_startup")
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .spanmodel import Span, parse_otlp
+from vllm_otel_startup.model.spanmodel import Span, parse_otlp
 
 _log = logging.getLogger("vllm_otel_startup")
 MAX_AGE_S = 24 * 3600  # leftovers of servers that died without cleaning up
@@ -34,7 +34,7 @@ def directory(trace_id: str) -> str:
 
 def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
     """Write this process's ended SDK spans; atomic (readers never see half a file)."""
-    from .file_exporter import encode
+    from vllm_otel_startup.agent.file_exporter import encode
 
     try:
         d = directory(trace_id)

@@ -15,10 +15,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from . import semconv as sc
-from .errors import ReportError
-from .file_exporter import default_dir
-from .spanmodel import Span, parse_otlp
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.file_exporter import default_dir
+from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.spanmodel import Span, parse_otlp
 
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 _PATTERN = re.compile(r"[*?\[]")
@@ -145,12 +145,12 @@ def one(source: str | None, *, tempo_url: str | None = None, trace_id: str | Non
     """The start a ``report`` SOURCE names: a file (default: the latest in the local directory), the latest
     file in a directory, a trace id (local file ``<id>.jsonl``, or Tempo with ``tempo_url``), or a Tempo URL."""
     if source and source.startswith(("http://", "https://")):
-        from . import tempo
+        from vllm_otel_startup.cli import tempo
 
         return _pick(starts_in(tempo.fetch_url(source), source), trace_id, source)
     if source and TRACE_ID.match(source) and not os.path.exists(source):
         if tempo_url:
-            from . import tempo
+            from vllm_otel_startup.cli import tempo
 
             return _pick(starts_in(tempo.fetch(tempo_url, source), source), source.lower(), source)
         local = os.path.join(default_dir(), f"{source.lower()}.jsonl")

@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from . import semconv as sc
+from vllm_otel_startup import semconv as sc
 
 _log = logging.getLogger("vllm_otel_startup")
 

@@ -16,9 +16,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import semconv as sc
-from .process import redact_url
-from .runtime import Runtime
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.process import redact_url
+from vllm_otel_startup.agent.runtime import Runtime
 
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str) -> Any:

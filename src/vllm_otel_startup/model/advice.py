@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import semconv as sc
-from .facts import Facts, human_bytes, phase_of, seconds
-from .spanmodel import Span
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model.facts import Facts, human_bytes, phase_of, seconds
+from vllm_otel_startup.model.spanmodel import Span
 
 # A cache hit saves 59-83 % of torch.compile: 35.2 -> 6.0 s on our compiled-cold/-warm pair, 31 -> 6.5,
 # 36 -> 9.1 and 44 -> 18 s on the corpus (2, 4, 8 layers), 39 -> 10 s (DGX Spark blog), 11-21 -> 3-6 s (the

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from .errors import ReportError
+from vllm_otel_startup.model.errors import ReportError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,16 +57,16 @@ def _warn(msg: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import sources
-    from .tempo import URL_ENV
+    from vllm_otel_startup.cli import sources
+    from vllm_otel_startup.cli.tempo import URL_ENV
 
     tempo = getattr(args, "tempo", None) or os.environ.get(URL_ENV) or None
     if args.cmd == "report":
-        from . import report
+        from vllm_otel_startup.cli import report
 
         return report.run(args.source, html=args.html, png=args.png, tempo_url=tempo, trace_id=args.trace)
     if args.cmd == "compare":
-        from . import compare
+        from vllm_otel_startup.cli import compare
 
         a = _side(args.a, tempo)
         b = _side(args.b, tempo)
@@ -81,8 +81,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"picture: {args.png}")
         return 0
     if args.cmd == "advise":
-        from .advice import advise, observe
-        from .facts import facts, link
+        from vllm_otel_startup.model.advice import advise, observe
+        from vllm_otel_startup.model.facts import facts, link
 
         st = sources.one(args.source, tempo_url=tempo)
         root = link(st.spans)
@@ -98,8 +98,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         return 0
     if args.cmd == "predict":
-        from . import predict
-        from .file_exporter import default_dir
+        from vllm_otel_startup.agent.file_exporter import default_dir
+        from vllm_otel_startup.cli import predict
 
         corpus = args.corpus or [default_dir()]
         if args.model:
@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _side(src: str, tempo: str | None):
-    from . import sources
+    from vllm_otel_startup.cli import sources
 
     if tempo and sources.TRACE_ID.match(src) and not os.path.exists(src):
         return [sources.one(src, tempo_url=tempo)]

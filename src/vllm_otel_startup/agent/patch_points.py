@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import semconv as sc
+from vllm_otel_startup import semconv as sc
 
 API, CORE, WORKER, ANY = "api_server", "engine_core", "worker", "any"
 HOOKS = frozenset({"span", "spawn", "ready", "guard", "marker", "cli_main", "ctx", "enrich", "once"})

@@ -6,13 +6,14 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from . import critical_path, sources
-from . import semconv as sc
-from .advice import advise, observe
-from .errors import ReportError
-from .facts import cause_labels, facts, kind_of, link, resource_labels
-from .intervals import uncovered
-from .spanmodel import Span, parse_otlp
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli import sources
+from vllm_otel_startup.model import critical_path
+from vllm_otel_startup.model.advice import advise, observe
+from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.facts import cause_labels, facts, kind_of, link, resource_labels
+from vllm_otel_startup.model.intervals import uncovered
+from vllm_otel_startup.model.spanmodel import Span, parse_otlp
 
 __all__ = ["ReportError", "Span", "parse_otlp", "load", "latest", "tree", "coverage", "render", "run"]
 
@@ -84,7 +85,7 @@ def run(source: str | None, *, html: str | None = None, png: str | None = None, 
     print(f"start {root.trace_id}  outcome={root.attrs.get(sc.OUTCOME, '?')}  file={start.source}", file=out)
     print(render(root, start.spans), file=out)
     if html or png:
-        from . import waterfall
+        from vllm_otel_startup.cli import waterfall
 
         if html:
             waterfall.write_html(start, html)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from . import semconv as sc
-from .spanmodel import Span
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model.spanmodel import Span
 
 
 class Obs(NamedTuple):

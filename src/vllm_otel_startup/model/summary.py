@@ -1,7 +1,7 @@
 """The compact breakdown printed when the server is ready: the phase tree with durations, share of the
 start and the process each phase ran in, the key causes, and the top advice.
 
-    from vllm_otel_startup import summary
+    from vllm_otel_startup.model import summary
     if summary.enabled():
         logger.info("%s", summary.render(spans))
 
@@ -16,11 +16,11 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import replace
 
-from . import critical_path
-from . import semconv as sc
-from .advice import advise, observe
-from .facts import KIND_LABEL, Facts, cause_labels, facts, key_causes, kind_of, link, seconds
-from .spanmodel import Span
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model import critical_path
+from vllm_otel_startup.model.advice import advise, observe
+from vllm_otel_startup.model.facts import KIND_LABEL, Facts, cause_labels, facts, key_causes, kind_of, link, seconds
+from vllm_otel_startup.model.spanmodel import Span
 
 ENV = "OTEL_PYTHON_VLLM_STARTUP_SUMMARY"
 _OFF = {"0", "false", "off", "no", "none"}

@@ -22,8 +22,8 @@ from typing import Any
 from opentelemetry.instrumentation.distro import BaseDistro
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 
-from . import semconv as sc
-from .process import child_rank, classify, cmdline
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.process import child_rank, classify, cmdline
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 METRICS_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
@@ -46,7 +46,7 @@ def endpoint_configured(environ: Any = os.environ, names: tuple[str, ...] = ENDP
 
 class VllmStartupDistro(BaseDistro):
     def _configure(self, **kwargs: Any) -> None:
-        from .env_check import repair
+        from vllm_otel_startup.agent.env_check import repair
 
         repair(os.environ)  # bad OTEL_* values: one warning each, repaired (children inherit the repair)
         remote = endpoint_configured()
@@ -98,7 +98,7 @@ class VllmStartupConfigurator(_OTelSDKConfigurator):
         attrs.update(kwargs.get("resource_attributes") or {})
         kwargs["resource_attributes"] = attrs
         if not os.environ.get("OTEL_PYTHON_ID_GENERATOR"):
-            from .ids import UrandomIdGenerator
+            from vllm_otel_startup.agent.ids import UrandomIdGenerator
 
             kwargs.setdefault("id_generator", UrandomIdGenerator())
         super()._configure(**kwargs)

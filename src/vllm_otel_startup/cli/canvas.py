@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from html import escape
 
-from .errors import ReportError
+from vllm_otel_startup.model.errors import ReportError
 
 FONT = "DejaVu Sans, Verdana, Arial, sans-serif"
 CHAR_EM = 0.6  # average advance of DejaVu Sans, in em: label fitting uses it on both backends

@@ -14,9 +14,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from .errors import ReportError
-from .sources import parse_text
-from .spanmodel import Span
+from vllm_otel_startup.cli.sources import parse_text
+from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.spanmodel import Span
 
 TENANT_ENV = "OTEL_PYTHON_VLLM_STARTUP_TEMPO_TENANT"
 URL_ENV = "OTEL_PYTHON_VLLM_STARTUP_TEMPO_URL"

@@ -17,10 +17,10 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from .errors import ReportError
-from .facts import Facts, facts, kind_of, link, phase_of, seconds
-from .sources import Start
-from .spanmodel import Span
+from vllm_otel_startup.cli.sources import Start
+from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.facts import Facts, facts, kind_of, link, phase_of, seconds
+from vllm_otel_startup.model.spanmodel import Span
 
 # (group, phases, features), most specific first: a moment counted by an earlier group is not counted again.
 GROUPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
