@@ -41,7 +41,9 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         return get_dependency_conflicts(_instruments, _instruments_any)
 
     def _instrument(self, **kwargs: Any) -> None:
-        if os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DISABLED", "").lower() in ("1", "true", "yes"):
+        from .settings import DISABLED, flag
+
+        if flag(DISABLED):
             return
         try:
             self._setup(**kwargs)

@@ -16,16 +16,13 @@ from typing import Any
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
 
 _log = logging.getLogger("vllm_otel_startup")
 
 
 def default_dir() -> str:
-    d = os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DIR")
-    if d:
-        return os.path.expanduser(d)
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(xdg, "vllm-otel-startup", "starts")
+    return settings.start_dir()
 
 
 def _value(v: Any) -> dict[str, Any]:
@@ -85,10 +82,7 @@ def encode(spans: Sequence[Any]) -> dict[str, Any]:
 class StartupFileExporter(SpanExporter):
     def __init__(self, directory: str | None = None, keep: int | None = None) -> None:
         self.directory = directory or default_dir()
-        try:
-            self.keep = keep if keep is not None else int(os.environ.get("OTEL_PYTHON_VLLM_STARTUP_KEEP", "20"))
-        except ValueError:
-            self.keep = 20
+        self.keep = keep if keep is not None else int(settings.number(settings.KEEP, minimum=1))
         self._warned = False
         self._pruned = False
 

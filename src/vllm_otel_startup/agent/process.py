@@ -12,13 +12,14 @@ import sys
 import time
 from functools import lru_cache
 
+from vllm_otel_startup import settings
+
 # Environment handed to spawned children (set around Process.start(), restored right after).
-ENV_PARENT = "OTEL_PYTHON_VLLM_STARTUP_TRACEPARENT"  # W3C traceparent of the span the child hangs under
-ENV_KIND = "OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND"  # engine_core | worker
-ENV_RANK = "OTEL_PYTHON_VLLM_STARTUP_CHILD_RANK"
-ENV_LABELS = "OTEL_PYTHON_VLLM_STARTUP_LABELS"  # JSON: the API server's fleet label values, for the metrics
+ENV_PARENT = settings.TRACEPARENT.name  # W3C traceparent of the span the child hangs under
+ENV_KIND = settings.CHILD_KIND.name  # engine_core | worker
+ENV_RANK = settings.CHILD_RANK.name
+ENV_LABELS = settings.LABELS.name  # JSON: the API server's fleet label values, for the metrics
 SPAWN_ENV = (ENV_PARENT, ENV_KIND, ENV_RANK, ENV_LABELS)
-ENV_DISABLE = "OTEL_PYTHON_VLLM_STARTUP_DISABLED"  # "1": the instrumentor does nothing in this process
 
 API_SERVER, ENGINE_CORE, WORKER, HELPER, OTHER = "api_server", "engine_core", "worker", "helper", "other"
 

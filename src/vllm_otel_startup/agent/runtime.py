@@ -17,6 +17,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
 from vllm_otel_startup.agent.process import (
     API_SERVER,
     ENGINE_CORE,
@@ -46,12 +47,6 @@ SEGMENT_SPANS = frozenset(
 # in the background either way: the wait only shortens the window in which a crash right after ready loses spans.
 FLUSH_MS = 25
 
-
-def _env_ms(name: str, default: int) -> float:
-    try:
-        return max(0, int(os.environ.get(name, default))) / 1000.0
-    except ValueError:
-        return default / 1000.0
 
 
 def vllm_cache_root() -> str:
@@ -221,12 +216,11 @@ class Runtime:
             span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
         span.end(end_time=end_ns)
-        wait = _env_ms("OTEL_PYTHON_VLLM_STARTUP_FAILURE_FLUSH_MS", 5000) if error else _env_ms(
-            "OTEL_PYTHON_VLLM_STARTUP_FLUSH_MS", FLUSH_MS
-        )
+        wait = settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if error else settings.seconds_from_ms(
+            settings.FLUSH_MS)
         self.flush(wait, before=self.publish)
         if self.sampler is not None:
-            self.sampler.stop_after(_env_ms("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_TAIL_MS", 2000), self._flush_metrics)
+            self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), self._flush_metrics)
 
     # ---- the ready point's products ---------------------------------------------------------------------
     def _start_facts(self) -> dict[str, Any]:
@@ -309,7 +303,7 @@ class Runtime:
         except Exception:  # noqa: BLE001
             _log.debug("metrics unavailable", exc_info=True)
             return
-        interval = _env_ms("OTEL_PYTHON_VLLM_STARTUP_METRICS_FLUSH_MS", 5000)
+        interval = settings.seconds_from_ms(settings.METRICS_FLUSH_MS)
         if interval > 0 and not self.sampler.stopped:
             threading.Thread(target=self._export_while_starting, args=(interval,), daemon=True,
                              name="vllm-otel-startup-metrics").start()
@@ -348,7 +342,7 @@ class Runtime:
                 self._flush_metrics()
             except Exception:  # noqa: BLE001 - telemetry never raises into the host
                 _log.debug("flush failed", exc_info=True)
-            if os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DEBUG"):
+            if settings.flag(settings.DEBUG):
                 print(f"[vllm-otel-startup] {self.info.kind} pid {os.getpid()} flushed in "
                       f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
 
@@ -356,7 +350,7 @@ class Runtime:
         t0 = time.monotonic()
         t.start()
         t.join(wait_s)
-        if os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DEBUG"):
+        if settings.flag(settings.DEBUG):
             print(f"[vllm-otel-startup] {self.info.kind} pid {os.getpid()} ready-point wait "
                   f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",
                   file=sys.stderr, flush=True)

@@ -25,6 +25,7 @@ except ImportError:  # not on every platform
     resource = None  # type: ignore[assignment]
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
 
 _log = logging.getLogger("vllm_otel_startup")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -161,10 +162,7 @@ class Snapshot:
 
 
 def _hz() -> float:
-    try:
-        return max(0.0, float(os.environ.get("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "10")))
-    except ValueError:
-        return 10.0
+    return settings.number(settings.SAMPLE_HZ)
 
 
 class Sampler:

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from vllm_otel_startup import settings
 from vllm_otel_startup.model.errors import ReportError
 
 
@@ -98,8 +99,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         return 0
     if args.cmd == "predict":
-        from vllm_otel_startup.agent.file_exporter import default_dir
         from vllm_otel_startup.cli import predict
+        from vllm_otel_startup.settings import start_dir as default_dir
 
         corpus = args.corpus or [default_dir()]
         if args.model:
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - a command line prints one line, never a traceback
-        if os.environ.get("OTEL_PYTHON_VLLM_STARTUP_DEBUG") == "1":
+        if settings.flag(settings.DEBUG):
             raise
         print(f"vllm-otel-startup: internal error: {exc.__class__.__name__}: {exc} "
               "(OTEL_PYTHON_VLLM_STARTUP_DEBUG=1 shows the traceback)", file=sys.stderr)

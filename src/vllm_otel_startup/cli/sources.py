@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.file_exporter import default_dir
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.spanmodel import Span, parse_otlp
+from vllm_otel_startup.settings import start_dir as default_dir
 
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 _PATTERN = re.compile(r"[*?\[]")

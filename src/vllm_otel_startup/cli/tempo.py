@@ -14,12 +14,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from vllm_otel_startup import settings
 from vllm_otel_startup.cli.sources import parse_text
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.spanmodel import Span
 
-TENANT_ENV = "OTEL_PYTHON_VLLM_STARTUP_TEMPO_TENANT"
-URL_ENV = "OTEL_PYTHON_VLLM_STARTUP_TEMPO_URL"
+TENANT_ENV = settings.TEMPO_TENANT.name
+URL_ENV = settings.TEMPO_URL.name
 
 
 def _get(url: str, timeout: float) -> tuple[int, str]:

@@ -11,25 +11,23 @@ under 50 ms for a few hundred spans). ``OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0`` tur
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections.abc import Mapping
 from dataclasses import replace
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
 from vllm_otel_startup.model import critical_path
 from vllm_otel_startup.model.advice import advise, observe
 from vllm_otel_startup.model.facts import KIND_LABEL, Facts, cause_labels, facts, key_causes, kind_of, link, seconds
 from vllm_otel_startup.model.spanmodel import Span
 
-ENV = "OTEL_PYTHON_VLLM_STARTUP_SUMMARY"
-_OFF = {"0", "false", "off", "no", "none"}
+ENV = settings.SUMMARY.name
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """False when ``OTEL_PYTHON_VLLM_STARTUP_SUMMARY`` is 0 / false / off / no; on by default."""
-    env = os.environ if environ is None else environ
-    return env.get(ENV, "1").strip().lower() not in _OFF
+    """False when ``OTEL_PYTHON_VLLM_STARTUP_SUMMARY`` is false (settings' one boolean grammar); on by default."""
+    return settings.flag(settings.SUMMARY, environ)
 
 
 def render(spans: list[Span], *, width: int = 110, advice: int = 1, source: str | None = None) -> str:

@@ -1,0 +1,95 @@
+"""Every ``OTEL_PYTHON_VLLM_STARTUP_*`` setting, with its default, read one way (docs/telemetry.md,
+"Configuration"). Standard library only: the agent, the model and the command line all read settings here.
+
+Booleans have one grammar: ``1``/``true``/``yes``/``on`` are true, ``0``/``false``/``no``/``off``/``none`` are
+false (any case), anything else (unset, empty, a typo) is the default. Numbers that do not parse are the default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PREFIX = "OTEL_PYTHON_VLLM_STARTUP_"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", "none"})
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str
+    doc: str
+    internal: bool = False  # handed from the API server to its children, not for users
+
+    def raw(self, environ: Mapping[str, str] | None = None) -> str | None:
+        return (os.environ if environ is None else environ).get(self.name)
+
+
+def _s(suffix: str, default: str, doc: str, internal: bool = False) -> Setting:
+    return Setting(PREFIX + suffix, default, doc, internal)
+
+
+DISABLED = _s("DISABLED", "false", "true: the instrumentor does nothing in this process")
+DIR = _s("DIR", "", "local startup-trace files (the `vllm_startup_file` exporter); default "
+         "`$XDG_CACHE_HOME/vllm-otel-startup/starts` (`~/.cache/...`)")
+KEEP = _s("KEEP", "20", "newest start files kept there")
+FLUSH_MS = _s("FLUSH_MS", "25", "longest wait for the export at a process's ready point (the export goes on in the "
+              "background; three processes pass a ready point, so a collector that never answers costs at most "
+              "3 × 25 ms)")
+FAILURE_FLUSH_MS = _s("FAILURE_FLUSH_MS", "5000", "longest wait when a process fails before ready")
+DEBUG = _s("DEBUG", "false", "true: each process prints how long its ready-point flush took to stderr; the command "
+           "line shows tracebacks")
+SUMMARY = _s("SUMMARY", "true", "false: the API server prints no breakdown at ready (it is printed to stdout, where "
+             "vLLM logs, with or without an OTLP endpoint)")
+TEMPO_URL = _s("TEMPO_URL", "", "`vllm-otel-startup report` reads a trace id from this Tempo (`--tempo` wins)")
+TEMPO_TENANT = _s("TEMPO_TENANT", "", "a multi-tenant Tempo's tenant (`X-Scope-OrgID`)")
+SAMPLE_HZ = _s("SAMPLE_HZ", "10", "resource sampler rate; `0` turns the sampler (resource metrics, peaks) off; the "
+               "exact per-span CPU / disk deltas remain")
+SAMPLE_TAIL_MS = _s("SAMPLE_TAIL_MS", "2000", "how long the sampler goes on after ready before it stops (with a "
+                    "last metrics export)")
+METRICS_FLUSH_MS = _s("METRICS_FLUSH_MS", "5000", "metrics export interval while a process is starting (the SDK's "
+                      "own `OTEL_METRIC_EXPORT_INTERVAL` applies after)")
+LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
+TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)
+CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)
+CHILD_RANK = _s("CHILD_RANK", "", "a spawned worker's global rank", internal=True)
+
+ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, DEBUG, SUMMARY, TEMPO_URL,
+                            TEMPO_TENANT, SAMPLE_HZ, SAMPLE_TAIL_MS, METRICS_FLUSH_MS, LABELS, TRACEPARENT,
+                            CHILD_KIND, CHILD_RANK)
+
+
+def flag(setting: Setting, environ: Mapping[str, str] | None = None) -> bool:
+    value = (setting.raw(environ) or "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    return setting.default in _TRUE
+
+
+def number(setting: Setting, environ: Mapping[str, str] | None = None, minimum: float = 0.0) -> float:
+    try:
+        return max(minimum, float(setting.raw(environ) or setting.default))
+    except ValueError:
+        return float(setting.default)
+
+
+def seconds_from_ms(setting: Setting, environ: Mapping[str, str] | None = None) -> float:
+    return number(setting, environ) / 1000.0
+
+
+def text(setting: Setting, environ: Mapping[str, str] | None = None) -> str:
+    return setting.raw(environ) or setting.default
+
+
+def start_dir(environ: Mapping[str, str] | None = None) -> str:
+    """Where the local start files are written and read."""
+    env = os.environ if environ is None else environ
+    d = text(DIR, env)
+    if d:
+        return os.path.expanduser(d)
+    xdg = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "vllm-otel-startup", "starts")
