@@ -28,10 +28,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
+sys.path.insert(0, str(HERE.parent))  # the repository root: support/ (shared with the e2e tests)
 
-import harness  # noqa: E402
 from gpu_startup_probe import sampler_cost  # noqa: E402
+
+from support import harness  # noqa: E402
 
 DISABLED = {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "vllm_startup"}
 WAIT = re.compile(r"\[vllm-otel-startup\] (\w+) pid \d+ ready-point wait ([\d.]+) ms")
@@ -156,7 +157,7 @@ def process_rss(api_pid: int) -> dict[str, int]:
 def starts(n: int, mode: str, workdir: Path) -> dict:
     model = workdir / "tiny-model"
     if not model.exists():
-        subprocess.run([sys.executable, str(HERE.parent / "tests/e2e/make_tiny_model.py"), str(model)],
+        subprocess.run([sys.executable, str(HERE.parent / "support/make_tiny_model.py"), str(model)],
                        check=True, capture_output=True)
     args = ["--enforce-eager"] if mode == "eager" else []
     cache = workdir / f"cache-{mode}"

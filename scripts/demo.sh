@@ -10,7 +10,7 @@ E2E="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}"
 V="$E2E/venv-vllm"
 WORK="${VOS_DEMO_DIR:-$E2E/demo}"
 mkdir -p "$WORK"
-[ -f "$WORK/tiny-model/model.safetensors" ] || "$V/bin/python" tests/e2e/make_tiny_model.py "$WORK/tiny-model" >/dev/null 2>&1
+[ -f "$WORK/tiny-model/model.safetensors" ] || "$V/bin/python" support/make_tiny_model.py "$WORK/tiny-model" >/dev/null 2>&1
 PORT=${VOS_DEMO_PORT:-8011}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_NO_USAGE_STATS=1
 export VLLM_CACHE_ROOT="$WORK/vllm-cache" OTEL_PYTHON_VLLM_STARTUP_DIR="$WORK/starts" PATH="$V/bin:$PATH"

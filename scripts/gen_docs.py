@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from vllm_otel_startup import semconv as sc  # noqa: E402
+from vllm_otel_startup import settings  # noqa: E402
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "telemetry.md"
@@ -48,8 +49,16 @@ def metrics_table(metrics: dict, fleet: bool) -> str:
     return "\n".join(rows)
 
 
+def settings_table() -> str:
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for s in settings.ALL:
+        rows.append(f"| `{s.name}` | {f'`{s.default}`' if s.default else '—'} | "
+                    f"{'internal: ' if s.internal else ''}{s.doc} |")
+    return "\n".join(rows)
+
+
 def render(text: str) -> str:
-    tables = (("phases", phases_table()), ("patch-points", patch_table()),
+    tables = (("phases", phases_table()), ("patch-points", patch_table()), ("settings", settings_table()),
               ("startup-metrics", metrics_table(sc.STARTUP_METRICS, True)),
               ("resource-metrics", metrics_table(sc.RESOURCE_METRICS, False)))
     for name, table in tables:

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "e2e"))
+sys.path.insert(0, str(HERE.parent))  # the repository root: support/ (shared with the e2e tests)
 
-import harness  # noqa: E402
+from support import harness  # noqa: E402
 
 # (layers, hidden): from the 1.7 MB default to ~200 MB of float32 weights
 SIZES = [(1, 128), (2, 128), (4, 256), (8, 256), (2, 512), (6, 512), (4, 1024), (8, 1024)]
@@ -37,7 +37,7 @@ def main() -> int:
     for (layers, hidden), mode, warmth in plan:
         model = models / f"l{layers}-h{hidden}"
         if not (model / "model.safetensors").exists():
-            subprocess.run([harness.python(), str(HERE.parent / "tests/e2e/make_tiny_model.py"), str(model),
+            subprocess.run([harness.python(), str(HERE.parent / "support/make_tiny_model.py"), str(model),
                             "--layers", str(layers), "--hidden", str(hidden)], check=True, capture_output=True)
         cache = caches / f"{model.name}-{mode}"
         if warmth == "cold":

@@ -12,17 +12,19 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent))  # faults.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # support/: shared with the benchmark scripts
 
-import harness  # noqa: E402
-
+from support import harness  # noqa: E402
 from vllm_otel_startup.cli import report  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` has deselected: the fast lane (`-m "not e2e"`) needs no e2e environment
 def pytest_collection_modifyitems(config, items):
-    if not harness.VENV.joinpath("bin/vllm").exists():
+    selected = any(item.get_closest_marker("e2e") for item in items)
+    if selected and not harness.VENV.joinpath("bin/vllm").exists():
         pytest.exit(f"e2e environment missing at {harness.E2E_HOME}: run tests/e2e/bootstrap.sh first", 2)
 
 
@@ -41,7 +43,7 @@ def backends(workdir):
 @pytest.fixture(scope="session")
 def tiny_model(workdir) -> Path:
     out = workdir / "tiny-model"
-    subprocess.run([harness.python(), str(Path(__file__).parent / "make_tiny_model.py"), str(out)],
+    subprocess.run([harness.python(), str(Path(harness.__file__).parent / "make_tiny_model.py"), str(out)],
                    check=True, capture_output=True)
     return out
 

@@ -9,7 +9,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from harness import free_port
+from support.harness import free_port
 
 
 class Blackhole:

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 import faults
-import harness
 import psutil
 import pytest
 
+from support import harness
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import report
 

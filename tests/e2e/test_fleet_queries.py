@@ -18,9 +18,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import harness
 import pytest
 
+from support import harness
 from vllm_otel_startup import semconv as sc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the dashboards package at the repository root

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import re
 
-import harness
 import pytest
 
+from support import harness
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS
 from vllm_otel_startup.cli import report

@@ -1,0 +1,146 @@
+"""The layout's rules, checked on the source: three wings with one-way imports, and no import cycle.
+
+- ``model`` (the offline model of a recorded start) imports only the standard library and the two stdlib-only
+  top-level modules ``semconv`` and ``settings``: the agent prints it at ready, the command line reads it;
+- ``agent`` (runs inside vLLM processes) never imports ``cli``; ``cli`` never imports ``agent``;
+- nothing in ``src`` imports the tests, the scripts or ``support``;
+- no import cycle in ``src`` or ``dashboards`` (function-level imports included: a lazy import is still an arrow).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+PKG = "vllm_otel_startup"
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+TOP_STDLIB_ONLY = {f"{PKG}.semconv", f"{PKG}.settings"}
+
+
+def module_name(path: Path, base: Path) -> str:
+    parts = list(path.relative_to(base).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path, base: Path) -> Iterator[str]:
+    """Every module this file imports, absolute (relative imports resolved), at any depth of the file."""
+    me = module_name(path, base)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                mod = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            yield mod
+            for a in node.names:  # `from pkg import module` names a module too
+                yield f"{mod}.{a.name}"
+
+
+def sources(base: Path, top: str) -> list[Path]:
+    return sorted((base / top).rglob("*.py"))
+
+
+def graph(base: Path, top: str) -> dict[str, set[str]]:
+    files = sources(base, top)
+    known = {module_name(p, base) for p in files}
+    return {module_name(p, base): {m for m in imports(p, base) if m in known and m != module_name(p, base)}
+            for p in files}
+
+
+def wing_files(wing: str) -> list[Path]:
+    return sorted((SRC / PKG / wing).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", wing_files("model"), ids=lambda p: p.name)
+def test_the_model_imports_only_the_standard_library(path):
+    bad = sorted({m for m in imports(path, SRC)
+                  if m.split(".")[0] not in STDLIB and not m.startswith(f"{PKG}.model")
+                  and m not in TOP_STDLIB_ONLY and m != PKG})
+    assert bad == [], f"{path.name} imports {bad}"
+
+
+@pytest.mark.parametrize("path", [*wing_files("model"), SRC / PKG / "semconv.py", SRC / PKG / "settings.py"],
+                         ids=lambda p: p.name)
+def test_the_shared_vocabulary_and_settings_are_standard_library_only(path):
+    if path.parent.name == "model":
+        return  # covered above
+    bad = sorted({m for m in imports(path, SRC) if m.split(".")[0] not in STDLIB})
+    assert bad == [], f"{path.name} imports {bad}"
+
+
+@pytest.mark.parametrize("wing, never", [("agent", "cli"), ("cli", "agent")])
+def test_the_agent_and_the_command_line_do_not_import_each_other(wing, never):
+    for path in wing_files(wing):
+        bad = sorted({m for m in imports(path, SRC) if m.startswith(f"{PKG}.{never}")})
+        assert bad == [], f"{wing}/{path.name} imports {bad}"
+
+
+def test_nothing_in_src_imports_tests_scripts_or_support():
+    for path in sources(SRC, PKG):
+        bad = sorted({m for m in imports(path, SRC) if m.split(".")[0] in ("tests", "scripts", "support", "harness")})
+        assert bad == [], f"{path} imports {bad}"
+
+
+def _cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+@pytest.mark.parametrize("base, top", [(SRC, PKG), (ROOT, "dashboards")], ids=["src", "dashboards"])
+def test_no_import_cycle(base, top):
+    g = graph(base, top)
+    # a package's __init__ importing its own submodules is not a cycle of behaviour: leave those arrows out
+    for mod in g:
+        g[mod] = {m for m in g[mod] if not m.startswith(mod + ".")}
+    assert _cycles(g) == []
+
+
+def test_the_rules_see_real_arrows():
+    """The checker itself: the CLI's entry imports the report, the report the model."""
+    g = graph(SRC, PKG)
+    assert f"{PKG}.model.facts" in g[f"{PKG}.cli.report"]
+    assert any(m.startswith(f"{PKG}.model") for m in g[f"{PKG}.agent.runtime"])
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
