@@ -36,11 +36,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from vllm_otel_startup import alerts as al
-from vllm_otel_startup import generate
-from vllm_otel_startup import promql_ast as ast
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup import vocabulary as v
+
+from . import alerts as al
+from . import generate
+from . import promql_ast as ast
+from . import vocabulary as v
 
 SUBSTITUTIONS: dict[str, str] = {"__range": "1h", "__interval": "1h", "__rate_interval": "5m"}
 ALL = ".*"
