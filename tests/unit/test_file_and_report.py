@@ -52,7 +52,7 @@ def test_report_tree_and_explained_share(tmp_path, capsys):
     assert "vLLM startup" in out and "Load weights" in out
     assert "critical path: 90.0% of 10.00 s explained" in out  # 9 of 10 s covered, the last second is a named gap
     st = Start(sources.read_file(str(tmp_path / f"{trace_id:032x}.jsonl")))
-    share, gap, at = report.coverage(st)
+    share, gap, at = report.coverage(st.root, st.spans)
     assert share == pytest.approx(0.9) and gap == 10**9 and at == 9 * 10**9
 
 

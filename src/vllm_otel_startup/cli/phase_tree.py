@@ -10,10 +10,9 @@ from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
 
 
-def coverage(st: Start, skip_waiting: bool = False) -> tuple[float, int, int]:
-    """Share of the root's wall time covered by the union of leaf spans; largest uncovered interval (ns)
-    and where it begins."""
-    root, spans = st.root, st.spans
+def coverage(root: Span, spans: list[Span], skip_waiting: bool = False) -> tuple[float, int, int]:
+    """Share of the root's wall time covered by the union of leaf spans (of a linked start); largest uncovered
+    interval (ns) and where it begins."""
     parents = {s.parent_id for s in spans if s.parent_id}
     leaves = [(s.start, s.end, s.name) for s in spans
               if s.span_id not in parents and s is not root and not (skip_waiting and s.attrs.get(sc.WAITING))]
@@ -36,7 +35,7 @@ def render(st: Start) -> str:
             walk(c, depth + 1)
 
     walk(st.root, 0)
-    share, gap, _ = coverage(st)
+    share, gap, _ = coverage(st.root, st.spans)
     lines.append("")
     lines.append(st.critical_path.headline(top=5))
     lines.append(f"(any leaf span, waiting spans included: {100 * share:.1f}%, largest gap {gap / 1e9:.3f} s)")

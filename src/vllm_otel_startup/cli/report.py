@@ -9,8 +9,14 @@ from typing import TextIO
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import sources, waterfall
 from vllm_otel_startup.cli.phase_tree import coverage, render
+from vllm_otel_startup.model.spanmodel import Span
 
-__all__ = ["coverage", "render", "run"]
+__all__ = ["Span", "coverage", "load", "render", "run"]
+
+
+def load(path: str) -> list[Span]:
+    """Every span in a recorded-start file (the e2e tests read their files with it)."""
+    return sources.read_file(path)
 
 
 def run(source: str | None, *, html: str | None = None, png: str | None = None, tempo_url: str | None = None,

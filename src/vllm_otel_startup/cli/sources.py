@@ -16,8 +16,9 @@ from collections.abc import Callable
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import tempo
 from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.facts import find_root
 from vllm_otel_startup.model.spanmodel import Span, parse_text
-from vllm_otel_startup.model.start import Start, find_root
+from vllm_otel_startup.model.start import Start
 from vllm_otel_startup.settings import start_dir as default_dir
 
 __all__ = ["TRACE_ID", "Start", "latest_file", "many", "one", "parse_text", "read_file", "starts_in"]

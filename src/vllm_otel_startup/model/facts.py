@@ -16,8 +16,8 @@ from vllm_otel_startup.model.formatting import human_bytes, seconds
 from vllm_otel_startup.model.intervals import union_length
 from vllm_otel_startup.model.spanmodel import Span
 
-__all__ = ["KIND_LABEL", "Facts", "Lane", "cause_labels", "facts", "folds_into", "human_bytes", "key_causes",
-           "kind_of", "lanes", "no_aot_artifact_yet", "phase_of", "resource_labels", "seconds"]
+__all__ = ["KIND_LABEL", "Facts", "Lane", "cause_labels", "facts", "find_root", "folds_into", "human_bytes",
+           "key_causes", "kind_of", "lanes", "link", "no_aot_artifact_yet", "phase_of", "resource_labels", "seconds"]
 
 PROCESS_PHASES = ("startup", "engine_core_process", "worker_process")
 KIND_LABEL = {"api_server": "API server", "engine_core": "EngineCore", "worker": "worker"}
@@ -34,6 +34,33 @@ def phase_of(s: Span) -> str:
 
 def kind_of(s: Span) -> str:
     return str(s.attrs.get(sc.PROCESS_KIND) or s.resource.get(sc.PROCESS_KIND) or "?")
+
+
+def find_root(spans: list[Span]) -> Span | None:
+    """The ``vLLM startup`` span without a parent, else the first one, else None."""
+    roots = [s for s in spans if s.name == sc.ROOT_SPAN]
+    return next((s for s in roots if not s.parent_id), roots[0] if roots else None)
+
+
+def link(spans: list[Span], root: Span | None = None) -> Span | None:
+    """Parent/child links (rebuilt on every call), children by start time; the root, or None. A span whose
+    parent is missing (lost in export) hangs under the root so nothing disappears. Readers use ``Start``,
+    which calls this once."""
+    root = root if root is not None else find_root(spans)
+    by_id = {s.span_id: s for s in spans}
+    for s in spans:
+        s.children = []
+    for s in spans:
+        if s is root:
+            continue
+        parent = by_id.get(s.parent_id or "")
+        if parent is None or parent is s:
+            parent = root
+        if parent is not None:
+            parent.children.append(s)
+    for s in spans:
+        s.children.sort(key=lambda c: (c.start, -c.end))
+    return root
 
 
 def phase_seconds(spans: list[Span]) -> dict[tuple[str, str], float]:

@@ -13,29 +13,8 @@ from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.model import critical_path
 from vllm_otel_startup.model.advice import Advice, advise, observe
 from vllm_otel_startup.model.errors import ReportError
-from vllm_otel_startup.model.facts import Facts, Lane, facts, lanes
+from vllm_otel_startup.model.facts import Facts, Lane, facts, find_root, lanes, link
 from vllm_otel_startup.model.spanmodel import Span
-
-
-def find_root(spans: list[Span]) -> Span | None:
-    """The ``vLLM startup`` span without a parent, else the first one, else None."""
-    roots = [s for s in spans if s.name == sc.ROOT_SPAN]
-    return next((s for s in roots if not s.parent_id), roots[0] if roots else None)
-
-
-def link(spans: list[Span], root: Span) -> None:
-    """Parent/child links, children by start time. A span whose parent is missing (lost in export) hangs
-    under the root so nothing disappears."""
-    by_id = {s.span_id: s for s in spans}
-    for s in spans:
-        s.children = []
-    for s in spans:
-        if s is root:
-            continue
-        parent = by_id.get(s.parent_id or "")
-        (root if parent is None or parent is s else parent).children.append(s)
-    for s in spans:
-        s.children.sort(key=lambda c: (c.start, -c.end))
 
 
 class Start:
@@ -45,7 +24,7 @@ class Start:
         root = root if root is not None else find_root(spans)
         if root is None:
             raise ReportError(f"{source or 'spans'}: not a vLLM start (no '{sc.ROOT_SPAN}' root span)")
-        link(spans, root)
+        link(spans, root)  # the one place a start's spans are linked
         self.spans, self.source, self.root = spans, source, root
 
     @property

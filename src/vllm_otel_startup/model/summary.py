@@ -17,9 +17,18 @@ from dataclasses import replace
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.model.facts import KIND_LABEL, Facts, cause_labels, folds_into, key_causes, kind_of, seconds
+from vllm_otel_startup.model.facts import (
+    KIND_LABEL,
+    Facts,
+    cause_labels,
+    find_root,
+    folds_into,
+    key_causes,
+    kind_of,
+    seconds,
+)
 from vllm_otel_startup.model.spanmodel import Span
-from vllm_otel_startup.model.start import Start, find_root
+from vllm_otel_startup.model.start import Start
 
 ENV = settings.SUMMARY.name
 
