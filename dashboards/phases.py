@@ -17,29 +17,9 @@ from . import vocabulary as v
 PROCESS_PHASE: dict[str, str] = {v.API_SERVER: "startup", v.ENGINE_CORE: "engine_core_process",
                                  v.WORKER: "worker_process"}
 
-STACKED_PHASES: tuple[str, ...] = (
-    "interpreter_start",  # every process kind: each process's own, one after the other
-    "imports",
-    "process_entry",  # forked children instead of interpreter_start + imports
-    "cli",
-    "event_loop",
-    "api_server_setup",
-    "engine_args",
-    "config",  # contains hf_config and model_inspection
-    "tokenizer",
-    "device_init",
-    "model_init",  # model_load = model_init + weights_load + weights_postprocess (+ glue); model_create wraps it
-    "weights_load",  # contains weights_download
-    "weights_postprocess",
-    "aot_load",
-    "torch_compile",  # inside kv_cache_profile (the profile run's first forward compiles)
-    "kv_cache_allocate",
-    "kernel_warmup",
-    "cudagraph_capture",
-    "app_build",
-    "app_state",
-    "http_startup",
-)
+# Declared with the other phase groupings in semconv (every phase placed; a new one lands in "other" only
+# when listed there).
+STACKED_PHASES: tuple[str, ...] = sc.STACKED_GROUPS["stacked"]
 
 # Phases the regression alert compares against the fleet's own recent p95: the stack plus the composite phases
 # the field's playbook talks about (download, KV-cache profiling, model inspection).

@@ -8,7 +8,7 @@ import copy
 from pathlib import Path
 
 from vllm_otel_startup.cli import sources
-from vllm_otel_startup.cli.sources import Start
+from vllm_otel_startup.model.start import Start
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "starts"
 DEV = ("eager-cold", "eager-warm", "compiled-cold", "compiled-warm", "bad-model")

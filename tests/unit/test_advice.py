@@ -12,15 +12,14 @@ from recorded import DEV, dev, named
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.model import advice
-from vllm_otel_startup.model.facts import facts, link
 from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.start import Start
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
 
 
 def _advise(st):
-    root = link(st.spans)
-    return advice.advise(facts(root, st.spans), st.spans)
+    return Start(st.spans, st.source).advice  # built afresh: the test planted conditions in the spans
 
 
 def _rules(st) -> list[str]:
@@ -118,11 +117,10 @@ def test_small_savings_stay_silent():
 
 def test_cpu_bound_observation_uses_resource_attributes_when_present():
     st = dev("compiled-cold")
-    root = link(st.spans)
-    assert not any(n.startswith("CPU-bound") for n in advice.observe(facts(root, st.spans), st.spans))
+    assert not any(n.startswith("CPU-bound") for n in Start(st.spans).observations)
     c = named(st, "torch.compile")
     c.attrs.update({sc.RES_CORES_AVG: 0.98, sc.RES_CORES_PEAK: 1.1})
-    notes = advice.observe(facts(root, st.spans), st.spans)
+    notes = Start(st.spans).observations
     assert any(n.startswith("CPU-bound: torch.compile") for n in notes)
 
 
@@ -132,8 +130,7 @@ def test_a_broken_attribute_never_breaks_advice(name):
     for s in st.spans:
         for k in list(s.attrs):
             s.attrs[k] = object()
-    root = link(st.spans)
-    assert isinstance(advice.advise(facts(root, st.spans), st.spans), list)
+    assert isinstance(Start(st.spans).advice, list)
 
 
 def test_every_rule_is_documented():
@@ -160,6 +157,5 @@ def test_cpu_bound_observation_on_a_real_start_with_the_resource_summary():
     from recorded import aot_off
 
     st = aot_off("first")
-    root = link(st.spans)
-    notes = advice.observe(facts(root, st.spans), st.spans)
+    notes = st.observations
     assert notes[0].startswith("CPU-bound: Imports [api_server] kept one core saturated for 13.1 s")

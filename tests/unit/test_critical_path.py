@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.model import critical_path
-from vllm_otel_startup.model.facts import link
 from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.start import Start
 
 S = 10**9
 
@@ -31,8 +30,7 @@ def start_with(*extra):
         span("http", "root", "HTTP startup", 9, 10),
         *extra,
     ]
-    root = link(spans)
-    return critical_path.analyse(root, spans)
+    return Start(spans).critical_path
 
 
 def test_a_waiting_span_explains_nothing_and_a_parents_self_time_is_named():

@@ -12,7 +12,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.file_exporter import StartupFileExporter
-from vllm_otel_startup.cli import report
+from vllm_otel_startup.cli import report, sources
+from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.start import Start
 
 
 def _record(directory, keep=20):
@@ -48,9 +51,8 @@ def test_report_tree_and_explained_share(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "vLLM startup" in out and "Load weights" in out
     assert "critical path: 90.0% of 10.00 s explained" in out  # 9 of 10 s covered, the last second is a named gap
-    spans = report.load(str(tmp_path / f"{trace_id:032x}.jsonl"))
-    root = report.tree(spans)
-    share, gap, at = report.coverage(root, spans)
+    st = Start(sources.read_file(str(tmp_path / f"{trace_id:032x}.jsonl")))
+    share, gap, at = report.coverage(st.root, st.spans)
     assert share == pytest.approx(0.9) and gap == 10**9 and at == 9 * 10**9
 
 
@@ -77,11 +79,11 @@ def test_report_bad_input_is_one_clear_error(tmp_path, content, message):
     path = tmp_path / "start.jsonl"
     if content is not None:
         path.write_text(content)
-    with pytest.raises(report.ReportError, match=message):
-        report.load(str(path))
+    with pytest.raises(ReportError, match=message):
+        sources.read_file(str(path))
 
 
 def test_report_rejects_a_trace_that_is_not_a_vllm_start():
-    span = report.Span("t", "s", None, "GET /", 0, 1, {}, {})
-    with pytest.raises(report.ReportError, match="not a vLLM start"):
-        report.tree([span])
+    span = Span("t", "s", None, "GET /", 0, 1, {}, {})
+    with pytest.raises(ReportError, match="not a vLLM start"):
+        Start([span])

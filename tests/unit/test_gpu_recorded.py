@@ -8,24 +8,24 @@ from pathlib import Path
 import pytest
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.cli import compare, report
+from vllm_otel_startup.cli import compare, report, sources
 from vllm_otel_startup.model import critical_path, summary
-from vllm_otel_startup.model.advice import advise
 from vllm_otel_startup.model.facts import facts
+from vllm_otel_startup.model.start import Start
 
 GPU = Path(__file__).resolve().parents[1] / "data" / "starts" / "gpu"
 COLD, WARM = GPU / "h100-llama8b-compiled-cold.jsonl.gz", GPU / "h100-llama8b-compiled-warm.jsonl.gz"
 
 
 def _load(path):
-    spans = report.load(str(path))
-    return report.tree(spans), spans
+    st = Start(sources.read_file(str(path)))
+    return st.root, st.spans
 
 
 @pytest.mark.parametrize("path", [COLD, WARM], ids=["cold", "warm"])
 def test_at_least_98_percent_of_a_real_gpu_start_is_explained_on_the_critical_path(path):
     root, spans = _load(path)
-    cp = critical_path.analyse(root, spans)
+    cp = critical_path.analyse(root, spans)  # the function, as Start.critical_path calls it
     assert cp.share >= 0.98, cp.headline(8)
     assert all(g.seconds < 0.5 for g in cp.gaps), cp.headline(8)
 
@@ -62,9 +62,10 @@ def test_the_printout_report_and_advice_on_the_cold_gpu_start():
     root, spans = _load(COLD)
     text = summary.render(spans, width=140)
     assert "NVIDIA H100" in text and "vLLM 0.26.0" in text and "critical path: 99" in text
-    full = report.render(root, spans)
+    st = Start(spans)
+    full = report.render(st)
     assert "JIT kernel warmup" in full and "1734 CUDA graphs" in full
-    rules = {a.rule: a for a in advise(facts(root, spans), spans)}
+    rules = {a.rule: a for a in st.advice}
     assert "fresh_cache_root" in rules
     assert "of 51 batch sizes (1734 graphs)" in rules["many_cudagraph_sizes"].evidence
 

@@ -11,7 +11,6 @@ from recorded import DATA, dev, named
 
 from vllm_otel_startup.cli import predict, sources
 from vllm_otel_startup.model.errors import ReportError
-from vllm_otel_startup.model.facts import link
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +23,7 @@ def test_groups_partition_the_start(corpus):
         parts = sum(v for k, v in s.y.items() if k != "total")
         assert parts == pytest.approx(s.y["total"], abs=1e-6)
     cold = dev("compiled-cold")
-    y = predict.group_seconds(link(cold.spans), cold.spans)
+    y = predict.group_seconds(cold.root, cold.spans)
     assert y["compile"] == pytest.approx(named(cold, "Warmup (CPU)").duration)
     assert y["model_inspection"] == pytest.approx(named(cold, "Model architecture inspection").duration)
 

@@ -7,12 +7,13 @@ Only the standard library is used here: this runs in every Python process at int
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
-from functools import lru_cache
 
 from vllm_otel_startup import settings
+
+# What of argv may leave the process: one implementation, in the model wing (re-exported for the agent).
+from vllm_otel_startup.model.argv import REDACTED, model_from_argv, redact_argv, redact_url  # noqa: F401
 
 # Environment handed to spawned children (set around Process.start(), restored right after).
 ENV_PARENT = settings.TRACEPARENT.name  # W3C traceparent of the span the child hangs under
@@ -75,58 +76,6 @@ def create_time_ns() -> tuple[int, str]:
         return wall_now - (boot_now - start_ticks * 1_000_000_000 // ticks), "proc"
     except (OSError, ValueError, AttributeError, IndexError):
         return time.time_ns(), "clock"
-
-
-# ---- secrets: what of argv / env may leave the process --------------------------------------------
-REDACTED = "<redacted>"
-
-
-@lru_cache(maxsize=1)
-def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:  # compiled on first use, not at every start
-    return (
-        re.compile(r"(api[-_]?key|token|secret|passw(or)?d|credential|auth)", re.I),
-        re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@"),
-    )
-
-
-def redact_url(value: str) -> str:
-    """Blank the user-info (``user:password@``) of every URL in ``value``."""
-    return _patterns()[1].sub(lambda m: m.group("scheme") + REDACTED + "@", value)
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """Blank the values of secret-looking flags and the user-info of URLs."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        if arg.startswith("-") and _patterns()[0].search(arg):
-            if "=" in arg:
-                out.append(arg.split("=", 1)[0] + "=" + REDACTED)
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(redact_url(arg))
-    return out
-
-
-def model_from_argv(argv: list[str]) -> str | None:
-    """The model a ``vllm serve`` command line names (``serve MODEL`` or ``--model M``), credentials redacted:
-    a start that fails before its config resolves is still labelled with its model."""
-    for i, arg in enumerate(argv):
-        if arg == "--model" and i + 1 < len(argv):
-            return redact_url(argv[i + 1])
-        if arg.startswith("--model="):
-            return redact_url(arg.split("=", 1)[1])
-    if "serve" in argv:
-        rest = argv[argv.index("serve") + 1:]
-        if rest and not rest[0].startswith("-"):
-            return redact_url(rest[0])
-    return None
 
 
 def child_rank(kind: str) -> int | None:

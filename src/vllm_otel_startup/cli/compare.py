@@ -4,18 +4,19 @@ as a picture (paired bars, HTML or PNG)."""
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli import html_page
 from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit
-from vllm_otel_startup.cli.sources import Start
 from vllm_otel_startup.model.errors import ReportError
-from vllm_otel_startup.model.facts import KIND_LABEL, facts, kind_of, link, phase_of, seconds
+from vllm_otel_startup.model.facts import KIND_LABEL, kind_of, no_aot_artifact_yet, phase_of, seconds
+from vllm_otel_startup.model.formatting import signed_seconds as _signed
 from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.start import Start
 
 # Structured causes compared between the sides: (label, attribute, how a value reads)
 CAUSES: list[tuple[str, str, dict[object, str] | None]] = [
@@ -71,11 +72,7 @@ def _side_values(starts: list[Start]) -> tuple[dict[tuple[str, str], list[float]
     times: dict[tuple[str, str], list[float]] = {}
     causes: dict[tuple[str, str], list[dict]] = {}
     for st in starts:
-        root = link(st.spans)
-        if root is None:
-            continue
-        f = facts(root, st.spans)
-        for key, v in f.seconds.items():
+        for key, v in st.facts.seconds.items():
             times.setdefault(key, []).append(v)
         per_key: dict[tuple[str, str], dict[str, str]] = {}
         for s in st.spans:
@@ -87,7 +84,7 @@ def _side_values(starts: list[Start]) -> tuple[dict[tuple[str, str], list[float]
             if s.attrs.get(sc.COMPILE_AOT_LOADED) is False:
                 err = str(s.attrs.get(sc.COMPILE_AOT_LOAD_ERROR) or "")
                 per_key.setdefault(key, {})["AOT artifact"] = (
-                    "none yet" if err.startswith("FileNotFoundError") else "load failed" if err else "not loaded")
+                    "none yet" if no_aot_artifact_yet(err) else "load failed" if err else "not loaded")
         for key, d in per_key.items():
             causes.setdefault(key, []).append(d)
     return times, causes
@@ -102,17 +99,8 @@ def _majority(dicts: list[dict[str, str]]) -> dict[str, str]:
     return out
 
 
-def _label(sources: list[str], starts: list[Start]) -> str:
-    text = " ".join(sources)
-    return text if len(starts) == 1 else f"{text} ({len(starts)} starts)"
-
-
 def _models(starts: list[Start]) -> list[str]:
-    out = []
-    for st in starts:
-        root = link(st.spans)
-        out.append(facts(root, st.spans).model if root is not None else st.model)
-    return sorted(set(out))
+    return sorted({st.model for st in starts})
 
 
 def compare(a: list[Start], b: list[Start], *, a_label: str = "A", b_label: str = "B",
@@ -137,8 +125,8 @@ def compare(a: list[Start], b: list[Start], *, a_label: str = "A", b_label: str 
                         _majority(ca.get(key, [])), _majority(cb.get(key, []))))
     rows.sort(key=lambda r: r.order)
     start_changes = []
-    modes_a = Counter(link(st.spans).attrs.get(sc.MODE) for st in a)
-    modes_b = Counter(link(st.spans).attrs.get(sc.MODE) for st in b)
+    modes_a = Counter(st.root.attrs.get(sc.MODE) for st in a)
+    modes_b = Counter(st.root.attrs.get(sc.MODE) for st in b)
     if modes_a.most_common(1)[0][0] != modes_b.most_common(1)[0][0]:
         start_changes.append(f"cache root {modes_a.most_common(1)[0][0]} → {modes_b.most_common(1)[0][0]}")
     model = ma[0] if ma == mb and len(ma) == 1 else ", ".join(sorted(set(ma + mb)))
@@ -151,9 +139,6 @@ def _tree_order(starts: list[Start]) -> dict[tuple[str, str], tuple[float, int, 
     order: dict[tuple[str, str], tuple[float, int, str]] = {}
     counter = [0.0]
     for n, st in enumerate(starts):
-        root = link(st.spans)
-        if root is None:
-            continue
 
         def walk(s: Span, depth: int, anchor: float, n: int = n) -> None:
             key = (kind_of(s), phase_of(s))
@@ -164,7 +149,7 @@ def _tree_order(starts: list[Start]) -> dict[tuple[str, str], tuple[float, int, 
             for c in s.children:
                 walk(c, depth + 1, here)
 
-        walk(root, 0, 0.0)
+        walk(st.root, 0, 0.0)
     return order
 
 
@@ -185,10 +170,6 @@ def headlines(cmp: Comparison) -> list[str]:
     for change in cmp.start_changes:
         out.append(f"start: {change}" + (f", {_signed(total.delta)} in total" if total else ""))
     return out
-
-
-def _signed(v: float) -> str:
-    return ("+" if v > 0 else "-" if v < 0 else "±") + seconds(abs(v))
 
 
 def _num(v: float | None) -> str:
@@ -271,23 +252,18 @@ def scene(cmp: Comparison, max_rows: int = 28) -> Scene:
     return sc_
 
 
+STYLE = ("body{font-family:DejaVu Sans,Verdana,Arial,sans-serif;margin:16px}"
+         "pre{font-size:12px;background:#f7f7f7;padding:8px;overflow-x:auto}"
+         ".chart{border:1px solid #e0e0e0;min-width:900px}.chart svg{display:block;width:100%;height:auto}")
+
+
 def html(cmp: Comparison) -> str:
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>vLLM startup: compare</title>"
-            "<style>body{font-family:DejaVu Sans,Verdana,Arial,sans-serif;margin:16px}"
-            "pre{font-size:12px;background:#f7f7f7;padding:8px;overflow-x:auto}"
-            ".chart{border:1px solid #e0e0e0;min-width:900px}.chart svg{display:block;width:100%;height:auto}"
-            "</style></head><body>\n"
-            f"<div class=\"chart\">{scene(cmp).svg()}</div>\n<h2>Table</h2><pre>{escape(table(cmp))}</pre>\n"
-            "</body></html>\n")
+    body = f"<div class=\"chart\">{scene(cmp).svg()}</div>\n<h2>Table</h2><pre>{escape(table(cmp))}</pre>\n"
+    return html_page.page("vLLM startup: compare", STYLE, body)
 
 
 def write_html(cmp: Comparison, path: str) -> None:
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(html(cmp))
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot write ({exc})") from None
+    html_page.write_text(path, html(cmp))
 
 
 def write_png(cmp: Comparison, path: str) -> None:

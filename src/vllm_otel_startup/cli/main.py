@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from vllm_otel_startup import settings
 from vllm_otel_startup.model.errors import ReportError
+
+if TYPE_CHECKING:
+    from vllm_otel_startup.model.start import Start
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,84 +62,90 @@ def _warn(msg: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from vllm_otel_startup.cli import sources
     from vllm_otel_startup.cli.tempo import URL_ENV
 
     tempo = getattr(args, "tempo", None) or os.environ.get(URL_ENV) or None
-    if args.cmd == "report":
-        from vllm_otel_startup.cli import report
+    commands = {"report": _report, "compare": _compare, "advise": _advise, "predict": _predict}
+    if args.cmd not in commands:
+        raise ReportError(f"unknown command {args.cmd}")
+    return commands[args.cmd](args, tempo)
 
-        return report.run(args.source, html=args.html, png=args.png, tempo_url=tempo, trace_id=args.trace)
-    if args.cmd == "compare":
-        from vllm_otel_startup.cli import compare
 
-        a = _side(args.a, tempo)
-        b = _side(args.b, tempo)
-        c = compare.compare(a, b, a_label=_label(args.a, a), b_label=_label(args.b, b),
-                            allow_different_models=args.allow_different_models)
-        print(compare.table(c))
-        if args.html:
-            compare.write_html(c, args.html)
-            print(f"picture: {args.html}")
-        if args.png:
-            compare.write_png(c, args.png)
-            print(f"picture: {args.png}")
+def _report(args: argparse.Namespace, tempo: str | None) -> int:
+    from vllm_otel_startup.cli import report
+
+    return report.run(args.source, html=args.html, png=args.png, tempo_url=tempo, trace_id=args.trace)
+
+
+def _compare(args: argparse.Namespace, tempo: str | None) -> int:
+    from vllm_otel_startup.cli import compare
+
+    a = _side(args.a, tempo)
+    b = _side(args.b, tempo)
+    c = compare.compare(a, b, a_label=_label(args.a, a), b_label=_label(args.b, b),
+                        allow_different_models=args.allow_different_models)
+    print(compare.table(c))
+    if args.html:
+        compare.write_html(c, args.html)
+        print(f"picture: {args.html}")
+    if args.png:
+        compare.write_png(c, args.png)
+        print(f"picture: {args.png}")
+    return 0
+
+
+def _advise(args: argparse.Namespace, tempo: str | None) -> int:
+    from vllm_otel_startup.cli import sources
+
+    st = sources.one(args.source, tempo_url=tempo)
+    f = st.facts
+    print(f"start {st.trace_id} ({f.model}, {f.outcome}, {f.total:.1f} s): {len(st.advice)} advice")
+    for a in st.advice:
+        first, *rest = a.lines()
+        print(f"* {first}")
+        for r in rest:
+            print(f"  {r}")
+    for note in st.observations:
+        print(f"note: {note}")
+    return 0
+
+
+def _predict(args: argparse.Namespace, tempo: str | None) -> int:
+    from vllm_otel_startup.cli import predict, sources
+
+    corpus = args.corpus or [settings.start_dir()]
+    if args.model:
+        try:
+            with open(args.model, encoding="utf-8") as fh:
+                model = predict.Model.from_json(fh.read(), args.model)
+        except OSError as exc:
+            raise ReportError(f"{args.model}: cannot read ({exc.strerror})") from None
+        validation = None
+    else:
+        starts = sources.many(corpus, ready_only=True, warn=_warn)
+        model, validation = predict.fit_validated([predict.sample(s) for s in starts])
+        print(f"fitted on {model.n} starts from {' '.join(corpus)}")
+    if args.save:
+        try:
+            with open(args.save, "w", encoding="utf-8") as fh:
+                fh.write(model.to_json())
+        except OSError as exc:
+            raise ReportError(f"{args.save}: cannot write ({exc.strerror})") from None
+        print(f"saved: {args.save}")
+    if args.validate:
+        if validation is None:
+            raise ReportError("--validate needs a corpus (not --model) with starts of at least 3 models")
+        print(predict.validation_table(validation))
         return 0
-    if args.cmd == "advise":
-        from vllm_otel_startup.model.advice import advise, observe
-        from vllm_otel_startup.model.facts import facts, link
-
-        st = sources.one(args.source, tempo_url=tempo)
-        root = link(st.spans)
-        f = facts(root, st.spans)
-        found = advise(f, st.spans)
-        print(f"start {st.trace_id} ({f.model}, {f.outcome}, {f.total:.1f} s): {len(found)} advice")
-        for a in found:
-            first, *rest = a.lines()
-            print(f"* {first}")
-            for r in rest:
-                print(f"  {r}")
-        for note in observe(f, st.spans):
-            print(f"note: {note}")
-        return 0
-    if args.cmd == "predict":
-        from vllm_otel_startup.cli import predict
-        from vllm_otel_startup.settings import start_dir as default_dir
-
-        corpus = args.corpus or [default_dir()]
-        if args.model:
-            try:
-                with open(args.model, encoding="utf-8") as fh:
-                    model = predict.Model.from_json(fh.read(), args.model)
-            except OSError as exc:
-                raise ReportError(f"{args.model}: cannot read ({exc.strerror})") from None
-            validation = None
-        else:
-            starts = sources.many(corpus, ready_only=True, warn=_warn)
-            model, validation = predict.fit_validated([predict.sample(s) for s in starts])
-            print(f"fitted on {model.n} starts from {' '.join(corpus)}")
-        if args.save:
-            try:
-                with open(args.save, "w", encoding="utf-8") as fh:
-                    fh.write(model.to_json())
-            except OSError as exc:
-                raise ReportError(f"{args.save}: cannot write ({exc.strerror})") from None
-            print(f"saved: {args.save}")
-        if args.validate:
-            if validation is None:
-                raise ReportError("--validate needs a corpus (not --model) with starts of at least 3 models")
-            print(predict.validation_table(validation))
-            return 0
-        st = sources.one(args.source, tempo_url=tempo)
-        if not st.ready:
-            raise ReportError(f"{st.source}: the start did not reach ready; nothing to predict")
-        print(f"start {st.trace_id}: {st.source}")
-        print(predict.explain(model, predict.sample(st)))
-        return 0
-    raise ReportError(f"unknown command {args.cmd}")
+    st = sources.one(args.source, tempo_url=tempo)
+    if not st.ready:
+        raise ReportError(f"{st.source}: the start did not reach ready; nothing to predict")
+    print(f"start {st.trace_id}: {st.source}")
+    print(predict.explain(model, predict.sample(st)))
+    return 0
 
 
-def _side(src: str, tempo: str | None):
+def _side(src: str, tempo: str | None) -> list[Start]:
     from vllm_otel_startup.cli import sources
 
     if tempo and sources.TRACE_ID.match(src) and not os.path.exists(src):
@@ -145,7 +155,7 @@ def _side(src: str, tempo: str | None):
     return sources.many([src], ready_only=True, warn=_warn)
 
 
-def _label(src: str, starts: list) -> str:
+def _label(src: str, starts: list[Start]) -> str:
     return src if len(starts) == 1 else f"{src} ({len(starts)} starts)"
 
 

@@ -17,25 +17,30 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from vllm_otel_startup.cli.sources import Start
+from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.model.errors import ReportError
-from vllm_otel_startup.model.facts import Facts, facts, kind_of, link, phase_of, seconds
+from vllm_otel_startup.model.facts import Facts, kind_of, phase_of, seconds
+from vllm_otel_startup.model.formatting import signed_seconds as _signed
+from vllm_otel_startup.model.intervals import merge, minus
 from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.start import Start
 
+# The features each of semconv.PREDICT_GROUPS is fitted on ("other" last: the rest of the start).
+FEATURES: dict[str, tuple[str, ...]] = {
+    "compile": ("compile_miss", "compile_hit", "miss_x_gb", "hit_x_gb"),
+    "cudagraphs": ("capture_sizes", "sizes_x_gb"),
+    "weights": ("one", "weights_gb", "download_gb"),
+    "model_init": ("one", "weights_gb"),
+    "model_inspection": ("one", "modelinfo_miss"),
+    "kv_cache": ("one", "kv_gb", "weights_gb"),
+    "http": ("one",),
+    "bootstrap": ("one", "processes"),
+    sc.OTHER_GROUP: ("one", "compiled", "weights_gb"),
+}
 # (group, phases, features), most specific first: a moment counted by an earlier group is not counted again.
 GROUPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
-    ("compile", ("torch_compile", "aot_load", "dynamo_transform", "inductor_compile", "compile_graph",
-                 "compile_warmup"), ("compile_miss", "compile_hit", "miss_x_gb", "hit_x_gb")),
-    ("cudagraphs", ("cudagraph_capture",), ("capture_sizes", "sizes_x_gb")),
-    ("weights", ("weights_download", "weights_load", "weights_postprocess"), ("one", "weights_gb", "download_gb")),
-    ("model_init", ("model_create", "model_init"), ("one", "weights_gb")),
-    ("model_inspection", ("model_inspection", "model_inspection_subprocess"), ("one", "modelinfo_miss")),
-    ("kv_cache", ("kv_cache_profile", "kv_cache_allocate", "kv_cache_init", "warmup", "kernel_warmup"),
-     ("one", "kv_gb", "weights_gb")),
-    ("http", ("app_build", "app_state", "http_startup", "api_server_setup"), ("one",)),
-    ("bootstrap", ("interpreter_start", "imports", "cli", "event_loop", "process_entry"), ("one", "processes")),
-]
-OTHER = ("other", ("one", "compiled", "weights_gb"))
+    (g, phases, FEATURES[g]) for g, phases in sc.PREDICT_GROUPS.items() if g != sc.OTHER_GROUP]
+OTHER = (sc.OTHER_GROUP, FEATURES[sc.OTHER_GROUP])
 RIDGE = 1e-6
 
 
@@ -52,41 +57,16 @@ def features(f: Facts) -> dict[str, float]:
     }
 
 
-def _merge(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(iv):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _minus(iv: list[tuple[int, int]], taken: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = []
-    for a, b in iv:
-        cur = a
-        for c, d in taken:
-            if d <= cur or c >= b:
-                continue
-            if c > cur:
-                out.append((cur, c))
-            cur = max(cur, d)
-        if cur < b:
-            out.append((cur, b))
-    return out
-
-
 def group_seconds(root: Span, spans: list[Span]) -> dict[str, float]:
     """Disjoint seconds of each group in this start, plus "other" (the rest of the root's duration)."""
     taken: list[tuple[int, int]] = []
     out = {}
     for name, phases, _ in GROUPS:
-        iv = _merge([(max(s.start, root.start), min(s.end, root.end)) for s in spans
+        iv = merge([(max(s.start, root.start), min(s.end, root.end)) for s in spans
                      if phase_of(s) in phases and s.end > s.start and kind_of(s) != "?"])
-        own = _minus(iv, taken)
+        own = minus(iv, taken)
         out[name] = sum(b - a for a, b in own) / 1e9
-        taken = _merge(taken + own)
+        taken = merge(taken + own)
     out["other"] = max(root.duration - sum(out.values()), 0.0)
     return out
 
@@ -100,13 +80,9 @@ class Sample:
 
 
 def sample(st: Start) -> Sample:
-    root = link(st.spans)
-    if root is None:
-        raise ReportError(f"{st.source}: not a vLLM start")
-    f = facts(root, st.spans)
-    y = group_seconds(root, st.spans)
-    y["total"] = root.duration
-    return Sample(st.source, f.model, features(f), y)
+    y = group_seconds(st.root, st.spans)
+    y["total"] = st.root.duration
+    return Sample(st.source, st.facts.model, features(st.facts), y)
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
@@ -282,6 +258,3 @@ def explain(model: Model, s: Sample) -> str:
     lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 
-
-def _signed(v: float) -> str:
-    return ("+" if v >= 0 else "-") + seconds(abs(v))

@@ -9,41 +9,23 @@ from __future__ import annotations
 
 import glob
 import gzip
-import json
 import os
 import re
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli import tempo
 from vllm_otel_startup.model.errors import ReportError
-from vllm_otel_startup.model.spanmodel import Span, parse_otlp
+from vllm_otel_startup.model.facts import find_root
+from vllm_otel_startup.model.spanmodel import Span, parse_text
+from vllm_otel_startup.model.start import Start
 from vllm_otel_startup.settings import start_dir as default_dir
+
+__all__ = ["TRACE_ID", "Start", "latest_file", "many", "one", "parse_text", "read_file", "starts_in"]
 
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 _PATTERN = re.compile(r"[*?\[]")
 _OURS = (".jsonl", ".jsonl.gz")
-
-
-@dataclass
-class Start:
-    """One start: the spans of one trace that has a ``vLLM startup`` root."""
-
-    source: str
-    spans: list[Span]
-    root: Span
-
-    @property
-    def trace_id(self) -> str:
-        return self.root.trace_id
-
-    @property
-    def model(self) -> str:
-        return str(self.root.attrs.get(sc.MODEL) or self.root.attrs.get(sc.SERVED_MODEL_NAME) or "?")
-
-    @property
-    def ready(self) -> bool:
-        return self.root.attrs.get(sc.OUTCOME) == "ready"
 
 
 def _open_text(path: str) -> str:
@@ -61,44 +43,6 @@ def _open_text(path: str) -> str:
         raise ReportError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
 
 
-def otlp_documents(doc: Any) -> list[dict[str, Any]]:
-    """The ExportTraceServiceRequest-shaped documents inside one JSON value: OTLP (``resourceSpans``), Tempo's
-    ``/api/traces`` (``batches``) and ``/api/v2/traces`` (``{"trace": {...}}``), or a list of those."""
-    if isinstance(doc, list):
-        return [d for item in doc for d in otlp_documents(item)]
-    if not isinstance(doc, dict):
-        raise ValueError("not a JSON object")
-    if "trace" in doc and isinstance(doc["trace"], dict):
-        return otlp_documents(doc["trace"])
-    if "batches" in doc:
-        return [{"resourceSpans": doc["batches"] or []}]
-    if "resourceSpans" in doc:
-        return [doc]
-    raise ValueError("no resourceSpans")
-
-
-def parse_text(text: str, where: str) -> list[Span]:
-    """Spans from a file's text: JSON lines (ours) or one JSON document."""
-    if not text.strip():
-        raise ReportError(f"{where}: no spans (empty file)")
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    chunks: list[tuple[str, str]]
-    if len(lines) > 1 and lines[0].lstrip().startswith("{") and lines[0].rstrip().endswith("}"):
-        chunks = [(f"{where}:{n}", ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
-    else:
-        chunks = [(where, text)]
-    spans: list[Span] = []
-    for at, chunk in chunks:
-        try:
-            for d in otlp_documents(json.loads(chunk)):
-                spans.extend(parse_otlp(d))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ReportError(f"{at}: not OTLP JSON ({exc.__class__.__name__}: {str(exc)[:120]})") from None
-    if not spans:
-        raise ReportError(f"{where}: no spans")
-    return spans
-
-
 def read_file(path: str) -> list[Span]:
     return parse_text(_open_text(path), path)
 
@@ -110,10 +54,9 @@ def starts_in(spans: list[Span], source: str) -> list[Start]:
         by_trace.setdefault(s.trace_id, []).append(s)
     out = []
     for group in by_trace.values():
-        roots = [s for s in group if s.name == sc.ROOT_SPAN and not s.parent_id]
-        roots = roots or [s for s in group if s.name == sc.ROOT_SPAN]
-        if roots:
-            out.append(Start(source, group, roots[0]))
+        root = find_root(group)
+        if root is not None:
+            out.append(Start(group, source, root))
     if not out:
         raise ReportError(f"{source}: not a vLLM start (no '{sc.ROOT_SPAN}' root span)")
     return sorted(out, key=lambda st: st.root.start)
@@ -145,13 +88,9 @@ def one(source: str | None, *, tempo_url: str | None = None, trace_id: str | Non
     """The start a ``report`` SOURCE names: a file (default: the latest in the local directory), the latest
     file in a directory, a trace id (local file ``<id>.jsonl``, or Tempo with ``tempo_url``), or a Tempo URL."""
     if source and source.startswith(("http://", "https://")):
-        from vllm_otel_startup.cli import tempo
-
         return _pick(starts_in(tempo.fetch_url(source), source), trace_id, source)
     if source and TRACE_ID.match(source) and not os.path.exists(source):
         if tempo_url:
-            from vllm_otel_startup.cli import tempo
-
             return _pick(starts_in(tempo.fetch(tempo_url, source), source), source.lower(), source)
         local = os.path.join(default_dir(), f"{source.lower()}.jsonl")
         if not os.path.exists(local):
@@ -173,7 +112,7 @@ def _pick(starts: list[Start], trace_id: str | None, source: str) -> Start:
 
 
 def many(sources: list[str], *, ready_only: bool = False,
-         warn: Any = None) -> list[Start]:
+         warn: Callable[[str], None] | None = None) -> list[Start]:
     """The starts a set of SOURCEs names: files, directories (every ``*.jsonl`` below them) and globs.
     Unreadable files in a directory or glob are skipped with a warning; a named file must be good."""
     out: list[Start] = []

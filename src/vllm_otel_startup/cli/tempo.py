@@ -15,9 +15,8 @@ import urllib.parse
 import urllib.request
 
 from vllm_otel_startup import settings
-from vllm_otel_startup.cli.sources import parse_text
 from vllm_otel_startup.model.errors import ReportError
-from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.spanmodel import Span, parse_text
 
 TENANT_ENV = settings.TEMPO_TENANT.name
 URL_ENV = settings.TEMPO_URL.name

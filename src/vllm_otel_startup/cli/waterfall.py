@@ -7,26 +7,26 @@ network) or PNG (Pillow)."""
 from __future__ import annotations
 
 import math
-import os
+import textwrap
+from collections.abc import Callable
 from html import escape
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli import html_page, phase_tree
 from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit, text_width
-from vllm_otel_startup.cli.sources import Start
-from vllm_otel_startup.model.advice import advise, observe
-from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.facts import (
     KIND_LABEL,
+    Facts,
     Lane,
     cause_labels,
-    facts,
+    folds_into,
     key_causes,
-    lanes,
-    link,
     phase_of,
     seconds,
 )
+from vllm_otel_startup.model.intervals import gaps
 from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.start import Start
 
 WIDTH = 1400
 LEFT = 200  # label column
@@ -36,22 +36,19 @@ BAR = 17
 LANE_GAP = 14
 CPU_STRIP = 16
 
+# Legend label and colour of each of semconv.WATERFALL_GROUPS (its "other" group is drawn in OTHER).
+GROUP_STYLE: dict[str, tuple[str, str]] = {
+    "bootstrap": ("Python start, imports", "#b0bec5"),
+    "config": ("config, model info, tokenizer", "#ce93d8"),
+    "setup": ("engine and worker setup", "#90caf9"),
+    "model": ("model and weights", "#a5d6a7"),
+    "compile": ("torch.compile", "#ffb74d"),
+    "kv_cache": ("KV cache, warm-up", "#80cbc4"),
+    "cudagraphs": ("CUDA graphs", "#ef9a9a"),
+    "http": ("HTTP server", "#9fa8da"),
+}
 CATEGORIES: list[tuple[str, str, tuple[str, ...]]] = [
-    ("Python start, imports", "#b0bec5", ("interpreter_start", "imports", "cli", "event_loop", "process_entry")),
-    ("config, model info, tokenizer", "#ce93d8", ("api_server_setup", "engine_args", "config", "hf_config",
-                                                   "model_inspection", "model_inspection_subprocess", "tokenizer")),
-    ("engine and worker setup", "#90caf9", ("async_llm_init", "engine_client", "engine_client_init", "engine_spawn",
-                                            "engine_core_init", "engine_init", "executor_init", "worker_spawn",
-                                            "worker_init", "device_init")),
-    ("model and weights", "#a5d6a7", ("model_load", "model_loader", "model_create", "model_init", "weights_load",
-                                      "weights_download", "weights_postprocess")),
-    ("torch.compile", "#ffb74d", ("compile_warmup", "torch_compile", "aot_load", "dynamo_transform",
-                                  "inductor_compile", "compile_graph")),
-    ("KV cache, warm-up", "#80cbc4", ("kv_cache_init", "kv_cache_profile", "kv_cache_allocate", "warmup",
-                                      "kernel_warmup")),
-    ("CUDA graphs", "#ef9a9a", ("cudagraph_capture",)),
-    ("HTTP server", "#9fa8da", ("app_build", "app_state", "http_startup")),
-]
+    (*GROUP_STYLE[g], phases) for g, phases in sc.WATERFALL_GROUPS.items() if g != sc.OTHER_GROUP]
 _COLOR = {ph: color for _, color, phases in CATEGORIES for ph in phases}
 OTHER = "#e0e0e0"
 WAIT_FILL, WAIT_HATCH = "#f5f5f5", "#bdbdbd"
@@ -67,9 +64,9 @@ def _nice_step(total: float, px: float) -> float:
 
 def _rows(lane: Lane) -> tuple[dict[str, int], dict[str, list[Span]]]:
     """Row of each drawn span in its lane (nesting depth below the process span, this lane's spans only), and
-    the chains drawn as one bar: a span whose one same-lane child lasts >= 95 % of it (AsyncLLM init > Overall
-    Loading > AsyncMPClient init) shares its bar with that child, when both are of one colour and neither
-    carries a cause. Waiting spans never join a chain."""
+    the chains drawn as one bar: a span whose one big same-lane child folds into it (``facts.folds_into``:
+    AsyncLLM init > Overall Loading > AsyncMPClient init) shares its bar with that child, when both are of one
+    colour and status. Waiting spans never join a chain."""
     ids = {s.span_id for s in lane.spans}
     rows: dict[str, int] = {}
     chains: dict[str, list[Span]] = {}
@@ -82,10 +79,9 @@ def _rows(lane: Lane) -> tuple[dict[str, int], dict[str, list[Span]]]:
             while True:
                 tail = chain[-1]
                 inner = [k for k in tail.children if k.span_id in ids and not k.attrs.get(sc.WAITING)]
-                big = [k for k in inner if k.duration >= 0.95 * tail.duration]
+                big = [k for k in inner if folds_into(tail, k)]
                 if len(big) != 1 or tail.attrs.get(sc.WAITING) or big[0].status != tail.status \
-                        or _COLOR.get(phase_of(big[0])) != _COLOR.get(phase_of(tail)) \
-                        or cause_labels(tail) or cause_labels(big[0]):
+                        or _COLOR.get(phase_of(big[0])) != _COLOR.get(phase_of(tail)):
                     break
                 chain.append(big[0])
             rows[c.span_id] = d
@@ -117,90 +113,96 @@ def tooltip(s: Span, t0: int, total: float) -> str:
     return "\n".join(lines)
 
 
-def scene(start: Start) -> Scene:
-    spans = start.spans
-    root = link(spans)
-    if root is None:
-        raise ReportError(f"{start.source}: not a vLLM start")
-    f = facts(root, spans)
+class _Axis:
+    """The shared time axis: nanoseconds to x pixels."""
+
+    def __init__(self, t0: int, total: float) -> None:
+        self.t0, self.total, self.plot = t0, total, WIDTH - LEFT - RIGHT
+
+    def __call__(self, ns: int) -> float:
+        return LEFT + self.plot * ((ns - self.t0) / 1e9) / self.total
+
+
+def scene(st: Start) -> Scene:
+    spans, root, f = st.spans, st.root, st.facts
     t0 = min(s.start for s in spans)
-    t1 = max(root.end, max(s.end for s in spans))
-    total = max((t1 - t0) / 1e9, 1e-6)
-    plot = WIDTH - LEFT - RIGHT
-
-    def x(ns: int) -> float:
-        return LEFT + plot * ((ns - t0) / 1e9) / total
-
+    x = _Axis(t0, max((max(root.end, max(s.end for s in spans)) - t0) / 1e9, 1e-6))
     sc_ = Scene(WIDTH, 0)
-    head = f"vLLM startup: {'ready in' if f.outcome == 'ready' else f.outcome.upper() + ' after'} {seconds(f.total)}"
-    sc_.add(Text(16, 20, head, 18, bold=True))
-    sub = " · ".join(b for b in (f.model, f"{f.mode} cache root" if f.mode else "", f.device_model or f.device or "",
-                                 f"vLLM {f.vllm_version}" if f.vllm_version else "", f"trace {root.trace_id}") if b)
-    sc_.add(Text(16, 42, fit(sub, 12, WIDTH - 32), 12, "#555"))
-    if f.error:
-        sc_.add(Text(16, 62, fit(f"failed in {f.error_phase}: {f.error}", 12, WIDTH - 32), 12, ERROR, bold=True))
+    _header(sc_, f, root.trace_id)
     axis_y = 84
-    step = _nice_step(total, plot)
-    the_lanes = lanes(root, spans)
-    layout = {ln.span.span_id: _rows(ln) for ln in the_lanes}
     has_cpu = any(sc.RES_CORES_AVG in s.attrs for s in spans)
     y = axis_y + 14
     lane_top: dict[str, float] = {}
     row_y: dict[str, float] = {}
-    for ln in the_lanes:
-        depth_of, chains = layout[ln.span.span_id]
-        rows = 1 + max(depth_of.values(), default=0)
-        height = rows * ROW + (CPU_STRIP + 4 if has_cpu else 0) + 8
+    for ln in st.lanes:
         lane_top[ln.span.span_id] = y
-        sc_.add(Rect(0, y, WIDTH, height, "#fafafa" if len(lane_top) % 2 else "#ffffff"), 0)
-        sc_.add(Rect(x(ln.span.start), y + 2, max(x(ln.span.end) - x(ln.span.start), 1), height - 4, "#eef3f8",
-                     title=tooltip(ln.span, t0, total)), 0)
-        label = KIND_LABEL.get(ln.kind, ln.kind) + (f" {ln.rank}" if ln.rank is not None else "")
-        sc_.add(Text(12, y + 12, label, 13, bold=True))
-        sc_.add(Text(12, y + 28, fit(f"{seconds(ln.span.duration)}" + (f" · pid {ln.pid}" if ln.pid else ""), 11,
-                                     LEFT - 20), 11, "#555"))
-        for s in ln.spans:
-            row = depth_of.get(s.span_id, 0)
-            if s is ln.span or row < 0:
-                continue
-            chain = chains.get(s.span_id, [s])
-            by = y + 4 + row * ROW
-            for member in chain:
-                row_y[member.span_id] = by
-            failed = any(m.status == 2 for m in chain)
-            bx, bw = x(s.start), max(x(s.end) - x(s.start), 3.0 if failed else 1.0)
-            waiting = bool(s.attrs.get(sc.WAITING))
-            fill = WAIT_FILL if waiting else _COLOR.get(phase_of(s), OTHER)
-            tip = "\n\n".join(tooltip(m, t0, total) for m in chain)
-            sc_.add(Rect(bx, by, bw, BAR, fill, stroke=ERROR if failed else ("#9e9e9e" if waiting else "#ffffff"),
-                         stroke_width=2 if failed else 0.5, hatch=WAIT_HATCH if waiting else None, title=tip))
-            shown = _label(chain, bw - 6)
-            if shown:
-                sc_.add(Text(bx + 3, by + BAR / 2, shown, 11, ERROR if failed else "#222", title=tip))
-        _gaps(sc_, ln, y + 4, x, total)
-        if has_cpu:
-            _cpu_strip(sc_, ln, y + rows * ROW + 4, x)
-        y += height + LANE_GAP
+        y += _lane(sc_, ln, y, x, has_cpu, len(lane_top) % 2 == 1, row_y) + LANE_GAP
     bottom = y - LANE_GAP
-    for k in range(int(total / step) + 1):
+    step = _nice_step(x.total, x.plot)
+    for k in range(int(x.total / step) + 1):
         gx = x(t0 + int(k * step * 1e9))
         sc_.add(Line(gx, axis_y + 6, gx, bottom, "#dde3e8"), 1)
         sc_.add(Text(gx, axis_y, f"{k * step:g} s", 11, "#555", anchor="middle"))
-    for ln in the_lanes:  # spawn connectors: from the spawning span's lane to the new process's lane
+    for ln in st.lanes:  # spawn connectors: from the spawning span's lane to the new process's lane
         parent_row = row_y.get(ln.span.parent_id or "")
         if parent_row is not None:
             sx = x(ln.span.start)
             sc_.add(Line(sx, parent_row + BAR, sx, lane_top[ln.span.span_id] + 2, "#546e7a", 1.2, dash=True))
-    ready = x(root.end)
-    sc_.add(Line(ready, axis_y + 6, ready, bottom, ERROR if f.outcome != "ready" else "#2e7d32", 1.5))
-    sc_.add(Text(min(ready, WIDTH - 4), bottom + 10, "ready" if f.outcome == "ready" else f.outcome, 11,
-                 "#2e7d32" if f.outcome == "ready" else ERROR, anchor="end", bold=True))
-    y = bottom + 28
+    ready, ok = x(root.end), f.outcome == "ready"
+    sc_.add(Line(ready, axis_y + 6, ready, bottom, "#2e7d32" if ok else ERROR, 1.5))
+    sc_.add(Text(min(ready, WIDTH - 4), bottom + 10, "ready" if ok else f.outcome, 11, "#2e7d32" if ok else ERROR,
+                 anchor="end", bold=True))
     used = {_COLOR.get(phase_of(s), OTHER) for s in spans}
-    y = _legend(sc_, y, has_cpu, used, any(s.attrs.get(sc.WAITING) for s in spans))
-    y = _notes(sc_, y + 6, f, spans)
+    y = _legend(sc_, bottom + 28, has_cpu, used, any(s.attrs.get(sc.WAITING) for s in spans))
+    y = _notes(sc_, y + 6, st)
     sc_.height = y + 12
     return sc_
+
+
+def _header(sc_: Scene, f: Facts, trace_id: str) -> None:
+    head = f"vLLM startup: {'ready in' if f.outcome == 'ready' else f.outcome.upper() + ' after'} {seconds(f.total)}"
+    sc_.add(Text(16, 20, head, 18, bold=True))
+    sub = " · ".join(b for b in (f.model, f"{f.mode} cache root" if f.mode else "", f.device_model or f.device or "",
+                                 f"vLLM {f.vllm_version}" if f.vllm_version else "", f"trace {trace_id}") if b)
+    sc_.add(Text(16, 42, fit(sub, 12, WIDTH - 32), 12, "#555"))
+    if f.error:
+        sc_.add(Text(16, 62, fit(f"failed in {f.error_phase}: {f.error}", 12, WIDTH - 32), 12, ERROR, bold=True))
+
+
+def _lane(sc_: Scene, ln: Lane, y: float, x: _Axis, has_cpu: bool, shaded: bool, row_y: dict[str, float]) -> float:
+    """One process's lane at ``y``: its bars (each chain one bar), gaps and CPU strip; returns its height."""
+    depth_of, chains = _rows(ln)
+    rows = 1 + max(depth_of.values(), default=0)
+    height = rows * ROW + (CPU_STRIP + 4 if has_cpu else 0) + 8
+    sc_.add(Rect(0, y, WIDTH, height, "#fafafa" if shaded else "#ffffff"), 0)
+    sc_.add(Rect(x(ln.span.start), y + 2, max(x(ln.span.end) - x(ln.span.start), 1), height - 4, "#eef3f8",
+                 title=tooltip(ln.span, x.t0, x.total)), 0)
+    label = KIND_LABEL.get(ln.kind, ln.kind) + (f" {ln.rank}" if ln.rank is not None else "")
+    sc_.add(Text(12, y + 12, label, 13, bold=True))
+    sc_.add(Text(12, y + 28, fit(f"{seconds(ln.span.duration)}" + (f" · pid {ln.pid}" if ln.pid else ""), 11,
+                                 LEFT - 20), 11, "#555"))
+    for s in ln.spans:
+        row = depth_of.get(s.span_id, 0)
+        if s is ln.span or row < 0:
+            continue
+        chain = chains.get(s.span_id, [s])
+        by = y + 4 + row * ROW
+        for member in chain:
+            row_y[member.span_id] = by
+        failed = any(m.status == 2 for m in chain)
+        bx, bw = x(s.start), max(x(s.end) - x(s.start), 3.0 if failed else 1.0)
+        waiting = bool(s.attrs.get(sc.WAITING))
+        fill = WAIT_FILL if waiting else _COLOR.get(phase_of(s), OTHER)
+        tip = "\n\n".join(tooltip(m, x.t0, x.total) for m in chain)
+        sc_.add(Rect(bx, by, bw, BAR, fill, stroke=ERROR if failed else ("#9e9e9e" if waiting else "#ffffff"),
+                     stroke_width=2 if failed else 0.5, hatch=WAIT_HATCH if waiting else None, title=tip))
+        shown = _label(chain, bw - 6)
+        if shown:
+            sc_.add(Text(bx + 3, by + BAR / 2, shown, 11, ERROR if failed else "#222", title=tip))
+    _gaps(sc_, ln, y + 4, x, x.total)
+    if has_cpu:
+        _cpu_strip(sc_, ln, y + rows * ROW + 4, x)
+    return height
 
 
 def _label(chain: list[Span], room: float) -> str:
@@ -218,19 +220,14 @@ def _label(chain: list[Span], room: float) -> str:
     return fit(head.name, 11, room)
 
 
-def _gaps(sc_: Scene, ln: Lane, top: float, x, total: float) -> None:
+def _gaps(sc_: Scene, ln: Lane, top: float, x: Callable[[int], float], total: float) -> None:
     """Time inside the process span that none of its spans covers (at least 0.1 % of the start and 30 ms)."""
     kids = [(s.start, s.end, s.name) for s in ln.spans if s is not ln.span]
-    cursor = ln.span.start
-    for s0, e0, _ in sorted(kids):
-        if s0 > cursor:
-            _gap(sc_, cursor, s0, top, x, total)
-        cursor = max(cursor, e0)
-    if ln.span.end > cursor:
-        _gap(sc_, cursor, ln.span.end, top, x, total)
+    for a, b, _ in gaps(kids, ln.span.start, ln.span.end):
+        _gap(sc_, a, b, top, x, total)
 
 
-def _gap(sc_: Scene, a: int, b: int, top: float, x, total: float) -> None:
+def _gap(sc_: Scene, a: int, b: int, top: float, x: Callable[[int], float], total: float) -> None:
     dur = (b - a) / 1e9
     if dur < max(0.03, 0.001 * total):
         return
@@ -238,7 +235,7 @@ def _gap(sc_: Scene, a: int, b: int, top: float, x, total: float) -> None:
                  title=f"unexplained: {seconds(dur)} of this process that no span covers"))
 
 
-def _cpu_strip(sc_: Scene, ln: Lane, top: float, x) -> None:
+def _cpu_strip(sc_: Scene, ln: Lane, top: float, x: Callable[[int], float]) -> None:
     leaves = [s for s in ln.spans if s is not ln.span and not s.children and sc.RES_CORES_AVG in s.attrs]
     if not leaves:
         return
@@ -278,14 +275,14 @@ def _legend(sc_: Scene, y: float, has_cpu: bool, used: set[str], waiting: bool) 
     return y + 14
 
 
-def _notes(sc_: Scene, y: float, f, spans: list[Span]) -> float:
+def _notes(sc_: Scene, y: float, st: Start) -> float:
     lines: list[tuple[str, str, bool]] = []
-    causes = key_causes(f)
+    causes = key_causes(st.facts)
     if causes:
         lines.append(("causes: " + " · ".join(causes), "#333", False))
-    for note in observe(f, spans):
+    for note in st.observations:
         lines.append(("note: " + note, "#555", False))
-    for a in advise(f, spans)[:3]:
+    for a in st.advice[:3]:
         lines.append((f"advice: {a.headline()}", "#1b5e20", True))
         lines.append((f"because [{a.phase}]: {a.evidence}", "#555", False))
     for text, color, bold in lines:
@@ -296,8 +293,6 @@ def _notes(sc_: Scene, y: float, f, spans: list[Span]) -> float:
 
 
 def _wrap(text: str, px: float, size: float) -> list[str]:
-    import textwrap
-
     return textwrap.wrap(text, width=max(20, int(px / (size * 0.62)))) or [""]
 
 
@@ -312,34 +307,17 @@ h2{font-size:15px;margin:18px 0 6px}
 """
 
 
-def html(start: Start, title: str | None = None) -> str:
-    from vllm_otel_startup.cli.report import render, tree
-
-    sc_ = scene(start)
-    root = tree(start.spans)
-    text = render(root, start.spans)
-    name = title or f"vLLM startup {start.trace_id}"
-    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(name)}</title>"
-            f"<style>{HTML_STYLE}</style></head><body>\n"
-            f"<div class=\"chart\">{sc_.svg()}</div>\n"
+def html(st: Start, title: str | None = None) -> str:
+    body = (f"<div class=\"chart\">{scene(st).svg()}</div>\n"
             f"<p class=\"hint\">Hover a bar for its phase, times, causes and resources. Source: "
-            f"{escape(start.source)}</p>\n"
-            f"<h2>Phase tree</h2><pre>{escape(text)}</pre>\n</body></html>\n")
+            f"{escape(st.source)}</p>\n"
+            f"<h2>Phase tree</h2><pre>{escape(phase_tree.render(st))}</pre>\n")
+    return html_page.page(title or f"vLLM startup {st.trace_id}", HTML_STYLE, body)
 
 
-def write_html(start: Start, path: str) -> None:
-    _write(path, html(start))
+def write_html(st: Start, path: str) -> None:
+    html_page.write_text(path, html(st))
 
 
-def write_png(start: Start, path: str) -> None:
-    scene(start).png(path)
-
-
-def _write(path: str, text: str) -> None:
-    try:
-        d = os.path.dirname(os.path.abspath(path))
-        os.makedirs(d, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot write ({exc})") from None
+def write_png(st: Start, path: str) -> None:
+    scene(st).png(path)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.model.facts import Facts, human_bytes, phase_of, seconds
+from vllm_otel_startup.model.facts import Facts, human_bytes, no_aot_artifact_yet, phase_of, seconds
 from vllm_otel_startup.model.spanmodel import Span
 
 # A cache hit saves 59-83 % of torch.compile: 35.2 -> 6.0 s on our compiled-cold/-warm pair, 31 -> 6.5,
@@ -67,7 +67,7 @@ def _hub_download(f: Facts, spans: list[Span]) -> Advice | None:
 
 
 def _fresh_cache_root(f: Facts, spans: list[Span]) -> Advice | None:
-    empty_root = f.mode == "cold" or str(f.aot_error or "").startswith("FileNotFoundError")
+    empty_root = f.mode == "cold" or no_aot_artifact_yet(f.aot_error)
     compile_miss = f.compile_hit is False
     info_miss = f.modelinfo_hit is False
     if not empty_root or not (compile_miss or info_miss):
@@ -105,7 +105,7 @@ def _compile_key_changed(f: Facts, spans: list[Span]) -> Advice | None:
 
 def _aot_load_failed(f: Facts, spans: list[Span]) -> Advice | None:
     err = str(f.aot_error or "")
-    if f.aot_loaded is not False or not err or err.startswith("FileNotFoundError"):
+    if f.aot_loaded is not False or not err or no_aot_artifact_yet(err):
         return None
     return Advice("aot_load_failed", "AOT cache load",
                   f"a saved AOT artifact existed but failed to load ({err[:80]}); vLLM then compiled again",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.model.facts import Lane, lanes, phase_of
+from vllm_otel_startup.model.intervals import covers, merge
 from vllm_otel_startup.model.spanmodel import Span
 
 
@@ -48,26 +49,9 @@ class CriticalPath:
         return text
 
 
-def _union(intervals: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    starts: list[int] = []
-    ends: list[int] = []
-    for a, b in sorted(intervals):
-        if starts and a <= ends[-1]:
-            ends[-1] = max(ends[-1], b)
-        else:
-            starts.append(a)
-            ends.append(b)
-    return starts, ends
-
-
-def _covers(u: tuple[list[int], list[int]], t: float) -> bool:
-    i = bisect.bisect_right(u[0], t) - 1
-    return i >= 0 and u[1][i] > t
-
-
-def analyse(root: Span, spans: list[Span]) -> CriticalPath:
-    """The critical-path coverage of a linked start (``facts.link`` has run)."""
-    ls = lanes(root, spans)
+def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> CriticalPath:
+    """The critical-path coverage of a linked start (``Start.critical_path``), its processes given or found."""
+    ls = ls if ls is not None else lanes(root, spans)
     by_id = {s.span_id: s for s in spans}
     lane_of = {ln.span.span_id: ln for ln in ls}
 
@@ -85,12 +69,12 @@ def analyse(root: Span, spans: list[Span]) -> CriticalPath:
         parents = {s.parent_id for s in ln.spans if s is not ln.span and phase_of(s) not in sc.DETAIL_PHASES}
         leaves = [s for s in ln.spans if s is not ln.span and s.end > s.start and not s.attrs.get(sc.WAITING)
                   and (s.span_id not in parents or phase_of(s) in sc.DETAIL_PHASES)]
-        info.append((ln, depth(ln), _union([(s.start, s.end) for s in leaves]),
+        info.append((ln, depth(ln), merge((s.start, s.end) for s in leaves),
                      sorted((s.end, s.name) for s in leaves)))
     t0, t1 = root.start, max(root.end, root.start)
     cuts = {t0, t1}
     for ln, _, u, _ in info:
-        for t in (ln.span.start, ln.span.end, *u[0], *u[1]):
+        for t in (ln.span.start, ln.span.end, *(x for iv in u for x in iv)):
             if t0 < t < t1:
                 cuts.add(t)
     edges = sorted(cuts)
@@ -102,7 +86,7 @@ def analyse(root: Span, spans: list[Span]) -> CriticalPath:
             continue
         inner = max(d for _, d, _, _ in live)
         cands = [x for x in live if x[1] == inner]
-        if any(_covers(u, mid) for _, _, u, _ in cands):
+        if any(covers(u, mid) for _, _, u, _ in cands):
             continue
         ln, _, _, ends = cands[0]
         i = bisect.bisect_right(ends, (a, "\uffff")) - 1

@@ -11,10 +11,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model.argv import model_from_argv
+from vllm_otel_startup.model.formatting import human_bytes, seconds
+from vllm_otel_startup.model.intervals import union_length
 from vllm_otel_startup.model.spanmodel import Span
+
+__all__ = ["KIND_LABEL", "Facts", "Lane", "cause_labels", "facts", "find_root", "folds_into", "human_bytes",
+           "key_causes", "kind_of", "lanes", "link", "no_aot_artifact_yet", "phase_of", "resource_labels", "seconds"]
 
 PROCESS_PHASES = ("startup", "engine_core_process", "worker_process")
 KIND_LABEL = {"api_server": "API server", "engine_core": "EngineCore", "worker": "worker"}
+
+
+# A parent and its one big child read as one row / bar ("AsyncLLM init > Overall Loading > AsyncMPClient init")
+# when the child lasts at least this share of the parent: the parent's own time left hidden stays under 5 %.
+CHAIN_SHARE = 0.95
 
 
 def phase_of(s: Span) -> str:
@@ -25,11 +36,17 @@ def kind_of(s: Span) -> str:
     return str(s.attrs.get(sc.PROCESS_KIND) or s.resource.get(sc.PROCESS_KIND) or "?")
 
 
-def link(spans: list[Span]) -> Span | None:
-    """Parent/child links (rebuilt on every call), children by start time; the root (``vLLM startup``), or
-    None. A span whose parent is missing (lost in export) hangs under the root so nothing disappears."""
+def find_root(spans: list[Span]) -> Span | None:
+    """The ``vLLM startup`` span without a parent, else the first one, else None."""
     roots = [s for s in spans if s.name == sc.ROOT_SPAN]
-    root = next((s for s in roots if not s.parent_id), roots[0] if roots else None)
+    return next((s for s in roots if not s.parent_id), roots[0] if roots else None)
+
+
+def link(spans: list[Span], root: Span | None = None) -> Span | None:
+    """Parent/child links (rebuilt on every call), children by start time; the root, or None. A span whose
+    parent is missing (lost in export) hangs under the root so nothing disappears. Readers use ``Start``,
+    which calls this once."""
+    root = root if root is not None else find_root(spans)
     by_id = {s.span_id: s for s in spans}
     for s in spans:
         s.children = []
@@ -46,18 +63,6 @@ def link(spans: list[Span]) -> Span | None:
     return root
 
 
-def union_ns(intervals: list[tuple[int, int]]) -> int:
-    total, cursor = 0, None
-    for a, b in sorted(intervals):
-        if cursor is None or a > cursor:
-            total += b - a
-            cursor = b
-        elif b > cursor:
-            total += b - cursor
-            cursor = b
-    return total
-
-
 def phase_seconds(spans: list[Span]) -> dict[tuple[str, str], float]:
     """Wall time of each (process kind, phase): the union of its spans (nested spans of one phase, or the
     same phase in two tensor-parallel workers, count once)."""
@@ -66,7 +71,7 @@ def phase_seconds(spans: list[Span]) -> dict[tuple[str, str], float]:
         ph = phase_of(s)
         if ph and s.end >= s.start:
             groups.setdefault((kind_of(s), ph), []).append((s.start, s.end))
-    return {k: union_ns(v) / 1e9 for k, v in groups.items()}
+    return {k: union_length(v) / 1e9 for k, v in groups.items()}
 
 
 @dataclass
@@ -109,6 +114,17 @@ def lanes(root: Span, spans: list[Span]) -> list[Lane]:
             if root.span_id in out:
                 out[root.span_id].spans.append(s)
     return sorted(out.values(), key=lambda ln: (ln.span.start, ln.rank or 0))
+
+
+def no_aot_artifact_yet(error: object) -> bool:
+    """An AOT load "error" that only says no artifact was saved yet (a first start), not a failed load."""
+    return str(error or "").startswith("FileNotFoundError")
+
+
+def folds_into(parent: Span, child: Span) -> bool:
+    """Whether ``child`` may share ``parent``'s row or bar: it lasts >= CHAIN_SHARE of it and neither carries
+    a cause of its own (each renderer adds its own conditions: same process, same colour, ...)."""
+    return child.duration >= CHAIN_SHARE * parent.duration and not cause_labels(parent) and not cause_labels(child)
 
 
 def _first(spans: list[Span], phase: str) -> Span | None:
@@ -191,33 +207,10 @@ def facts(root: Span, spans: list[Span]) -> Facts:
     if insp is not None:
         f.modelinfo_hit = _bool(insp.attrs.get(sc.MODEL_INSPECTION_CACHE_HIT))
         f.inspection_s = insp.duration
-    comp = _first(spans, "torch_compile")
-    if comp is not None:
-        f.compiled = True
-        f.compile_s = f.phase("torch_compile")
-        f.compile_hit = _bool(comp.attrs.get(sc.COMPILE_CACHE_HIT))
-        builds = comp.attrs.get(sc.COMPILE_CPP_BUILDS)
-        f.cpp_builds = builds if isinstance(builds, int) else None
-        graphs = comp.attrs.get(sc.COMPILE_UNIQUE_GRAPHS)
-        f.compile_graphs = graphs if isinstance(graphs, int) else None
-        f.compile_cache_dir = comp.attrs.get(sc.COMPILE_CACHE_DIR)
-    aot = _first(spans, "aot_load")
-    if aot is not None:
-        f.aot_loaded = _bool(aot.attrs.get(sc.COMPILE_AOT_LOADED))
-        f.aot_error = aot.attrs.get(sc.COMPILE_AOT_LOAD_ERROR)
-        f.aot_s = f.phase("aot_load")
-    w = _first(spans, "weights_load")
-    if w is not None:
-        f.weights_source = w.attrs.get(sc.WEIGHTS_SOURCE)
-        f.weights_bytes = w.attrs.get(sc.WEIGHTS_BYTES) if isinstance(w.attrs.get(sc.WEIGHTS_BYTES), int) else None
-        f.weights_gbps = _num(w.attrs.get(sc.WEIGHTS_GBPS))
-        f.weights_format = w.attrs.get(sc.WEIGHTS_LOAD_FORMAT)
-        dl = w.attrs.get(sc.DOWNLOAD_BYTES)
-        f.download_bytes = dl if isinstance(dl, int) else None
-        f.weights_s = f.phase("weights_load")
-    f.download_s = f.phase("weights_download")
-    kv = next((s.attrs[sc.KV_CACHE_BYTES] for s in spans if isinstance(s.attrs.get(sc.KV_CACHE_BYTES), int)), None)
-    f.kv_bytes = kv
+    _compile_facts(f, spans)
+    _weights_facts(f, spans)
+    f.kv_bytes = next((s.attrs[sc.KV_CACHE_BYTES] for s in spans if isinstance(s.attrs.get(sc.KV_CACHE_BYTES), int)),
+                      None)
     cap = _first(spans, "cudagraph_capture")
     if cap is not None:
         f.capture_s = f.phase("cudagraph_capture")
@@ -239,17 +232,35 @@ def facts(root: Span, spans: list[Span]) -> Facts:
     return f
 
 
-def model_from_argv(argv: Any) -> str | None:
-    """The model a ``vllm serve MODEL`` command line names (a start that failed before config has no
-    ``vllm.model``)."""
-    if not isinstance(argv, list):
-        return None
-    args = [str(a) for a in argv]
-    if "--model" in args[:-1]:
-        return args[args.index("--model") + 1]
-    if "serve" in args[:-1] and not args[args.index("serve") + 1].startswith("-"):
-        return args[args.index("serve") + 1]
-    return None
+def _compile_facts(f: Facts, spans: list[Span]) -> None:
+    comp = _first(spans, "torch_compile")
+    if comp is not None:
+        f.compiled = True
+        f.compile_s = f.phase("torch_compile")
+        f.compile_hit = _bool(comp.attrs.get(sc.COMPILE_CACHE_HIT))
+        builds = comp.attrs.get(sc.COMPILE_CPP_BUILDS)
+        f.cpp_builds = builds if isinstance(builds, int) else None
+        graphs = comp.attrs.get(sc.COMPILE_UNIQUE_GRAPHS)
+        f.compile_graphs = graphs if isinstance(graphs, int) else None
+        f.compile_cache_dir = comp.attrs.get(sc.COMPILE_CACHE_DIR)
+    aot = _first(spans, "aot_load")
+    if aot is not None:
+        f.aot_loaded = _bool(aot.attrs.get(sc.COMPILE_AOT_LOADED))
+        f.aot_error = aot.attrs.get(sc.COMPILE_AOT_LOAD_ERROR)
+        f.aot_s = f.phase("aot_load")
+
+
+def _weights_facts(f: Facts, spans: list[Span]) -> None:
+    w = _first(spans, "weights_load")
+    if w is not None:
+        f.weights_source = w.attrs.get(sc.WEIGHTS_SOURCE)
+        f.weights_bytes = w.attrs.get(sc.WEIGHTS_BYTES) if isinstance(w.attrs.get(sc.WEIGHTS_BYTES), int) else None
+        f.weights_gbps = _num(w.attrs.get(sc.WEIGHTS_GBPS))
+        f.weights_format = w.attrs.get(sc.WEIGHTS_LOAD_FORMAT)
+        dl = w.attrs.get(sc.DOWNLOAD_BYTES)
+        f.download_bytes = dl if isinstance(dl, int) else None
+        f.weights_s = f.phase("weights_load")
+    f.download_s = f.phase("weights_download")
 
 
 def _depth(s: Span, spans: list[Span]) -> int:
@@ -258,26 +269,6 @@ def _depth(s: Span, spans: list[Span]) -> int:
     while cur.parent_id and cur.parent_id in by_id and d < 64:
         cur, d = by_id[cur.parent_id], d + 1
     return d
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "?"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{int(n)} B"
-
-
-def seconds(v: float) -> str:
-    """Compact duration: 0.012 s, 1.23 s, 12.3 s, 123 s."""
-    if v < 0.1:
-        return f"{v:.3f} s"
-    if v < 10:
-        return f"{v:.2f} s"
-    if v < 100:
-        return f"{v:.1f} s"
-    return f"{v:.0f} s"
 
 
 def cause_labels(s: Span) -> list[str]:
@@ -295,7 +286,7 @@ def cause_labels(s: Span) -> list[str]:
             out.append("AOT artifact loaded")
         else:
             err = str(a.get(sc.COMPILE_AOT_LOAD_ERROR) or "")
-            out.append("no AOT artifact yet" if err.startswith("FileNotFoundError") else
+            out.append("no AOT artifact yet" if no_aot_artifact_yet(err) else
                        f"AOT load failed: {err[:60]}" if err else "AOT artifact not loaded")
     if isinstance(a.get(sc.COMPILE_AOT_BYTES), int):
         out.append(f"artifact {human_bytes(a[sc.COMPILE_AOT_BYTES])}")

@@ -1,5 +1,6 @@
-"""The span model shared by the report, the metrics and the tests: OTLP/JSON in, plain spans out, and the
-SDK's ReadableSpan converted to the same model.
+"""The span model shared by the report, the metrics and the tests, and the one OTLP/JSON decoder: OTLP/JSON
+in (a document, a Tempo answer or a file's text), plain spans out; the SDK's ReadableSpan converted to the
+same model. (Encoding is the agent's file exporter.)
 
 ``parse_otlp`` reads both OTLP/JSON spellings: the OTLP/HTTP JSON encoding (hex ids, as our file exporter
 writes them) and the protobuf-JSON mapping (base64 ids, enum names such as ``STATUS_CODE_ERROR``), which is
@@ -12,6 +13,8 @@ import base64
 import binascii
 from dataclasses import dataclass, field
 from typing import Any
+
+from vllm_otel_startup.model.errors import ReportError
 
 
 @dataclass
@@ -100,6 +103,46 @@ def parse_otlp(doc: dict[str, Any]) -> list[Span]:
                             for e in s.get("events", [])],
                 ))
     return out
+
+
+def otlp_documents(doc: Any) -> list[dict[str, Any]]:
+    """The ExportTraceServiceRequest-shaped documents inside one JSON value: OTLP (``resourceSpans``), Tempo's
+    ``/api/traces`` (``batches``) and ``/api/v2/traces`` (``{"trace": {...}}``), or a list of those."""
+    if isinstance(doc, list):
+        return [d for item in doc for d in otlp_documents(item)]
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    if "trace" in doc and isinstance(doc["trace"], dict):
+        return otlp_documents(doc["trace"])
+    if "batches" in doc:
+        return [{"resourceSpans": doc["batches"] or []}]
+    if "resourceSpans" in doc:
+        return [doc]
+    raise ValueError("no resourceSpans")
+
+
+def parse_text(text: str, where: str) -> list[Span]:
+    """Spans from a file's (or an HTTP answer's) text: JSON lines (ours) or one JSON document."""
+    import json  # here, not at the top: the printout at ready imports this module and never reads text
+
+    if not text.strip():
+        raise ReportError(f"{where}: no spans (empty file)")
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    chunks: list[tuple[str, str]]
+    if len(lines) > 1 and lines[0].lstrip().startswith("{") and lines[0].rstrip().endswith("}"):
+        chunks = [(f"{where}:{n}", ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    else:
+        chunks = [(where, text)]
+    spans: list[Span] = []
+    for at, chunk in chunks:
+        try:
+            for d in otlp_documents(json.loads(chunk)):
+                spans.extend(parse_otlp(d))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ReportError(f"{at}: not OTLP JSON ({exc.__class__.__name__}: {str(exc)[:120]})") from None
+    if not spans:
+        raise ReportError(f"{where}: no spans")
+    return spans
 
 
 def from_readable(s: Any) -> Span:

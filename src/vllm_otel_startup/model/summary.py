@@ -17,10 +17,18 @@ from dataclasses import replace
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.model import critical_path
-from vllm_otel_startup.model.advice import advise, observe
-from vllm_otel_startup.model.facts import KIND_LABEL, Facts, cause_labels, facts, key_causes, kind_of, link, seconds
+from vllm_otel_startup.model.facts import (
+    KIND_LABEL,
+    Facts,
+    cause_labels,
+    find_root,
+    folds_into,
+    key_causes,
+    kind_of,
+    seconds,
+)
 from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.start import Start
 
 ENV = settings.SUMMARY.name
 
@@ -33,27 +41,52 @@ def enabled(environ: Mapping[str, str] | None = None) -> bool:
 def render(spans: list[Span], *, width: int = 110, advice: int = 1, source: str | None = None) -> str:
     """The compact breakdown of one start; never raises (odd input gives a one-line note instead)."""
     try:
-        own = [replace(s, children=[]) for s in spans]  # linking must not touch the caller's spans
-        return _render(own, width=max(60, int(width)), advice=advice, source=source)
+        own = [replace(s, children=[]) for s in spans]  # a Start links its spans: leave the caller's alone
+        for s in own:  # still open (the root at the very ready point): up to the latest end seen
+            if s.end < s.start:
+                s.end = max([s.start] + [x.end for x in own])
+        if find_root(own) is None:
+            return f"vllm-otel-startup: no startup summary ({len(spans)} spans, no '{sc.ROOT_SPAN}' root span)"
+        return render_start(Start(own, source or ""), width=max(60, int(width)), advice=advice)
     except Exception as exc:  # noqa: BLE001 - printed from inside the server: never fail the caller
         return f"vllm-otel-startup: no startup summary ({exc.__class__.__name__}: {exc})"
 
 
-def _render(spans: list[Span], *, width: int, advice: int, source: str | None) -> str:
-    root = link(spans)
-    if root is None:
-        return f"vllm-otel-startup: no startup summary ({len(spans)} spans, no '{sc.ROOT_SPAN}' root span)"
-    for s in spans:  # still open (the root at the very ready point): up to the latest end seen
-        if s.end < s.start:
-            s.end = max([s.start] + [x.end for x in spans])
-    f = facts(root, spans)
-    total = max(root.duration, 1e-9)
+def render_start(st: Start, *, width: int = 110, advice: int = 1) -> str:
+    """The compact breakdown of a built start (``render`` for a plain list of spans)."""
+    root, f = st.root, st.facts
+    rows, hidden = _rows(st)
     lines = [_clip(_header(f, root), width)]
-    threshold = max(0.2, 0.02 * total)
-    rows: list[tuple[list[Span], int, str]] = []
-    hidden = [0]
+    total = max(root.duration, 1e-9)
+    for chain, depth, proc in rows:
+        s, name = chain[0], " > ".join(c.name for c in chain)
+        causes = [c for member in chain for c in cause_labels(member)]
+        text = f"{seconds(s.duration):>8} {100 * s.duration / total:4.0f}%  {proc:<11} {'  ' * depth}{name}"
+        if causes:
+            text += "  (" + ", ".join(causes) + ")"
+        lines.append(_clip(text, width))
+    key = key_causes(f)
+    if key:
+        lines += _wrap("causes: ", " · ".join(key), width)
+    lines += _wrap("", st.critical_path.headline(top=2), width)
+    for note in st.observations[:1]:
+        lines += _wrap("note: ", note, width)
+    for a in st.advice[:advice]:
+        lines += _wrap("advice: ", a.headline(), width)
+        lines += _wrap("        because: ", f"[{a.phase}] {a.evidence}", width)
+    if len(st.advice) > advice:
+        lines.append(f"(+{len(st.advice) - advice} more: vllm-otel-startup advise)")
+    more = f"{hidden} shorter phases not shown; " if hidden else ""
+    lines.append(f"({more}full tree: vllm-otel-startup report {st.source or root.trace_id})")
+    return "\n".join(lines)
 
-    by_id = {s.span_id: s for s in spans}
+
+def _rows(st: Start) -> tuple[list[tuple[list[Span], int, str]], int]:
+    """The rows shown (a chain of spans folded into one row, its depth, its process) and how many were hidden."""
+    threshold = max(0.2, 0.02 * max(st.root.duration, 1e-9))
+    by_id = {s.span_id: s for s in st.spans}
+    rows: list[tuple[list[Span], int, str]] = []
+    hidden = 0
 
     def visible(s: Span) -> bool:
         if s.status == 2 or _failed_below(s):
@@ -68,42 +101,21 @@ def _render(spans: list[Span], *, width: int, advice: int, source: str | None) -
         return True
 
     def walk(s: Span, depth: int, proc: str) -> None:
+        nonlocal hidden
         proc = _process_label(s, proc)
         chain, cur = [s], s
         kids = [c for c in cur.children if visible(c)]
-        while len(kids) == 1 and kind_of(kids[0]) == kind_of(cur) and kids[0].duration >= 0.9 * cur.duration \
-                and not cause_labels(cur) and not cause_labels(kids[0]):
+        while len(kids) == 1 and kind_of(kids[0]) == kind_of(cur) and folds_into(cur, kids[0]):
             cur = kids[0]
             chain.append(cur)
             kids = [c for c in cur.children if visible(c)]
         rows.append((chain, depth, proc))
-        hidden[0] += sum(1 for c in cur.children if not visible(c))
+        hidden += sum(1 for c in cur.children if not visible(c))
         for c in kids:
             walk(c, depth + 1, proc)
 
-    walk(root, 0, "")
-    for chain, depth, proc in rows:
-        s, name = chain[0], " > ".join(c.name for c in chain)
-        causes = [c for member in chain for c in cause_labels(member)]
-        text = f"{seconds(s.duration):>8} {100 * s.duration / total:4.0f}%  {proc:<11} {'  ' * depth}{name}"
-        if causes:
-            text += "  (" + ", ".join(causes) + ")"
-        lines.append(_clip(text, width))
-    key = key_causes(f)
-    if key:
-        lines += _wrap("causes: ", " · ".join(key), width)
-    lines += _wrap("", critical_path.analyse(root, spans).headline(top=2), width)
-    for note in observe(f, spans)[:1]:
-        lines += _wrap("note: ", note, width)
-    found = advise(f, spans)
-    for a in found[:advice]:
-        lines += _wrap("advice: ", a.headline(), width)
-        lines += _wrap("        because: ", f"[{a.phase}] {a.evidence}", width)
-    if len(found) > advice:
-        lines.append(f"(+{len(found) - advice} more: vllm-otel-startup advise)")
-    more = f"{hidden[0]} shorter phases not shown; " if hidden[0] else ""
-    lines.append(f"({more}full tree: vllm-otel-startup report {source or root.trace_id})")
-    return "\n".join(lines)
+    walk(st.root, 0, "")
+    return rows, hidden
 
 
 def _process_label(s: Span, parent_label: str) -> str:

@@ -1,0 +1,51 @@
+"""The full phase tree of one start as text: every span with duration, share, process, causes and resources,
+then the explained share, observations and advice. ``report`` prints it, the waterfall's HTML embeds it."""
+
+from __future__ import annotations
+
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model.facts import cause_labels, kind_of, resource_labels
+from vllm_otel_startup.model.intervals import uncovered
+from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.start import Start
+
+
+def coverage(root: Span, spans: list[Span], skip_waiting: bool = False) -> tuple[float, int, int]:
+    """Share of the root's wall time covered by the union of leaf spans (of a linked start); largest uncovered
+    interval (ns) and where it begins."""
+    parents = {s.parent_id for s in spans if s.parent_id}
+    leaves = [(s.start, s.end, s.name) for s in spans
+              if s.span_id not in parents and s is not root and not (skip_waiting and s.attrs.get(sc.WAITING))]
+    gap, largest, largest_at, _ = uncovered(leaves, root.start, root.end)
+    total = max(root.end - root.start, 1)
+    return (total - gap) / total, largest, largest_at
+
+
+def render(st: Start) -> str:
+    total = max(st.root.duration, 1e-9)
+    lines = []
+
+    def walk(s: Span, depth: int) -> None:
+        flags = cause_labels(s) + resource_labels(s)
+        if s.attrs.get(sc.WAITING):
+            flags.insert(0, "waiting")
+        lines.append(f"{s.duration:9.3f}s {100 * s.duration / total:5.1f}%  {'  ' * depth}{s.name}"
+                     f"  [{kind_of(s)}]" + (f"  ({', '.join(flags)})" if flags else ""))
+        for c in s.children:
+            walk(c, depth + 1)
+
+    walk(st.root, 0)
+    share, gap, _ = coverage(st.root, st.spans)
+    lines.append("")
+    lines.append(st.critical_path.headline(top=5))
+    lines.append(f"(any leaf span, waiting spans included: {100 * share:.1f}%, largest gap {gap / 1e9:.3f} s)")
+    for note in st.observations:
+        lines.append(f"note: {note}")
+    if st.advice:
+        lines.append("")
+        lines.append(f"advice ({len(st.advice)}):")
+        for a in st.advice:
+            first, *rest = a.lines()
+            lines.append(f"  * {first}")
+            lines.extend(f"    {r}" for r in rest)
+    return "\n".join(lines)
