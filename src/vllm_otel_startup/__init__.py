@@ -56,6 +56,7 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         info = ProcessInfo.current()
         if info.kind not in ("api_server", "engine_core", "worker"):
             return  # helpers and unrelated Python programs: do nothing at all
+        from vllm_otel_startup.agent.causes import Probes
         from vllm_otel_startup.agent.hooks import Installer
         from vllm_otel_startup.agent.processor import StartupSampler, StartupSpanProcessor
         from vllm_otel_startup.agent.runtime import Runtime
@@ -64,17 +65,18 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         provider = kwargs.get("tracer_provider") or trace.get_tracer_provider()
         tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=provider)
         rt = Runtime(info, tracer, provider)
+        probes = Probes(rt)
         if hasattr(provider, "add_span_processor"):
             from vllm_otel_startup.agent.ids import UrandomIdGenerator
 
             # vLLM seeds Python's global random (set_random_seed): the SDK's default ids would repeat
             provider.id_generator = UrandomIdGenerator()
-            provider.add_span_processor(StartupSpanProcessor(rt))
+            provider.add_span_processor(StartupSpanProcessor(rt, probes))
             sampler = getattr(provider, "sampler", None)
             if sampler is not None:  # tracers made from now on (vLLM makes one per call) use it
                 provider.sampler = StartupSampler(sampler, rt)
         rt.start()
-        installer = Installer(rt, tracer)
+        installer = Installer(rt, tracer, probes=probes)
         installer.install()
         atexit.register(_at_exit, rt)
         if hasattr(os, "register_at_fork"):  # VLLM_WORKER_MULTIPROC_METHOD=fork: children run no sitecustomize

@@ -80,8 +80,10 @@ _INHERITED = object()
 
 
 class Installer:
-    def __init__(self, rt: Runtime, tracer: trace.Tracer, version: str | None = None) -> None:
+    def __init__(self, rt: Runtime, tracer: trace.Tracer, version: str | None = None,
+                 probes: causes.Probes | None = None) -> None:
         self.rt = rt
+        self.probes = probes if probes is not None else causes.Probes(rt)
         self.version = version
         self.tracer = tracer
         self.enabled = True
@@ -220,13 +222,7 @@ class Installer:
             return cli_main
 
         def run_probe(span, instance, args, kwargs, result):
-            probe = causes.CALL_PROBES.get(point.probe or "")
-            if probe is None:
-                return
-            try:
-                probe(rt, span, instance, args, kwargs, result)
-            except Exception:  # noqa: BLE001 - a probe that fails only loses its attributes
-                _log.debug("probe %s failed", point.probe, exc_info=True)
+            self.probes.after_call(point.probe, span, causes.Call(instance, args, kwargs, result))
 
         if hook == "enrich":
             def enrich(wrapped, instance, args, kwargs):

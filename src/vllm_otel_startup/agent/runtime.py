@@ -73,7 +73,6 @@ class Runtime:
         self.process_span: Span | None = None
         self.facts: dict[str, Any] = {}  # attributes for the process span, set at finish
         self.pending: dict[str, dict[str, Any]] = {}  # phase -> attributes for that phase's next span end
-        self.counters: dict[str, int] = {}
         self.local: list[tuple[int, int, str, int, int | None, str | None]] = []  # ended startup spans here:
         # (start, end, name, span id, parent span id, phase)
         self.ended: list[Any] = []  # the same spans (SDK ReadableSpan): metrics and the spool are made of them
@@ -111,7 +110,7 @@ class Runtime:
         self.info = ProcessInfo(kind=kind, pid=os.getpid(), create_ns=now, create_source="fork", hook_ns=now,
                                 argv=self.info.argv, rank=child_rank(kind))
         self.done = False
-        self.facts, self.pending, self.counters, self.local, self.ended = {}, {}, {}, [], []
+        self.facts, self.pending, self.local, self.ended = {}, {}, [], []
         self.patch_missing, self.last_error, self._segment, self._snaps = [], None, None, {}
         self.start(segment=sc.PROCESS_ENTRY_SPAN)  # threads do not survive a fork: a new sampler too
 
@@ -386,9 +385,4 @@ class Runtime:
     def pop_pending(self, phase: str) -> dict[str, Any]:
         with self._lock:
             return self.pending.pop(phase, {})
-
-    def count(self, key: str, n: int = 1) -> int:
-        with self._lock:
-            self.counters[key] = self.counters.get(key, 0) + n
-            return self.counters[key]
 
