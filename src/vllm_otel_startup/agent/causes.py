@@ -164,7 +164,7 @@ class PrepareWeights(Probe):
 
 class AotLoad(Probe):
     """_try_load_aot_compiled_fn(model, aot_compilation_path) -> the loaded function or None (compile again).
-    The reason of a failed load was set by the monitor it opens (hooks.SpanContextManager)."""
+    The reason of a failed load was set by the monitor it opens (wrappers.SpanContextManager)."""
 
     name = "aot_load"
 
