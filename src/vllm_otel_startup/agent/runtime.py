@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import threading
 import time
 from typing import Any
@@ -18,6 +17,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent import ready
 from vllm_otel_startup.agent.process import (
     API_SERVER,
     ENGINE_CORE,
@@ -208,9 +208,9 @@ class Runtime:
         span.end(end_time=end_ns)
         wait = settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if error else settings.seconds_from_ms(
             settings.FLUSH_MS)
-        self.flush(wait, before=self.publish)
+        ready.flush(self, wait, before=lambda: ready.publish(self))
         if self.sampler is not None:
-            self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), self._flush_metrics)
+            self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), ready.flush_metrics)
 
     # ---- the ready point's products ---------------------------------------------------------------------
     def _start_facts(self) -> dict[str, Any]:
@@ -235,48 +235,6 @@ class Runtime:
 
     def trace_id(self) -> str:
         return f"{self.process_span.get_span_context().trace_id:032x}" if self.process_span else ""
-
-    def publish(self) -> None:
-        """Record this process's startup metrics; a child spools its spans for the API server, the API server
-        serves the whole start on vLLM's /metrics. Runs on the flush thread, off the ready path."""
-        from vllm_otel_startup.agent import spool
-        from vllm_otel_startup.agent.observations import span_observations, start_observations
-        from vllm_otel_startup.model.spanmodel import from_readable
-
-        with self._lock:
-            ended = list(self.ended)
-        own = [from_readable(s) for s in ended]
-        labels = self.fleet()
-        observations = span_observations(own, labels)
-        trace_id = self.trace_id()
-        if self.info.kind == API_SERVER:
-            whole = own + spool.read(trace_id)
-            observations += start_observations(whole, labels)
-            self._serve_on_vllm_metrics(own, trace_id, labels)
-            self._print_summary(whole)
-        else:
-            spool.write(trace_id, f"{self.info.kind}-{self.info.pid}", ended)
-        if self.recorder is not None:
-            self.recorder.record(observations)
-
-    def _print_summary(self, spans: list[Any]) -> None:
-        """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off)."""
-        from vllm_otel_startup.model import summary
-
-        if summary.enabled():
-            print(summary.render(spans), file=sys.stdout, flush=True)
-
-    def _serve_on_vllm_metrics(self, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
-        from vllm_otel_startup.agent import prometheus, spool
-
-        if self.collector is not None:
-            return
-        self.collector = prometheus.StartupCollector(lambda: own + spool.read(trace_id), labels)
-        prometheus.register(self.collector)
-        spool.prune()
-        import atexit
-
-        atexit.register(spool.remove, trace_id)
 
     def _register_resource_metrics(self) -> None:
         from opentelemetry import metrics
@@ -306,44 +264,9 @@ class Runtime:
             time.sleep(interval)
             if not sampler.stopped and not self.done:
                 try:
-                    self._flush_metrics()
+                    ready.flush_metrics()
                 except Exception:  # noqa: BLE001
                     _log.debug("metrics export failed", exc_info=True)
-
-    def _flush_metrics(self) -> None:
-        from opentelemetry import metrics
-
-        flush = getattr(metrics.get_meter_provider(), "force_flush", None)
-        if flush is not None:
-            flush(10_000)
-
-    def flush(self, wait_s: float, before: Any = None) -> None:
-        """Export what this process has, waiting at most ``wait_s``; the export goes on in the background.
-        ``before`` runs first on the same thread (work that must not delay the ready point)."""
-        flush = getattr(self.provider, "force_flush", None)
-
-        def run() -> None:
-            t0 = time.monotonic()
-            try:
-                if before is not None:
-                    before()
-                if flush is not None:
-                    flush(30_000)
-                self._flush_metrics()
-            except Exception:  # noqa: BLE001 - telemetry never raises into the host
-                _log.debug("flush failed", exc_info=True)
-            if settings.flag(settings.DEBUG):
-                print(f"[vllm-otel-startup] {self.info.kind} pid {os.getpid()} flushed in "
-                      f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
-
-        t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
-        t0 = time.monotonic()
-        t.start()
-        t.join(wait_s)
-        if settings.flag(settings.DEBUG):
-            print(f"[vllm-otel-startup] {self.info.kind} pid {os.getpid()} ready-point wait "
-                  f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",
-                  file=sys.stderr, flush=True)
 
     # ---- accounting -------------------------------------------------------------------------------------
     def record_local(self, span: Any, interval: bool = True) -> None:
