@@ -115,8 +115,10 @@ def _quiet(rt: Any) -> None:
     if rt.retro is not None:
         rt.retro.uninstall()
     rt.detach()
-    if rt.sampler is not None and not rt.sampler.stopping:
-        rt.sampler.stop_after(0)
+    if rt.sampler is not None:
+        if not rt.sampler.stopping:
+            rt.sampler.stop_after(0)
+        rt.sampler.join(1.0)  # bounded: its last sample is taken within one tick
 
 
 def _restore_provider(provider: Any, id_generator: Any, sampler: Any) -> None:
