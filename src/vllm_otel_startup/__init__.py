@@ -29,8 +29,11 @@ _log = logging.getLogger("vllm_otel_startup")
 class VllmStartupInstrumentor(BaseInstrumentor):
     """Traces a vLLM server start from process creation to ready, across all its processes."""
 
+    # this process's instrumentation (one per process): what uninstrument() undoes
     _runtime: Any = None
     _installer: Any = None
+    _probes: Any = None
+    _provider_state: Any = None  # (provider, its id generator, its sampler) before we replaced them
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -56,6 +59,7 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         info = ProcessInfo.current()
         if info.kind not in ("api_server", "engine_core", "worker"):
             return  # helpers and unrelated Python programs: do nothing at all
+        from vllm_otel_startup.agent.causes import Probes
         from vllm_otel_startup.agent.hooks import Installer
         from vllm_otel_startup.agent.processor import StartupSampler, StartupSpanProcessor
         from vllm_otel_startup.agent.runtime import Runtime
@@ -64,31 +68,81 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         provider = kwargs.get("tracer_provider") or trace.get_tracer_provider()
         tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=provider)
         rt = Runtime(info, tracer, provider)
+        probes = Probes(rt)
+        cls = VllmStartupInstrumentor
+        cls._runtime, cls._probes, cls._provider_state = rt, probes, None
         if hasattr(provider, "add_span_processor"):
             from vllm_otel_startup.agent.ids import UrandomIdGenerator
 
+            sampler = getattr(provider, "sampler", None)
+            cls._provider_state = (provider, getattr(provider, "id_generator", None), sampler)
             # vLLM seeds Python's global random (set_random_seed): the SDK's default ids would repeat
             provider.id_generator = UrandomIdGenerator()
-            provider.add_span_processor(StartupSpanProcessor(rt))
-            sampler = getattr(provider, "sampler", None)
+            # an SDK provider cannot drop a span processor: uninstrument() makes it inert (rt.active False)
+            provider.add_span_processor(StartupSpanProcessor(rt, probes))
             if sampler is not None:  # tracers made from now on (vLLM makes one per call) use it
                 provider.sampler = StartupSampler(sampler, rt)
         rt.start()
-        installer = Installer(rt, tracer)
-        installer.install()
+        cls._installer = Installer(rt, tracer, probes=probes)
+        cls._installer.install()
         atexit.register(_at_exit, rt)
-        if hasattr(os, "register_at_fork"):  # VLLM_WORKER_MULTIPROC_METHOD=fork: children run no sitecustomize
-            os.register_at_fork(after_in_child=rt.after_fork_in_child)
-        VllmStartupInstrumentor._runtime = rt
-        VllmStartupInstrumentor._installer = installer
+        _register_at_fork()
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        if VllmStartupInstrumentor._installer is not None:
-            VllmStartupInstrumentor._installer.uninstall()
-            VllmStartupInstrumentor._installer = None
-        rt = VllmStartupInstrumentor._runtime
-        if rt is not None and rt.retro is not None:
-            rt.retro.uninstall()
+        """Undo what instrument() did: hooks, compile-stage wrappers, probe counters, gc/import watchers, the
+        process span's context, the sampler thread, the provider's id generator and sampler, the exit hook."""
+        cls = VllmStartupInstrumentor
+        rt, installer, probes, state = cls._runtime, cls._installer, cls._probes, cls._provider_state
+        cls._runtime = cls._installer = cls._probes = cls._provider_state = None
+        for undo in (
+            installer.uninstall if installer is not None else None,
+            probes.uninstall if probes is not None else None,
+            (lambda: _quiet(rt)) if rt is not None else None,
+            (lambda: _restore_provider(*state)) if state is not None else None,
+            lambda: atexit.unregister(_at_exit),
+        ):
+            if undo is None:
+                continue
+            try:
+                undo()
+            except Exception:  # noqa: BLE001
+                _log.debug("vllm-otel-startup: uninstrument step failed", exc_info=True)
+
+
+def _quiet(rt: Any) -> None:
+    """The runtime stops observing: its span processor and sampler hook go inert, its threads stop."""
+    rt.active = False
+    if rt.retro is not None:
+        rt.retro.uninstall()
+    rt.detach()
+    if rt.sampler is not None:
+        if not rt.sampler.stopping:
+            rt.sampler.stop_after(0)
+        rt.sampler.join(1.0)  # bounded: its last sample is taken within one tick
+
+
+def _restore_provider(provider: Any, id_generator: Any, sampler: Any) -> None:
+    if id_generator is not None:
+        provider.id_generator = id_generator
+    if sampler is not None:
+        provider.sampler = sampler
+
+
+_AT_FORK: list[bool] = []
+
+
+def _register_at_fork() -> None:
+    """VLLM_WORKER_MULTIPROC_METHOD=fork: children run no sitecustomize. Registered once per interpreter (it
+    cannot be unregistered); it acts on whatever runtime is instrumented at the fork."""
+    if not _AT_FORK and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_in_child)
+        _AT_FORK.append(True)
+
+
+def _after_fork_in_child() -> None:
+    rt = VllmStartupInstrumentor._runtime
+    if rt is not None:
+        rt.after_fork_in_child()
 
 
 def _at_exit(rt: Any) -> None:

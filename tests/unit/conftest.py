@@ -16,11 +16,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import fake_vllm  # noqa: E402
 
+from vllm_otel_startup import VllmStartupInstrumentor  # noqa: E402
 from vllm_otel_startup.agent.hooks import Installer  # noqa: E402
 from vllm_otel_startup.agent.process import ProcessInfo  # noqa: E402
-from vllm_otel_startup.agent.processor import StartupSampler, StartupSpanProcessor  # noqa: E402
 from vllm_otel_startup.agent.runtime import Runtime  # noqa: E402
-from vllm_otel_startup.semconv import INSTRUMENTATION_NAME  # noqa: E402
 
 
 @pytest.fixture
@@ -72,10 +71,11 @@ class Started:
 
 @pytest.fixture
 def start(otel, tmp_path, monkeypatch):
-    """start(kind, version, drop=...) -> Started: our runtime in a process of that kind, hooks installed,
-    and a fake vLLM of that release importable (imports happen in the test, after the hooks)."""
+    """start(kind, version, drop=...) -> Started: ``VllmStartupInstrumentor().instrument()`` in a process of
+    that kind, and a fake vLLM of that release importable (imports happen in the test, after the hooks);
+    ``uninstrument()`` afterwards."""
     provider, exporter = otel
-    made: list[Started] = []
+    instrumentor = VllmStartupInstrumentor()
 
     def _start(kind: str = "api_server", version: str = "0.33.0", drop: frozenset = frozenset()) -> Started:
         root = fake_vllm.write_tree(tmp_path / f"fake-{version}", version, set(drop))
@@ -84,20 +84,12 @@ def start(otel, tmp_path, monkeypatch):
         now = time.time_ns()
         info = ProcessInfo(kind=kind, pid=os.getpid(), create_ns=now - 50_000_000, create_source="proc",
                            hook_ns=now, argv=["vllm", "serve", "m"])
-        tracer = trace_api.get_tracer(INSTRUMENTATION_NAME, tracer_provider=provider)
-        rt = Runtime(info, tracer, provider)
-        provider.add_span_processor(StartupSpanProcessor(rt))
-        provider.sampler = StartupSampler(provider.sampler, rt)
-        rt.start()
-        installer = Installer(rt, tracer, version=version)
-        installer.install()
-        made.append(Started(rt, installer, exporter))
-        return made[-1]
+        monkeypatch.setattr(ProcessInfo, "current", classmethod(lambda cls: info))  # this process is that kind
+        instrumentor.instrument(tracer_provider=provider, skip_dep_check=True)
+        rt, installer = VllmStartupInstrumentor._runtime, VllmStartupInstrumentor._installer
+        assert rt is not None and rt.info is info, "instrument() did not set up"
+        return Started(rt, installer, exporter)
 
     yield _start
-    for s in reversed(made):
-        s.installer.uninstall()
-        if s.rt.retro is not None:
-            s.rt.retro.uninstall()
-        s.rt.detach()
+    instrumentor.uninstrument()
     fake_vllm.purge()

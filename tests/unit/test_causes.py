@@ -26,23 +26,26 @@ def test_cuda_graph_captures_are_counted_on_the_capture_span(start, monkeypatch)
             return None
 
     mod.CUDAGraph = CUDAGraph
+    original = CUDAGraph.__dict__["capture_begin"]
     monkeypatch.setitem(sys.modules, "torch.cuda.graphs", mod)
     s = start("worker", "0.33.0")
     span = _Span()
-    begin, end = causes.PHASE_PROBES["cudagraph_capture"]
-    begin(s.rt, span)
+    probe = causes.CudaGraphCount()
+    probe.on_start(s.rt, span)
     for _ in range(5):
         mod.CUDAGraph().capture_begin()
-    end(s.rt, span)
+    probe.on_ending(s.rt, span)
+    probe.uninstall()
     assert span.attributes[sc.CUDAGRAPH_COUNT] == 5
+    assert CUDAGraph.__dict__["capture_begin"] is original  # the counter is gone again
 
 
 def test_no_torch_cuda_means_no_count_and_no_error(start, monkeypatch):
     monkeypatch.delitem(sys.modules, "torch.cuda.graphs", raising=False)
     s = start("worker", "0.33.0")
     span = _Span()
-    begin, end = causes.PHASE_PROBES["cudagraph_capture"]
-    begin(s.rt, span)
-    end(s.rt, span)
+    probe = causes.CudaGraphCount()
+    probe.on_start(s.rt, span)
+    probe.on_ending(s.rt, span)
     assert sc.CUDAGRAPH_COUNT not in span.attributes
     assert "torch.cuda.graphs" not in sys.modules  # never imported by us

@@ -15,7 +15,7 @@ def test_every_row_is_well_formed():
     for p in PATCH_POINTS:
         assert ":" in p.target and p.hook in HOOKS, p
         assert p.phase in sc.PHASES, p
-        assert p.probe is None or p.probe in causes.CALL_PROBES, p
+        assert p.probe is None or p.probe in causes.CALL_PROBE_NAMES, p
         assert (p.hook == "ready") == (p.ends is not None), p  # each ready row names the process it ends
         if p.native_since:
             assert NATIVE_SPANS.get(p.span) == p.phase, p  # our fallback uses vLLM's own name

@@ -156,3 +156,25 @@ def test_bootstrap_segments_are_named_and_cover_the_start(start):
     [root] = s.spans(sc.ROOT_SPAN)
     assert root.start_time == s.rt.info.create_ns
     assert root.attributes[sc.UNEXPLAINED_S] < 0.05
+
+
+def test_uninstrument_undoes_what_instrument_did(start):
+    import gc
+    import importlib._bootstrap as bootstrap
+
+    from opentelemetry import trace
+
+    from vllm_otel_startup import VllmStartupInstrumentor
+
+    s = start("worker", "0.10.1")
+    worker = importlib.import_module("vllm.v1.worker.gpu_worker").Worker
+    assert hasattr(worker.init_device, "__wrapped__")
+    retro = s.rt.retro
+    assert retro._gc in gc.callbacks and bootstrap._find_and_load == retro._import
+    VllmStartupInstrumentor().uninstrument()
+    assert not hasattr(worker.init_device, "__wrapped__")  # the original is back
+    assert retro._gc not in gc.callbacks and bootstrap._find_and_load != retro._import
+    assert trace.get_current_span() is not s.rt.process_span  # its context is left
+    assert not s.rt.active  # the span processor and the sampler hook are inert
+    worker().init_device()
+    assert s.spans("Init device") == []

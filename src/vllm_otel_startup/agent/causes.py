@@ -1,30 +1,67 @@
 """Cause probes: the attributes that explain a phase's cost.
 
-Two kinds, both fail-soft (a probe that fails only loses its attributes):
-  CALL_PROBES[name](rt, span, instance, args, kwargs, result)  after a patched call returns; ``span`` is
-      our span for that call, or None when the call is not ours (enrich hooks): then the probe records
+A probe is a small object that keeps its own state; :class:`Probes` holds one of each per process and
+invokes them fail-soft (a probe that fails only loses its attributes):
+  after_call(rt, span, call)   after a patched call returns (the patch table's ``probe`` names it); ``span``
+      is our span for that call, or None when the call is not ours (enrich hooks): then the probe records
       pending attributes for the phase's span instead.
-  PHASE_PROBES[phase] = (on_start(rt, span), on_ending(rt, span))  around any span of that phase, native
-      or ours, from the span processor.
+  on_start(rt, span) / on_ending(rt, span)   around any span of the probe's ``phase``, native or ours, from
+      the span processor (``on_ending`` runs while the span is still writable).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.call_counter import CallCounter
 from vllm_otel_startup.agent.process import redact_url
-from vllm_otel_startup.agent.runtime import Runtime
+
+if TYPE_CHECKING:
+    from vllm_otel_startup.agent.runtime import Runtime
+
+_log = logging.getLogger("vllm_otel_startup")
 
 
-def _arg(args: tuple, kwargs: dict, index: int, name: str) -> Any:
-    if name in kwargs:
-        return kwargs[name]
-    return args[index] if len(args) > index else None
+@dataclass(frozen=True)
+class Call:
+    """One patched call as a probe sees it, after it returned."""
+
+    instance: Any
+    args: tuple
+    kwargs: dict
+    result: Any
+
+    def arg(self, index: int, name: str) -> Any:
+        if name in self.kwargs:
+            return self.kwargs[name]
+        return self.args[index] if len(self.args) > index else None
+
+
+class Probe:
+    """Base: every hook does nothing. ``name``: the patch table's probe name; ``phase``: the spans it watches."""
+
+    name: ClassVar[str | None] = None
+    phase: ClassVar[str | None] = None
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        return None
+
+    def on_start(self, rt: Runtime, span: Any) -> None:
+        return None
+
+    def on_ending(self, rt: Runtime, span: Any) -> None:
+        return None
+
+    def uninstall(self) -> None:
+        """Undo what the probe patched (call counters)."""
+        return None
 
 
 def _config_facts(vllm_config: Any) -> dict[str, Any]:
@@ -58,76 +95,100 @@ def _config_facts(vllm_config: Any) -> dict[str, Any]:
     return facts
 
 
-def config(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
-    facts = _config_facts(result)
-    rt.facts.update(facts)
-    if span is not None:
-        span.set_attributes(facts)
+# ---- call probes: after a patched call returned ----------------------------------------------------------
+class ConfigFacts(Probe):
+    """create_engine_config() -> VllmConfig: the facts the whole start is labelled with."""
+
+    name = "config"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        facts = _config_facts(call.result)
+        rt.facts.update(facts)
+        if span is not None:
+            span.set_attributes(facts)
 
 
 SUBPROCESS_SPAN = "Model inspection subprocess"
 
 
-def model_inspection(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+class ModelInspection(Probe):
     """A cache hit is an inspection that needed no subprocess (its child span) since it began."""
-    if span is not None:
-        began = span.start_time or 0
-        miss = any(name == SUBPROCESS_SPAN and start >= began for start, _, name, *_ in list(rt.local))
-        span.set_attribute(sc.MODEL_INSPECTION_CACHE_HIT, not miss)
+
+    name = "model_inspection"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        if span is not None:
+            began = span.start_time or 0
+            miss = any(name == SUBPROCESS_SPAN and start >= began for start, _, name, *_ in list(rt.local))
+            span.set_attribute(sc.MODEL_INSPECTION_CACHE_HIT, not miss)
 
 
-def kv_cache_profile(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
-    if span is not None and isinstance(result, int):
-        span.set_attribute(sc.KV_CACHE_BYTES, result)
+class KvCacheProfile(Probe):
+    name = "kv_cache_profile"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        if span is not None and isinstance(call.result, int):
+            span.set_attribute(sc.KV_CACHE_BYTES, call.result)
 
 
-def prepare_weights(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+class PrepareWeights(Probe):
     """DefaultModelLoader._prepare_weights(model_name_or_path, ...) -> (folder, files, use_safetensors)."""
-    model = _arg(args, kwargs, 0, "model_name_or_path")
-    files = list(result[1]) if isinstance(result, tuple) and len(result) > 1 else []
-    total = fresh = 0
-    for f in files:
-        try:
-            st = os.stat(f)  # follows hub-cache symlinks to the blob
-        except OSError:
-            continue
-        total += st.st_size
-        if st.st_mtime_ns >= rt.info.create_ns:  # written during this start: downloaded now
-            fresh += st.st_size
-    source = "local_dir" if model and os.path.isdir(str(model)) else ("hub_download" if fresh else "hub_cache")
-    attrs: dict[str, Any] = {sc.WEIGHTS_SOURCE: source, sc.WEIGHTS_FILES: len(files), sc.WEIGHTS_BYTES: total}
-    if source == "hub_download":
-        attrs[sc.DOWNLOAD_BYTES] = fresh
-    lc = getattr(instance, "load_config", None)
-    if lc is not None and getattr(lc, "load_format", None) is not None:
-        attrs[sc.WEIGHTS_LOAD_FORMAT] = str(getattr(lc.load_format, "value", lc.load_format))
-    prev = rt.pending.get("weights_load", {})
-    for key in (sc.WEIGHTS_BYTES, sc.WEIGHTS_FILES, sc.DOWNLOAD_BYTES):  # several sources add up
-        if key in prev and key in attrs:
-            attrs[key] += prev[key]
-    rt.add_pending("weights_load", attrs)
+
+    name = "prepare_weights"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        model, result = call.arg(0, "model_name_or_path"), call.result
+        files = list(result[1]) if isinstance(result, tuple) and len(result) > 1 else []
+        total = fresh = 0
+        for f in files:
+            try:
+                st = os.stat(f)  # follows hub-cache symlinks to the blob
+            except OSError:
+                continue
+            total += st.st_size
+            if st.st_mtime_ns >= rt.info.create_ns:  # written during this start: downloaded now
+                fresh += st.st_size
+        source = "local_dir" if model and os.path.isdir(str(model)) else ("hub_download" if fresh else "hub_cache")
+        attrs: dict[str, Any] = {sc.WEIGHTS_SOURCE: source, sc.WEIGHTS_FILES: len(files), sc.WEIGHTS_BYTES: total}
+        if source == "hub_download":
+            attrs[sc.DOWNLOAD_BYTES] = fresh
+        lc = getattr(call.instance, "load_config", None)
+        if lc is not None and getattr(lc, "load_format", None) is not None:
+            attrs[sc.WEIGHTS_LOAD_FORMAT] = str(getattr(lc.load_format, "value", lc.load_format))
+        prev = rt.pending.get("weights_load", {})
+        for key in (sc.WEIGHTS_BYTES, sc.WEIGHTS_FILES, sc.DOWNLOAD_BYTES):  # several sources add up
+            if key in prev and key in attrs:
+                attrs[key] += prev[key]
+        rt.add_pending("weights_load", attrs)
 
 
-def aot_load(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+class AotLoad(Probe):
     """_try_load_aot_compiled_fn(model, aot_compilation_path) -> the loaded function or None (compile again).
-    The reason of a failed load was set by the monitor it opens (hooks._SpanContextManager)."""
-    if span is None:
-        return
-    path = _arg(args, kwargs, 1, "aot_compilation_path")
-    size = _file_size(path)
-    if size is not None:
-        span.set_attribute(sc.COMPILE_AOT_BYTES, size)
-    span.set_attribute(sc.COMPILE_AOT_LOADED, result is not None)
-    if result is None and sc.COMPILE_AOT_LOAD_ERROR not in (span.attributes or {}):
-        span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, "FileNotFoundError: no AOT artifact yet" if size is None
-                           else "not loaded (no reason given)")
+    The reason of a failed load was set by the monitor it opens (wrappers.SpanContextManager)."""
+
+    name = "aot_load"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        if span is None:
+            return
+        size = _file_size(call.arg(1, "aot_compilation_path"))
+        if size is not None:
+            span.set_attribute(sc.COMPILE_AOT_BYTES, size)
+        span.set_attribute(sc.COMPILE_AOT_LOADED, call.result is not None)
+        if call.result is None and sc.COMPILE_AOT_LOAD_ERROR not in (span.attributes or {}):
+            span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, "FileNotFoundError: no AOT artifact yet" if size is None
+                               else "not loaded (no reason given)")
 
 
-def aot_save(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+class AotSave(Probe):
     """AOTCompiledFunction.save_compiled_function(path): the artifact's size."""
-    size = _file_size(_arg(args, kwargs, 0, "path"))
-    if span is not None and size is not None:
-        span.set_attribute(sc.COMPILE_AOT_BYTES, size)
+
+    name = "aot_save"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        size = _file_size(call.arg(0, "path"))
+        if span is not None and size is not None:
+            span.set_attribute(sc.COMPILE_AOT_BYTES, size)
 
 
 def _file_size(path: Any) -> int | None:
@@ -137,46 +198,41 @@ def _file_size(path: Any) -> int | None:
         return None
 
 
-def capture(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+class Capture(Probe):
     """capture_model() -> bytes the graphs took (vLLM's own figure); the V2 runner's batch shapes per mode."""
-    if span is None:
-        return
-    if isinstance(result, int) and not isinstance(result, bool):
-        span.set_attribute(sc.CUDAGRAPH_MEMORY, result)
-    descs = getattr(getattr(instance, "cudagraph_manager", None), "_capture_descs", None)
-    if isinstance(descs, dict):
-        for mode, shapes in descs.items():
-            key = {"FULL": sc.CUDAGRAPH_SHAPES_FULL, "PIECEWISE": sc.CUDAGRAPH_SHAPES_PIECEWISE}.get(
-                getattr(mode, "name", str(mode)))
-            if key and hasattr(shapes, "__len__"):
-                span.set_attribute(key, len(shapes))
+
+    name = "capture"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        if span is None:
+            return
+        if isinstance(call.result, int) and not isinstance(call.result, bool):
+            span.set_attribute(sc.CUDAGRAPH_MEMORY, call.result)
+        descs = getattr(getattr(call.instance, "cudagraph_manager", None), "_capture_descs", None)
+        if isinstance(descs, dict):
+            for mode, shapes in descs.items():
+                key = {"FULL": sc.CUDAGRAPH_SHAPES_FULL, "PIECEWISE": sc.CUDAGRAPH_SHAPES_PIECEWISE}.get(
+                    getattr(mode, "name", str(mode)))
+                if key and hasattr(shapes, "__len__"):
+                    span.set_attribute(key, len(shapes))
 
 
-def capture_mode(rt: Runtime, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
+class CaptureMode(Probe):
     """_capture_cudagraphs(batch_descriptors, cudagraph_runtime_mode): one runtime mode's batch shapes."""
-    if span is None:
-        return
-    mode = _arg(args, kwargs, 1, "cudagraph_runtime_mode")
-    shapes = _arg(args, kwargs, 0, "batch_descriptors")
-    if mode is not None:
-        span.set_attribute(sc.CUDAGRAPH_MODE, str(getattr(mode, "name", mode)))
-    if hasattr(shapes, "__len__"):
-        span.set_attribute(sc.CUDAGRAPH_SHAPES, len(shapes))
+
+    name = "capture_mode"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        if span is None:
+            return
+        mode, shapes = call.arg(1, "cudagraph_runtime_mode"), call.arg(0, "batch_descriptors")
+        if mode is not None:
+            span.set_attribute(sc.CUDAGRAPH_MODE, str(getattr(mode, "name", mode)))
+        if hasattr(shapes, "__len__"):
+            span.set_attribute(sc.CUDAGRAPH_SHAPES, len(shapes))
 
 
-CALL_PROBES: dict[str, Callable[..., None]] = {
-    "capture": capture,
-    "capture_mode": capture_mode,
-    "aot_load": aot_load,
-    "aot_save": aot_save,
-    "config": config,
-    "model_inspection": model_inspection,
-    "kv_cache_profile": kv_cache_profile,
-    "prepare_weights": prepare_weights,
-}
-
-
-# ---- phase probes (processor side) ----------------------------------------------------------------
+# ---- phase probes: around every span of a phase (processor side) -------------------------------------------
 _COMPILE_COUNTERS = (
     ("inductor", "fxgraph_cache_hit"),
     ("inductor", "fxgraph_cache_miss"),
@@ -194,86 +250,120 @@ def _torch_counters() -> dict[tuple[str, str], int] | None:
     return {(g, k): int(counters[g][k]) for g, k in _COMPILE_COUNTERS}
 
 
-def count_calls(rt: Runtime, module: str, qualname: str, key: str) -> bool:
-    """Count calls of ``module:qualname`` into ``rt.counters[key]`` from now on, in this process only.
-    Installed lazily, once, by the phase that needs it (the module is loaded by then); False if absent."""
-    installed: dict[str, bool] = rt.__dict__.setdefault("call_counters", {})
-    if key not in installed:
-        installed[key] = False
-        mod = sys.modules.get(module)
-        owner = getattr(mod, qualname.split(".")[0], None) if mod is not None else None
-        if owner is not None and hasattr(owner, qualname.split(".")[-1]):
-            import wrapt
+class CompileCache(Probe):
+    """torch.compile: PyTorch's cache counters and the C++ builds (CPU path) during the compile span."""
 
-            def counted(wrapped, instance, args, kwargs):
-                rt.count(key)
-                return wrapped(*args, **kwargs)
+    phase = "torch_compile"
 
-            wrapt.wrap_function_wrapper(mod, qualname, counted)
-            installed[key] = True
-    return installed[key]
+    def __init__(self) -> None:
+        # CppBuilder.build runs only when generated C++ is not in Inductor's cache
+        self.cpp_builds = CallCounter("torch._inductor.cpp_builder", "CppBuilder.build")
+        self.before: tuple[dict[tuple[str, str], int] | None, int] = (None, 0)
 
+    def on_start(self, rt: Runtime, span: Any) -> None:
+        if "torch._inductor.cpp_builder" not in sys.modules:
+            with contextlib.suppress(Exception):
+                import torch._inductor.cpp_builder  # noqa: F401 - torch is loaded: this process is compiling
+        self.cpp_builds.install()
+        self.before = (_torch_counters(), self.cpp_builds.count)
 
-def _compile_start(rt: Runtime, span: Any) -> None:
-    if "torch._inductor.cpp_builder" not in sys.modules:
-        with contextlib.suppress(Exception):
-            import torch._inductor.cpp_builder  # noqa: F401 - torch is loaded: this process is compiling
-    # CppBuilder.build runs only when generated C++ is not in Inductor's cache
-    count_calls(rt, "torch._inductor.cpp_builder", "CppBuilder.build", "cpp_builds")
-    rt.compile_snapshot = (_torch_counters(), rt.counters.get("cpp_builds", 0))  # type: ignore[attr-defined]
+    def on_ending(self, rt: Runtime, span: Any) -> None:
+        before, cpp_before = self.before
+        after = _torch_counters()
+        if before is None or after is None:
+            return
+        d = {k: after[k] - before[k] for k in after}
+        fx_hits, fx_misses = d[("inductor", "fxgraph_cache_hit")], d[("inductor", "fxgraph_cache_miss")]
+        cpp = self.cpp_builds.count - cpp_before
+        graphs = d[("stats", "unique_graphs")]
+        span.set_attributes({
+            sc.COMPILE_FX_HITS: fx_hits,
+            sc.COMPILE_FX_MISSES: fx_misses,
+            sc.COMPILE_AUTOGRAD_HITS: d[("aot_autograd", "autograd_cache_hit")],
+            sc.COMPILE_AUTOGRAD_MISSES: d[("aot_autograd", "autograd_cache_miss")],
+            sc.COMPILE_UNIQUE_GRAPHS: graphs,
+            sc.COMPILE_CPP_BUILDS: cpp,
+        })
+        if fx_hits or fx_misses:  # Inductor's FX-graph cache decided (GPU / Triton path)
+            span.set_attribute(sc.COMPILE_CACHE_HIT, fx_misses == 0)
+        elif graphs:  # CPU path: generated C++ came from the cache iff the compiler never ran
+            span.set_attribute(sc.COMPILE_CACHE_HIT, cpp == 0)
+        cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        if cache_dir:
+            span.set_attribute(sc.COMPILE_CACHE_DIR, cache_dir)
 
-
-def _compile_ending(rt: Runtime, span: Any) -> None:
-    before, cpp_before = getattr(rt, "compile_snapshot", (None, 0))
-    after = _torch_counters()
-    if before is None or after is None:
-        return
-    d = {k: after[k] - before[k] for k in after}
-    fx_hits, fx_misses = d[("inductor", "fxgraph_cache_hit")], d[("inductor", "fxgraph_cache_miss")]
-    cpp = rt.counters.get("cpp_builds", 0) - cpp_before
-    graphs = d[("stats", "unique_graphs")]
-    span.set_attributes({
-        sc.COMPILE_FX_HITS: fx_hits,
-        sc.COMPILE_FX_MISSES: fx_misses,
-        sc.COMPILE_AUTOGRAD_HITS: d[("aot_autograd", "autograd_cache_hit")],
-        sc.COMPILE_AUTOGRAD_MISSES: d[("aot_autograd", "autograd_cache_miss")],
-        sc.COMPILE_UNIQUE_GRAPHS: graphs,
-        sc.COMPILE_CPP_BUILDS: cpp,
-    })
-    if fx_hits or fx_misses:  # Inductor's FX-graph cache decided (GPU / Triton path)
-        span.set_attribute(sc.COMPILE_CACHE_HIT, fx_misses == 0)
-    elif graphs:  # CPU path: generated C++ came from the cache iff the compiler never ran
-        span.set_attribute(sc.COMPILE_CACHE_HIT, cpp == 0)
-    cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if cache_dir:
-        span.set_attribute(sc.COMPILE_CACHE_DIR, cache_dir)
+    def uninstall(self) -> None:
+        self.cpp_builds.uninstall()
 
 
-def _weights_ending(rt: Runtime, span: Any) -> None:
-    attrs = span.attributes or {}
-    nbytes = attrs.get(sc.WEIGHTS_BYTES)
-    start = getattr(span, "start_time", None)
-    if nbytes and start:
-        import time
+class WeightsThroughput(Probe):
+    """Load weights: bytes over the span's duration."""
 
-        seconds = (time.time_ns() - start) / 1e9
-        if seconds > 0:
-            span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
+    phase = "weights_load"
 
-
-def _capture_start(rt: Runtime, span: Any) -> None:
-    # in the process that captures, when its capture span starts: torch.cuda is never touched elsewhere
-    count_calls(rt, "torch.cuda.graphs", "CUDAGraph.capture_begin", "cudagraphs")
-    rt.graphs_before = rt.counters.get("cudagraphs", 0)  # type: ignore[attr-defined]
+    def on_ending(self, rt: Runtime, span: Any) -> None:
+        nbytes = (span.attributes or {}).get(sc.WEIGHTS_BYTES)
+        start = getattr(span, "start_time", None)
+        if nbytes and start:
+            seconds = (time.time_ns() - start) / 1e9
+            if seconds > 0:
+                span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
 
 
-def _capture_ending(rt: Runtime, span: Any) -> None:
-    if rt.__dict__.get("call_counters", {}).get("cudagraphs"):
-        span.set_attribute(sc.CUDAGRAPH_COUNT, rt.counters.get("cudagraphs", 0) - getattr(rt, "graphs_before", 0))
+class CudaGraphCount(Probe):
+    """Capture model: CUDAGraph.capture_begin calls during the span. Installed in the process that captures,
+    when its capture span starts: torch.cuda is never touched elsewhere (never imported by us)."""
+
+    phase = "cudagraph_capture"
+
+    def __init__(self) -> None:
+        self.captures = CallCounter("torch.cuda.graphs", "CUDAGraph.capture_begin")
+        self.before = 0
+
+    def on_start(self, rt: Runtime, span: Any) -> None:
+        self.captures.install()
+        self.before = self.captures.count
+
+    def on_ending(self, rt: Runtime, span: Any) -> None:
+        if self.captures.installed:
+            span.set_attribute(sc.CUDAGRAPH_COUNT, self.captures.count - self.before)
+
+    def uninstall(self) -> None:
+        self.captures.uninstall()
 
 
-PHASE_PROBES: dict[str, tuple[Callable[[Runtime, Any], None] | None, Callable[[Runtime, Any], None] | None]] = {
-    "torch_compile": (_compile_start, _compile_ending),
-    "weights_load": (None, _weights_ending),
-    "cudagraph_capture": (_capture_start, _capture_ending),
-}
+PROBES: tuple[type[Probe], ...] = (ConfigFacts, ModelInspection, KvCacheProfile, PrepareWeights, AotLoad, AotSave,
+                                   Capture, CaptureMode, CompileCache, WeightsThroughput, CudaGraphCount)
+CALL_PROBE_NAMES = frozenset(p.name for p in PROBES if p.name)
+
+
+class Probes:
+    """One instance of every probe for this process, and the one fail-soft way to invoke them."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.all = [cls() for cls in PROBES]
+        self.by_name = {p.name: p for p in self.all if p.name}
+        self.by_phase = {p.phase: p for p in self.all if p.phase}
+
+    def _safe(self, probe: Probe | None, hook: str, *args: Any) -> None:
+        if probe is None:
+            return
+        try:
+            getattr(probe, hook)(self.rt, *args)
+        except Exception:  # noqa: BLE001 - a probe that fails only loses its attributes
+            _log.debug("probe %s.%s failed", type(probe).__name__, hook, exc_info=True)
+
+    def after_call(self, name: str | None, span: Any, call: Call) -> None:
+        self._safe(self.by_name.get(name or ""), "after_call", span, call)
+
+    def on_start(self, phase: str, span: Any) -> None:
+        self._safe(self.by_phase.get(phase), "on_start", span)
+
+    def on_ending(self, phase: str, span: Any) -> None:
+        self._safe(self.by_phase.get(phase), "on_ending", span)
+
+    def uninstall(self) -> None:
+        for probe in self.all:
+            with contextlib.suppress(Exception):
+                probe.uninstall()

@@ -263,3 +263,7 @@ def by_module() -> dict[str, list[PatchPoint]]:
     for p in PATCH_POINTS:
         out.setdefault(p.module, []).append(p)
     return out
+# the bootstrap segments a process span is cut into before its first phase (runtime.Runtime.close_segment)
+SEGMENT_SPANS = frozenset(
+    {sc.INTERPRETER_START_SPAN, sc.IMPORTS_SPAN, sc.CLI_SPAN, sc.EVENT_LOOP_SPAN, sc.PROCESS_ENTRY_SPAN}
+)

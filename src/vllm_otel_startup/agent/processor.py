@@ -10,15 +10,17 @@ later recompiles or dummy runs while serving never look like startup.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes import PHASE_PROBES
-from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SPAN_PHASES, WAITING_SPANS
-from vllm_otel_startup.agent.runtime import SEGMENT_SPANS, Runtime
+from vllm_otel_startup.agent.causes import Probes
+from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
+
+if TYPE_CHECKING:
+    from vllm_otel_startup.agent.runtime import Runtime
 
 _log = logging.getLogger("vllm_otel_startup")
 # made after the fact, or too many and too short (PyTorch's compile regions): no resource readings of their own
@@ -26,8 +28,9 @@ RETRO = frozenset({sc.GC_SPAN, sc.IMPORT_SPAN})
 
 
 class StartupSpanProcessor(SpanProcessor):
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, probes: Probes | None = None) -> None:
         self.rt = rt
+        self.probes = probes if probes is not None else Probes(rt)
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         rt = self.rt
@@ -50,9 +53,7 @@ class StartupSpanProcessor(SpanProcessor):
                     and phase != "torch_compile_stage" and span.start_time:
                 rt.close_segment(span.start_time)
                 rt.resource_begin(span.context.span_id)
-            start = PHASE_PROBES.get(phase, (None, None))[0]
-            if start:
-                start(rt, span)
+            self.probes.on_start(phase, span)
             if span is not rt.process_span:
                 _run_before_end(span, self._before_end)
         except Exception:  # noqa: BLE001
@@ -69,9 +70,7 @@ class StartupSpanProcessor(SpanProcessor):
             if pending:
                 span.set_attributes(pending)
             span.set_attributes(rt.resource_end(span.context.span_id))
-            ending = PHASE_PROBES.get(phase, (None, None))[1]
-            if ending:
-                ending(rt, span)
+            self.probes.on_ending(phase, span)
             if rt.retro is not None:
                 rt.retro.emit_children(span)
         except Exception:  # noqa: BLE001

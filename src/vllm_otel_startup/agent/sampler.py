@@ -207,6 +207,11 @@ class Sampler:
         if self._thread is None or not self._thread.is_alive():
             self._finish()
 
+    @property
+    def stopping(self) -> bool:
+        """Stopped, or told when to stop (stop_after)."""
+        return self.stopped or self._stop_at is not None
+
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)

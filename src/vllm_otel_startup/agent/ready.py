@@ -1,0 +1,107 @@
+"""The ready point's work: what a process publishes when its startup ends (startup metrics recorded; a child's
+spans spooled for the API server; in the API server the whole start on vLLM's /metrics and the printout), and
+the bounded flush that exports it without holding the ready point for more than a few milliseconds.
+
+Everything here runs on the flush thread, off the ready path, and never raises into the host.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from vllm_otel_startup import settings
+from vllm_otel_startup.agent.process import API_SERVER
+
+if TYPE_CHECKING:
+    from vllm_otel_startup.agent.runtime import Runtime
+
+_log = logging.getLogger("vllm_otel_startup")
+
+
+def publish(rt: Runtime) -> None:
+    """Record this process's startup metrics; a child spools its spans for the API server, the API server
+    serves the whole start on vLLM's /metrics and prints its summary."""
+    from vllm_otel_startup.agent import spool
+    from vllm_otel_startup.agent.observations import span_observations, start_observations
+    from vllm_otel_startup.model.spanmodel import from_readable
+
+    with rt._lock:  # noqa: SLF001 - the runtime's own lock guards its ended spans
+        ended = list(rt.ended)
+    own = [from_readable(s) for s in ended]
+    labels = rt.fleet()
+    observations = span_observations(own, labels)
+    trace_id = rt.trace_id()
+    if rt.info.kind == API_SERVER:
+        whole = own + spool.read(trace_id)
+        observations += start_observations(whole, labels)
+        serve_on_vllm_metrics(rt, own, trace_id, labels)
+        print_summary(whole)
+    else:
+        spool.write(trace_id, f"{rt.info.kind}-{rt.info.pid}", ended)
+    if rt.recorder is not None:
+        rt.recorder.record(observations)
+
+
+def print_summary(spans: list[Any]) -> None:
+    """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off)."""
+    from vllm_otel_startup.model import summary
+
+    if summary.enabled():
+        print(summary.render(spans), file=sys.stdout, flush=True)
+
+
+def serve_on_vllm_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
+    """Register the start's collector with vLLM's /metrics registry (once per process)."""
+    from vllm_otel_startup.agent import prometheus, spool
+
+    if rt.collector is not None:
+        return
+    rt.collector = prometheus.StartupCollector(lambda: own + spool.read(trace_id), labels)
+    prometheus.register(rt.collector)
+    spool.prune()
+    atexit.register(spool.remove, trace_id)
+
+
+def flush_metrics() -> None:
+    from opentelemetry import metrics
+
+    flush = getattr(metrics.get_meter_provider(), "force_flush", None)
+    if flush is not None:
+        flush(10_000)
+
+
+def flush(rt: Runtime, wait_s: float, before: Callable[[], None] | None = None) -> None:
+    """Export what this process has, waiting at most ``wait_s``; the export goes on in the background.
+    ``before`` runs first on the same thread (work that must not delay the ready point)."""
+    force_flush = getattr(rt.provider, "force_flush", None)
+    debug = settings.flag(settings.DEBUG)
+
+    def run() -> None:
+        t0 = time.monotonic()
+        try:
+            if before is not None:
+                before()
+            if force_flush is not None:
+                force_flush(30_000)
+            flush_metrics()
+        except Exception:  # noqa: BLE001 - telemetry never raises into the host
+            _log.debug("flush failed", exc_info=True)
+        if debug:
+            print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} flushed in "
+                  f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
+
+    t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
+    t0 = time.monotonic()
+    t.start()
+    t.join(wait_s)
+    if debug:
+        print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} ready-point wait "
+              f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",
+              file=sys.stderr, flush=True)
