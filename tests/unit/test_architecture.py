@@ -4,7 +4,8 @@
   top-level modules ``semconv`` and ``settings``: the agent prints it at ready, the command line reads it;
 - ``agent`` (runs inside vLLM processes) never imports ``cli``; ``cli`` never imports ``agent``;
 - nothing in ``src`` imports the tests, the scripts or ``support``;
-- no import cycle in ``src`` or ``dashboards`` (function-level imports included: a lazy import is still an arrow).
+- no import cycle in ``src`` or ``dashboards`` (function-level imports included: a lazy import is still an arrow;
+  ``if TYPE_CHECKING:`` imports are not, they never run).
 """
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ def imports(path: Path, base: Path) -> Iterator[str]:
     """Every module this file imports, absolute (relative imports resolved), at any depth of the file."""
     me = module_name(path, base)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+                 for stmt in block.body for n in ast.walk(stmt)}
+    for node in ast.walk(tree):
+        if id(node) in type_only:  # `if TYPE_CHECKING:` imports are for the type checker: no arrow at run time
+            continue
         if isinstance(node, ast.Import):
             yield from (a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -47,6 +53,11 @@ def imports(path: Path, base: Path) -> Iterator[str]:
             yield mod
             for a in node.names:  # `from pkg import module` names a module too
                 yield f"{mod}.{a.name}"
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def sources(base: Path, top: str) -> list[Path]:

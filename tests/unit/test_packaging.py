@@ -67,17 +67,3 @@ def test_resource_attributes():
     assert attrs["k8s.node.name"] == "gpu-1"
     assert "service.name" not in resource_attributes({"OTEL_SERVICE_NAME": "mine"})
     assert "service.name" not in resource_attributes({"OTEL_RESOURCE_ATTRIBUTES": "a=b,service.name=x"})
-
-
-def test_the_agent_never_imports_the_command_line():
-    """Code that runs inside vLLM may use model/, semconv and settings, never cli/ (not even lazily)."""
-    import ast
-    from pathlib import Path
-
-    agent = Path(__file__).resolve().parents[2] / "src" / "vllm_otel_startup" / "agent"
-    for path in agent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
-                [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            assert not any(n == "vllm_otel_startup.cli" or n.startswith("vllm_otel_startup.cli.") for n in names), \
-                f"{path.name} imports {names}"
