@@ -225,6 +225,8 @@ class Runtime:
             "OTEL_PYTHON_VLLM_STARTUP_FLUSH_MS", FLUSH_MS
         )
         self.flush(wait, before=self.publish)
+        if self.info.kind == API_SERVER and error is None:
+            threading.Thread(target=self._print_summary, name="vllm-otel-startup-summary", daemon=True).start()
         if self.sampler is not None:
             self.sampler.stop_after(_env_ms("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_TAIL_MS", 2000), self._flush_metrics)
 
@@ -269,18 +271,26 @@ class Runtime:
             whole = own + spool.read(trace_id)
             observations += start_observations(whole, labels)
             self._serve_on_vllm_metrics(own, trace_id, labels)
-            self._print_summary(whole)
         else:
             spool.write(trace_id, f"{self.info.kind}-{self.info.pid}", ended)
         if self.recorder is not None:
             self.recorder.record(observations)
 
-    def _print_summary(self, spans: list[Any]) -> None:
-        """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off)."""
-        from . import summary
+    def _print_summary(self) -> None:
+        """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off). On a
+        thread of its own, started once the ready point's wait is over: the rendering never competes with the
+        main thread for the GIL while it waits."""
+        from . import spool, summary
+        from .spanmodel import from_readable
 
-        if summary.enabled():
-            print(summary.render(spans), file=sys.stdout, flush=True)
+        try:
+            if summary.enabled():
+                with self._lock:
+                    ended = list(self.ended)
+                spans = [from_readable(s) for s in ended] + spool.read(self.trace_id())
+                print(summary.render(spans), file=sys.stdout, flush=True)
+        except Exception:  # noqa: BLE001 - telemetry never raises into the host
+            _log.debug("summary failed", exc_info=True)
 
     def _serve_on_vllm_metrics(self, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
         from . import prometheus, spool
