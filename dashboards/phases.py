@@ -25,15 +25,19 @@ STACKED_PHASES: tuple[str, ...] = sc.STACKED_GROUPS["stacked"]
 # the field's playbook talks about (download, KV-cache profiling, model inspection).
 REGRESSION_PHASES: tuple[str, ...] = STACKED_PHASES + ("weights_download", "kv_cache_profile", "model_inspection")
 
+# Detail spans (semconv.DETAIL_PHASES: PyTorch's compile regions, garbage collections, imports) run inside any
+# phase; they are never stacked.
+DETAIL: tuple[str, ...] = tuple(sorted(sc.DETAIL_PHASES))
+
 # Which phases can run inside which (in time, across processes: the API server's engine_wait spans the whole
 # EngineCore), after docs/telemetry.md's tree; a child may sit under different parents on different platforms
 # or versions. tests/fleet checks that STACKED_PHASES holds no phase together with one inside it, and that
 # every phase id is placed here.
 CONTAINS: dict[str, tuple[str, ...]] = {
     "startup": ("interpreter_start", "imports", "process_entry", "cli", "event_loop", "api_server_setup",
-                "engine_args", "config", "async_llm_init", "app_build", "app_state", "http_startup"),
+                "engine_args", "config", "async_llm_init", "app_build", "app_state", "http_startup", *DETAIL),
     "config": ("hf_config", "model_inspection"),
-    "model_inspection": ("model_inspection_subprocess",),
+    "model_inspection": ("model_inspection_subprocess", "model_inspection_cache_save"),
     "async_llm_init": ("tokenizer", "engine_client"),
     "engine_client": ("engine_client_init",),
     "engine_client_init": ("engine_spawn", "engine_wait"),
@@ -41,7 +45,8 @@ CONTAINS: dict[str, tuple[str, ...]] = {
     "engine_core_process": ("interpreter_start", "imports", "process_entry", "engine_core_init", "hf_config",
                             "model_inspection", "tokenizer"),
     "engine_core_init": ("engine_init",),
-    "engine_init": ("executor_init", "kv_cache_init"),
+    "engine_init": ("executor_init", "kv_cache_init", "structured_output_init", "scheduler_init"),
+    "structured_output_init": ("tokenizer",),
     # worker phases run in worker processes, or in the EngineCore with an in-process executor
     "executor_init": ("worker_spawn", "worker_wait", "worker_process", "worker_init", "device_init", "model_load"),
     "worker_wait": ("worker_process",),
@@ -49,15 +54,21 @@ CONTAINS: dict[str, tuple[str, ...]] = {
     "worker_process": ("interpreter_start", "imports", "process_entry", "worker_init", "device_init", "model_load",
                        "kv_cache_profile", "kv_cache_allocate", "warmup", "hf_config", "model_inspection"),
     "worker_init": ("device_init",),
-    "model_load": ("model_loader",),
+    "device_init": ("cuda_init", "distributed_init", "model_runner_init"),
+    "distributed_init": ("process_group_init", "model_parallel_init"),
+    "model_load": ("model_loader", "model_state_init", "sampler_init"),
     "model_loader": ("model_create", "model_init", "weights_load", "weights_postprocess"),
     "model_create": ("model_init",),
     "weights_load": ("weights_download",),
-    "kv_cache_profile": ("compile_warmup", "aot_load", "torch_compile"),
-    "compile_warmup": ("aot_load", "torch_compile"),
-    "torch_compile": ("dynamo_transform", "inductor_compile"),
+    "kv_cache_profile": ("compile_warmup", "profile_run", "aot_load", "torch_compile", "cudagraph_memory_profile"),
+    "compile_warmup": ("profile_run", "aot_load", "torch_compile"),
+    "profile_run": ("aot_load", "torch_compile", "compiled_first_run", "sampler_warmup"),
+    "aot_load": ("torch_compile_stage",),
+    "torch_compile": ("dynamo_transform", "inductor_compile", "aot_save", "torch_compile_stage"),
     "inductor_compile": ("compile_graph",),
-    "warmup": ("kernel_warmup", "cudagraph_capture", "compile_graph"),
+    "warmup": ("kernel_warmup", "cudagraph_capture", "compile_graph", "jit_warmup", "inductor_lazy_init"),
+    "kernel_warmup": ("kernel_autotune",),
+    "cudagraph_capture": ("cudagraph_capture_mode",),
 }
 
 for _p in (*PROCESS_PHASE.values(), *REGRESSION_PHASES, *CONTAINS, *(c for cs in CONTAINS.values() for c in cs)):

@@ -220,3 +220,17 @@ def test_a_child_loads_nvml_only_once_its_cuda_context_exists(monkeypatch):
     api = Sampler(host=True)
     api._setup()
     assert made == [1, 1]  # the API server loads it at start
+
+
+def test_an_optional_import_that_fails_never_shows_our_frame(start):
+    """vLLM and libraries log ImportErrors of optional imports with their traceback: it must end in the
+    importer, never in this package (the watcher is compiled as part of importlib, whose frames CPython strips)."""
+    import traceback
+
+    start("worker")
+    try:
+        import definitely_not_a_module  # noqa: F401
+    except ImportError as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+    assert frames[-1].filename == __file__
+    assert not [f for f in frames if "vllm_otel_startup" in f.filename]

@@ -170,10 +170,10 @@ def test_uninstrument_undoes_what_instrument_did(start):
     worker = importlib.import_module("vllm.v1.worker.gpu_worker").Worker
     assert hasattr(worker.init_device, "__wrapped__")
     retro = s.rt.retro
-    assert retro._gc in gc.callbacks and bootstrap._find_and_load == retro._import
+    assert retro._gc in gc.callbacks and bootstrap._find_and_load is retro._wrapper
     VllmStartupInstrumentor().uninstrument()
     assert not hasattr(worker.init_device, "__wrapped__")  # the original is back
-    assert retro._gc not in gc.callbacks and bootstrap._find_and_load != retro._import
+    assert retro._gc not in gc.callbacks and bootstrap._find_and_load is not retro._wrapper
     assert trace.get_current_span() is not s.rt.process_span  # its context is left
     assert not s.rt.active  # the span processor and the sampler hook are inert
     worker().init_device()

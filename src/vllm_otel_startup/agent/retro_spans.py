@@ -26,6 +26,29 @@ GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
 IMPORT_MIN_NS = 20_000_000  # an import that takes longer is worth a line of its own
 
 
+# The import watcher is compiled as part of importlib: CPython strips importlib's frames from import tracebacks
+# (remove_importlib_frames), so an ImportError that an optional import raises, and vLLM or a library logs, still
+# ends in the importer's frame, never in ours (a frame of our own there made every such traceback look like
+# this package's fault).
+_WATCHER = """
+def _find_and_load(name, import_):
+    token = _enter()
+    ok = False
+    try:
+        module = _original(name, import_)
+        ok = True
+        return module
+    finally:
+        _exit(name, token, ok)
+"""
+
+
+def _import_wrapper(original: Any, enter: Any, exit_: Any) -> Any:
+    namespace: dict[str, Any] = {"_original": original, "_enter": enter, "_exit": exit_}
+    exec(compile(_WATCHER, "<frozen importlib._bootstrap>", "exec"), namespace)  # noqa: S102 - our own constant
+    return namespace["_find_and_load"]
+
+
 class RetroSpans:
     def __init__(self, tracer: trace.Tracer, skip_span_id: int | None = None) -> None:
         self.tracer = tracer
@@ -35,6 +58,7 @@ class RetroSpans:
         self._depth: dict[int, int] = {}  # thread -> nesting of imports in progress
         self._bootstrap: Any = None
         self._find_and_load: Any = None
+        self._wrapper: Any = None
 
     # ---- install / uninstall ------------------------------------------------------------------------
     def install(self) -> None:
@@ -43,13 +67,14 @@ class RetroSpans:
             import importlib._bootstrap as bootstrap  # the C import machinery looks this up at every import
 
             self._bootstrap, self._find_and_load = bootstrap, bootstrap._find_and_load
-            bootstrap._find_and_load = self._import
+            self._wrapper = _import_wrapper(bootstrap._find_and_load, self._enter, self._exit)
+            bootstrap._find_and_load = self._wrapper
 
     def uninstall(self) -> None:
         with contextlib.suppress(ValueError):
             gc.callbacks.remove(self._gc)
         b = self._bootstrap
-        if b is not None and getattr(b, "_find_and_load", None) == self._import:
+        if b is not None and getattr(b, "_find_and_load", None) is self._wrapper:
             b._find_and_load = self._find_and_load
         self._bootstrap = None
         self._found.clear()
@@ -76,21 +101,20 @@ class RetroSpans:
         except Exception:  # noqa: BLE001 - never raise inside a collection
             pass
 
-    def _import(self, name: str, import_: Any) -> Any:
+    def _enter(self) -> tuple[int, int, int]:
         tid = threading.get_ident()
         depth = self._depth.get(tid, 0)
         self._depth[tid] = depth + 1
-        t0 = time.time_ns()
-        try:
-            module = self._find_and_load(name, import_)
-        finally:
-            self._depth[tid] = depth
-        if depth == 0:  # the outermost import: nested ones are part of it
+        return tid, depth, time.time_ns()
+
+    def _exit(self, name: str, token: tuple[int, int, int], ok: bool) -> None:
+        tid, depth, t0 = token
+        self._depth[tid] = depth
+        if ok and depth == 0:  # the outermost import: nested ones are part of it
             t1 = time.time_ns()
             if t1 - t0 >= IMPORT_MIN_NS:
                 with contextlib.suppress(Exception):
                     self._record(trace.get_current_span(), sc.IMPORT_SPAN, t0, t1, {sc.IMPORT_MODULE: name})
-        return module
 
     # ---- emission -------------------------------------------------------------------------------------
     def emit_children(self, parent: Any) -> None:

@@ -209,6 +209,8 @@ class Runtime:
         wait = settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if error else settings.seconds_from_ms(
             settings.FLUSH_MS)
         ready.flush(self, wait, before=lambda: ready.publish(self))
+        if self.info.kind == API_SERVER and error is None:
+            ready.print_summary_later(self)
         if self.sampler is not None:
             self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), ready.flush_metrics)
 
