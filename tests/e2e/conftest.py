@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # faults.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # support/: shared with the benchmark scripts
 
 from support import harness  # noqa: E402
-from vllm_otel_startup.cli import report  # noqa: E402
+from vllm_otel_startup.model.spanmodel import Span, parse_otlp  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -69,8 +69,8 @@ class Observed:
     def file_docs(self) -> list[dict]:
         return file_docs(self.start, self.root.trace_id)
 
-    def file_spans(self) -> list[report.Span]:
-        return [s for d in self.file_docs() for s in report.parse_otlp(d)]
+    def file_spans(self) -> list[Span]:
+        return [s for d in self.file_docs() for s in parse_otlp(d)]
 
 
 def file_docs(start: harness.Start, trace_id: str) -> list[dict]:
@@ -81,7 +81,7 @@ def file_docs(start: harness.Start, trace_id: str) -> list[dict]:
 def _observe(backends, start: harness.Start) -> Observed:
     """What Phoenix holds for this start, once it holds as many spans as the start's local file."""
     first = backends.trace_of_root(start.pid)
-    written = sum(len(report.parse_otlp(d)) for d in file_docs(start, first[0].trace_id))
+    written = sum(len(parse_otlp(d)) for d in file_docs(start, first[0].trace_id))
     return Observed(start, backends.trace_of_root(start.pid, expect=written))
 
 
