@@ -234,3 +234,16 @@ def test_an_optional_import_that_fails_never_shows_our_frame(start):
         frames = traceback.extract_tb(exc.__traceback__)
     assert frames[-1].filename == __file__
     assert not [f for f in frames if "vllm_otel_startup" in f.filename]
+
+
+def test_a_half_imported_torch_cuda_never_stops_a_childs_sampler(monkeypatch):
+    """While torch imports, torch.cuda sits in sys.modules half made (no is_initialized yet): the child's
+    sampler must keep sampling (it stopped on the AttributeError, and the EngineCore's and the worker's
+    resource series vanished)."""
+    monkeypatch.setitem(sys.modules, "torch.cuda", types.ModuleType("torch.cuda"))
+    child = Sampler(host=False)
+    prev = (time.time_ns(), time.process_time_ns())
+    child._sample(1, 1, prev, None)
+    child._sample(2, 1, prev, None)
+    assert len(child.times) == 2 and child._nvml_tried is False
+    assert child.gpu_memory() == (None, None)

@@ -254,6 +254,17 @@ class Sampler:
             self.nvml = Nvml()
         self.device_model = (self.nvml.model if self.nvml is not None else None) or cpu_model()
 
+    @staticmethod
+    def _cuda_context() -> bool:
+        """Does this process hold a CUDA context? Never creates one; False while torch.cuda is still being
+        imported (the module is in sys.modules half made: this thread must not fail on it, or sampling stops)."""
+        cuda = sys.modules.get("torch.cuda")
+        is_initialized = getattr(cuda, "is_initialized", None)
+        try:
+            return bool(is_initialized()) if callable(is_initialized) else False
+        except Exception:  # noqa: BLE001
+            return False
+
     def _maybe_nvml(self) -> None:
         """A child's NVML, for its per-process GPU memory: after its CUDA context exists, on this thread."""
         self._nvml_tried = True
@@ -271,10 +282,8 @@ class Sampler:
         self._peak("process", cores)
         if len(self.times) > MAX_SAMPLES:
             del self.times[0], self.cores[0], self.rss[0]
-        if not self.host and not self._nvml_tried:
-            cuda = sys.modules.get("torch.cuda")
-            if cuda is not None and cuda.is_initialized():
-                self._maybe_nvml()
+        if not self.host and not self._nvml_tried and self._cuda_context():
+            self._maybe_nvml()
         if self.host:
             if tick % stride == 0:
                 cur = system_cores(self._files)
@@ -343,7 +352,7 @@ class Sampler:
             return None, None
         cuda = sys.modules.get("torch.cuda")
         try:
-            if cuda is None or not cuda.is_initialized():
+            if cuda is None or not self._cuda_context():
                 return None, None
             nvml = self.nvml
             if nvml is not None and nvml.ok and self._nvml_sees_me is not False:
