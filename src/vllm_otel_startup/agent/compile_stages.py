@@ -127,17 +127,19 @@ class CompileStages:
 
     def _end(self, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         failed = sys.exc_info()[1]  # log_event_end runs in dynamo_timed's finally: the exception in flight
-        extra: Any = None
-        with contextlib.suppress(Exception):  # what torch attached while the region ran (e.g. cache_state)
-            extra = (instance.get_event_data() or {}).get(args[0] if args else kwargs.get("event_name"))
-        result = wrapped(*args, **kwargs)
-        try:
+        at, spanned, extra = None, False, None
+        with contextlib.suppress(Exception):
             name, t1 = _end_args(*args, **kwargs)
             stack = self._stack()
             at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].name == name), None)
-            if at is None:  # an end without a start: ignored
-                return result
-            if int(t1) - stack[at].t0 >= MIN_NS or stack[at].span is not None:
+            spanned = at is not None and (int(t1) - stack[at].t0 >= MIN_NS or stack[at].span is not None)
+            if spanned:  # what torch attached while the region ran (e.g. cache_state); torch drops it at the end
+                extra = (instance.get_event_data() or {}).get(name)
+        result = wrapped(*args, **kwargs)
+        if at is None:  # an end without a start (or one we could not read): ignored
+            return result
+        try:
+            if spanned:
                 self._materialise(stack, at)
             while len(stack) > at:  # regions opened inside it and never closed end with it
                 r = stack.pop()

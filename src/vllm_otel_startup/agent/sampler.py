@@ -350,17 +350,16 @@ class Sampler:
         project's H100 VM) it is ``torch_reserved``."""
         if self.host:
             return None, None
-        cuda = sys.modules.get("torch.cuda")
+        if not self._cuda_context():
+            return None, None
         try:
-            if cuda is None or not self._cuda_context():
-                return None, None
             nvml = self.nvml
             if nvml is not None and nvml.ok and self._nvml_sees_me is not False:
                 used = nvml.process_memory(self.pid)
                 self._nvml_sees_me = used is not None
                 if used is not None:
                     return used, "nvml_process"
-            return int(cuda.memory_reserved()), "torch_reserved"
+            return int(sys.modules["torch.cuda"].memory_reserved()), "torch_reserved"
         except Exception:  # noqa: BLE001 - a reading that fails is simply absent
             return None, None
 
