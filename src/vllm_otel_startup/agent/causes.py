@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.call_counter import CallCounter
-from vllm_otel_startup.agent.process import redact_url
+from vllm_otel_startup.agent.process import scrub
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
@@ -71,10 +71,10 @@ def _config_facts(vllm_config: Any) -> dict[str, Any]:
     dc = getattr(vllm_config, "device_config", None)
     facts: dict[str, Any] = {}
     if mc is not None:
-        facts[sc.MODEL] = redact_url(str(getattr(mc, "model", "")))  # e.g. s3://key:secret@bucket/...
+        facts[sc.MODEL] = scrub(str(getattr(mc, "model", "")))  # e.g. s3://key:secret@bucket/...
         served = getattr(mc, "served_model_name", None)
         if served:
-            facts[sc.SERVED_MODEL_NAME] = redact_url(str(served if isinstance(served, str) else served[0]))
+            facts[sc.SERVED_MODEL_NAME] = scrub(str(served if isinstance(served, str) else served[0]))
         facts[sc.DTYPE] = str(getattr(mc, "dtype", "")).replace("torch.", "")
         facts[sc.ENFORCE_EAGER] = bool(getattr(mc, "enforce_eager", False))
         if getattr(mc, "max_model_len", None) is not None:

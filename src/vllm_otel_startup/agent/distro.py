@@ -5,7 +5,8 @@
   anywhere, nothing hangs; metrics go over OTLP only when an endpoint is configured (they are served on
   vLLM's own /metrics either way); logs exporter defaults to none.
 - service.name defaults to "vllm"; process.*, host.* and k8s.* (downward-API environment) resource
-  attributes; command-line secrets are redacted.
+  attributes. The command line is never a resource attribute of ours; where the SDK's ``process`` resource
+  detector is enabled and exports it (SDK < 1.45 always did), our redacted command line replaces it.
 
 Select them explicitly with OTEL_PYTHON_DISTRO=vllm_startup OTEL_PYTHON_CONFIGURATOR=vllm_startup when
 another distro (e.g. opentelemetry-distro) is installed too.
@@ -23,7 +24,7 @@ from opentelemetry.instrumentation.distro import BaseDistro
 from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.process import child_rank, classify, cmdline
+from vllm_otel_startup.agent.process import child_rank, classify, cmdline, redact_argv
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 METRICS_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
@@ -92,9 +93,26 @@ def resource_attributes(environ: Any = os.environ) -> dict[str, Any]:
     return attrs
 
 
+def command_line_override(environ: Any = os.environ, detector_exports_args: bool | None = None) -> dict[str, Any]:
+    """The redacted command line as resource attributes, where the SDK's ``process`` detector is enabled and
+    exports the raw one: our attributes are merged last, so they replace the detector's."""
+    detectors = [d.strip() for d in environ.get("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "").split(",")]
+    if "process" not in detectors:
+        return {}
+    if detector_exports_args is None:
+        from opentelemetry.sdk.resources import ProcessResourceDetector
+
+        # SDK >= 1.45 exports the command line only when asked to (include_command_args, off by default)
+        detector_exports_args = "include_command_args" not in ProcessResourceDetector.__init__.__code__.co_varnames
+    if not detector_exports_args:
+        return {}
+    args = redact_argv(sys.orig_argv if hasattr(sys, "orig_argv") else sys.argv)
+    return {"process.command_line": " ".join(args), "process.command_args": args}
+
+
 class VllmStartupConfigurator(_OTelSDKConfigurator):
     def _configure(self, **kwargs: Any) -> None:
-        attrs = resource_attributes()
+        attrs = {**resource_attributes(), **command_line_override()}
         attrs.update(kwargs.get("resource_attributes") or {})
         kwargs["resource_attributes"] = attrs
         if not os.environ.get("OTEL_PYTHON_ID_GENERATOR"):

@@ -2,7 +2,8 @@
 
 Default directory ``~/.cache/vllm-otel-startup/starts`` (``OTEL_PYTHON_VLLM_STARTUP_DIR``); the newest
 ``OTEL_PYTHON_VLLM_STARTUP_KEEP`` (default 20) files are kept. Only startup spans (those with a
-``vllm.startup.phase``) are written. A full disk or read-only directory costs one warning, never the start.
+``vllm.startup.phase``) are written, scrubbed by the span processor before they ended; the resource is scrubbed
+here (``model/redact.py``). A full disk or read-only directory costs one warning, never the start.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
+from vllm_otel_startup.model.redact import scrub_attributes
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -71,7 +73,7 @@ def encode(spans: Sequence[Any]) -> dict[str, Any]:
     return {
         "resourceSpans": [
             {
-                "resource": {"attributes": _attrs(res.attributes)},
+                "resource": {"attributes": _attrs({**res.attributes, **scrub_attributes(res.attributes)})},
                 "scopeSpans": [{"scope": {"name": n}, "spans": sp} for n, sp in scopes.items()],
             }
             for res, scopes in by_resource.values()

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model.argv import model_name
+from vllm_otel_startup.model.redact import scrub
 from vllm_otel_startup.model.spanmodel import Span
 
 
@@ -28,7 +30,11 @@ def label_value(v: Any) -> str:
 
 
 def fleet_labels(facts: dict[str, Any]) -> dict[str, str]:
-    return {k: label_value(facts.get(k)) for k in sc.FLEET_LABELS}
+    """The fleet label values of a start, scrubbed; the model by its name (a hub id, or the last component of
+    its path or URL: never a local path, a URL or its query on every series)."""
+    labels = {k: scrub(label_value(facts.get(k))) for k in sc.FLEET_LABELS}
+    labels[sc.MODEL] = model_name(facts.get(sc.MODEL)) if facts.get(sc.MODEL) else ""
+    return labels
 
 
 def span_observations(spans: Iterable[Span], fleet: dict[str, str]) -> list[Obs]:

@@ -13,7 +13,8 @@ import time
 from vllm_otel_startup import settings
 
 # What of argv may leave the process: one implementation, in the model wing (re-exported for the agent).
-from vllm_otel_startup.model.argv import REDACTED, model_from_argv, redact_argv, redact_url  # noqa: F401
+from vllm_otel_startup.model.argv import model_from_argv  # noqa: F401
+from vllm_otel_startup.model.redact import REDACTED, redact_argv, redact_url, scrub  # noqa: F401
 
 # Environment handed to spawned children (set around Process.start(), restored right after).
 ENV_PARENT = settings.TRACEPARENT.name  # W3C traceparent of the span the child hangs under

@@ -2,9 +2,11 @@
 
 The span processor tags every startup span (vLLM's or ours) with its phase and process kind, closes
 the open bootstrap segment when a phase begins, runs the phase's cause probes, attaches the span's
-resource summary (CPU, memory, disk, GPU) and keeps the ended spans for the gap accounting, the metrics
-and the spool. The sampler drops vLLM's startup-span names once this process is past ready, so
-later recompiles or dummy runs while serving never look like startup.
+resource summary (CPU, memory, disk, GPU), scrubs what the span carries (attributes, events such as the
+recorded exception's message and stack trace, the status message: ``model/redact.py``) and keeps the
+ended spans for the gap accounting, the metrics and the spool. The sampler drops vLLM's startup-span
+names once this process is past ready, so later recompiles or dummy runs while serving never look like
+startup.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
+from opentelemetry.trace import Status
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.causes import Probes
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
+from vllm_otel_startup.model.redact import scrub, scrub_attributes
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
@@ -56,25 +60,26 @@ class StartupSpanProcessor(SpanProcessor):
             self.probes.on_start(phase, span)
             if span is not rt.process_span:
                 _run_before_end(span, self._before_end)
+            _scrub_events(span)
         except Exception:  # noqa: BLE001
             _log.debug("on_start failed for %s", span.name, exc_info=True)
 
     def _before_end(self, span: Any) -> None:
-        """Runs while the span is still writable: pending cause attributes and the phase's end probe."""
+        """Runs while the span is still writable: pending cause attributes, the phase's end probe, the scrub."""
         rt = self.rt
         phase = (span.attributes or {}).get(sc.PHASE)
-        if phase is None or not rt.active:
-            return
-        try:
-            pending = rt.pop_pending(phase)
-            if pending:
-                span.set_attributes(pending)
-            span.set_attributes(rt.resource_end(span.context.span_id))
-            self.probes.on_ending(phase, span)
-            if rt.retro is not None:
-                rt.retro.emit_children(span)
-        except Exception:  # noqa: BLE001
-            _log.debug("end probe failed for %s", span.name, exc_info=True)
+        if phase is not None and rt.active:
+            try:
+                pending = rt.pop_pending(phase)
+                if pending:
+                    span.set_attributes(pending)
+                span.set_attributes(rt.resource_end(span.context.span_id))
+                self.probes.on_ending(phase, span)
+                if rt.retro is not None:
+                    rt.retro.emit_children(span)
+            except Exception:  # noqa: BLE001
+                _log.debug("end probe failed for %s", span.name, exc_info=True)
+        scrub_span(span)
 
     def on_end(self, span: Any) -> None:
         rt = self.rt
@@ -103,6 +108,34 @@ def _run_before_end(span: Any, hook: Any) -> None:
         original(end_time=end_time)
 
     span.end = end
+
+
+def _scrub_events(span: Any) -> None:
+    """Scrub every event as it is added (``record_exception`` adds its event through ``add_event``): an event
+    cannot be changed once added."""
+    original = span.add_event
+
+    def add_event(name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+        if attributes:
+            attributes = {**attributes, **scrub_attributes(attributes)}
+        original(name, attributes=attributes, timestamp=timestamp)
+
+    span.add_event = add_event
+
+
+def scrub_span(span: Any) -> None:
+    """Scrub a still-writable span's attributes and status message (never raises)."""
+    try:
+        changed = scrub_attributes(span.attributes)
+        if changed:
+            span.set_attributes(changed)
+        status = span.status
+        if status.description:
+            clean = scrub(status.description)
+            if clean != status.description:
+                span.set_status(Status(status.status_code, clean))
+    except Exception:  # noqa: BLE001
+        _log.debug("scrub failed for %s", getattr(span, "name", "?"), exc_info=True)
 
 
 class StartupSampler(Sampler):

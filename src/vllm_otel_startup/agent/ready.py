@@ -58,6 +58,7 @@ def print_summary_later(rt: Runtime) -> None:
 def print_summary(rt: Runtime) -> None:
     from vllm_otel_startup.agent import spool
     from vllm_otel_startup.model import summary
+    from vllm_otel_startup.model.redact import scrub
     from vllm_otel_startup.model.spanmodel import from_readable
 
     try:
@@ -65,7 +66,7 @@ def print_summary(rt: Runtime) -> None:
             with rt._lock:  # noqa: SLF001 - the runtime's own lock guards its ended spans
                 ended = list(rt.ended)
             spans = [from_readable(s) for s in ended] + spool.read(rt.trace_id())
-            print(summary.render(spans), file=sys.stdout, flush=True)
+            print(scrub(summary.render(spans)), file=sys.stdout, flush=True)
     except Exception:  # noqa: BLE001 - telemetry never raises into the host
         _log.debug("summary failed", exc_info=True)
 

@@ -29,6 +29,7 @@ from vllm_otel_startup.agent.process import (
     child_rank,
     model_from_argv,
     redact_argv,
+    scrub,
 )
 from vllm_otel_startup.agent.retro_spans import RetroSpans
 from vllm_otel_startup.agent.sampler import Sampler, Snapshot
@@ -204,7 +205,7 @@ class Runtime:
         if error is not None:
             span.record_exception(error)
             span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
-            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:500]))
+            span.set_status(Status(StatusCode.ERROR, scrub(f"{type(error).__name__}: {error}")[:500]))
         span.end(end_time=end_ns)
         wait = settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if error else settings.seconds_from_ms(
             settings.FLUSH_MS)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from vllm_otel_startup import settings
 from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.redact import redact_url, scrub
 
 if TYPE_CHECKING:
     from vllm_otel_startup.model.start import Start
@@ -58,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _warn(msg: str) -> None:
-    print(f"vllm-otel-startup: {msg}", file=sys.stderr)
+    print(f"vllm-otel-startup: {scrub(msg)}", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -156,6 +157,7 @@ def _side(src: str, tempo: str | None) -> list[Start]:
 
 
 def _label(src: str, starts: list[Start]) -> str:
+    src = redact_url(src)  # a Tempo URL's credentials stay out of the table and the picture
     return src if len(starts) == 1 else f"{src} ({len(starts)} starts)"
 
 
@@ -164,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args)
     except ReportError as exc:
-        print(f"vllm-otel-startup: {exc}", file=sys.stderr)
+        _warn(str(exc))
         return 2
     except BrokenPipeError:
         return 0
@@ -173,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a command line prints one line, never a traceback
         if settings.flag(settings.DEBUG):
             raise
-        print(f"vllm-otel-startup: internal error: {exc.__class__.__name__}: {exc} "
-              "(OTEL_PYTHON_VLLM_STARTUP_DEBUG=1 shows the traceback)", file=sys.stderr)
+        _warn(f"internal error: {exc.__class__.__name__}: {exc} (OTEL_PYTHON_VLLM_STARTUP_DEBUG=1 shows the traceback)")
         return 2
 
 

@@ -17,6 +17,7 @@ from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import tempo
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.facts import find_root
+from vllm_otel_startup.model.redact import redact_url
 from vllm_otel_startup.model.spanmodel import Span, parse_text
 from vllm_otel_startup.model.start import Start
 from vllm_otel_startup.settings import start_dir as default_dir
@@ -88,7 +89,8 @@ def one(source: str | None, *, tempo_url: str | None = None, trace_id: str | Non
     """The start a ``report`` SOURCE names: a file (default: the latest in the local directory), the latest
     file in a directory, a trace id (local file ``<id>.jsonl``, or Tempo with ``tempo_url``), or a Tempo URL."""
     if source and source.startswith(("http://", "https://")):
-        return _pick(starts_in(tempo.fetch_url(source), source), trace_id, source)
+        shown = redact_url(source)  # the label printed and embedded in the HTML: no credentials
+        return _pick(starts_in(tempo.fetch_url(source), shown), trace_id, shown)
     if source and TRACE_ID.match(source) and not os.path.exists(source):
         if tempo_url:
             return _pick(starts_in(tempo.fetch(tempo_url, source), source), source.lower(), source)

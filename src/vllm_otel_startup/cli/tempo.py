@@ -3,7 +3,9 @@
 ``GET {base}/api/v2/traces/<id>`` answers ``{"trace": {"resourceSpans": [...]}}`` (Tempo >= 2.5), the older
 ``GET {base}/api/traces/<id>`` answers ``{"batches": [...]}``; both in protobuf-JSON (base64 ids, enum names),
 which ``spanmodel.parse_otlp`` reads. A 404 from both is "trace not found". Basic auth from the URL's user
-info; a multi-tenant Tempo's tenant from ``OTEL_PYTHON_VLLM_STARTUP_TEMPO_TENANT`` (``X-Scope-OrgID``).
+info (a user name alone is a token: sent as the user name, never shown); a multi-tenant Tempo's tenant from
+``OTEL_PYTHON_VLLM_STARTUP_TEMPO_TENANT`` (``X-Scope-OrgID``). Every URL in a message or a source label is
+shown without its user-info and sensitive query values (``model/redact.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import urllib.request
 
 from vllm_otel_startup import settings
 from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.redact import redact_url
 from vllm_otel_startup.model.spanmodel import Span, parse_text
 
 TENANT_ENV = settings.TEMPO_TENANT.name
@@ -25,11 +28,10 @@ URL_ENV = settings.TEMPO_URL.name
 def _get(url: str, timeout: float) -> tuple[int, str]:
     parts = urllib.parse.urlsplit(url)
     headers = {"Accept": "application/json"}
-    if parts.username:
+    if parts.username is not None:
         cred = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
         headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
-        netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+        url = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
     if os.environ.get(TENANT_ENV):
         headers["X-Scope-OrgID"] = os.environ[TENANT_ENV]
     req = urllib.request.Request(url, headers=headers)
@@ -44,11 +46,7 @@ def _get(url: str, timeout: float) -> tuple[int, str]:
 
 
 def _safe(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    if parts.password:
-        return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:***@{parts.hostname}"
-                                                      + (f":{parts.port}" if parts.port else "")))
-    return url
+    return redact_url(url)
 
 
 def fetch_url(url: str, timeout: float = 15.0) -> list[Span]:
