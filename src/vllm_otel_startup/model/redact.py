@@ -49,35 +49,43 @@ _TOKEN_NOT_SECRET_BEFORE = frozenset({
 })
 
 
-@lru_cache(maxsize=1)
-def _re() -> dict[str, re.Pattern[str]]:  # compiled on first use, not at every interpreter start
-    return {
-        "words": re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+"),
-        "secret_word": re.compile(
-            r"(?:\w*keys?|secret\w*|passw(?:or)?d\w*|passphrase|pwd|credentials?|cookies?|bearer|sig|signatures?"
-            r"|auth(?!or(?:s|ity|ities|ship)?$)\w*)"),  # auth, authorization, authtoken; not author(ity)
-        "token_word": re.compile(r"\w*token"),
-        # a URL with a scheme, or a scheme-less user:password@host, up to white space or a quote
-        "url": re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s\"'<>`]*)"),
-        "bare_userinfo": re.compile(r"(?<![^\s\"'=,;(\[{<])[^\s\"'=,;(\[{<>@/:]+:[^\s\"'<>`]*@[^\s\"'<>`]*"),
-        "query": re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;#?\s\"'<>]+)=(?P<val>[^&;#\s\"'<>]*)"),
-        # HTTP credentials: "Bearer <token>", "Basic <base64>" (not a plain word: "basic configuration")
-        "auth_scheme": re.compile(r"\b(?P<s>[Bb]earer|Basic)\s+(?![A-Z]?[a-z]+\b)[A-Za-z0-9._~+/=:-]{8,}"),
-        "pair": re.compile(
-            r"(?P<name>[A-Za-z_][\w.-]{0,80})(?P<q>[\"']?)(?P<sep>\s*[=:]\s*)"
-            r"(?P<val>\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s\"'&,;)}\]]+)"),
-    }
+# Compiled on first use, each on its own (a process that scrubs only short names compiles only what they need).
+_SOURCES = {
+    "words": r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+",
+    "secret_word": r"(?:\w*keys?|secret\w*|passw(?:or)?d\w*|passphrase|pwd|credentials?|cookies?|bearer|sig"
+                   r"|signatures?|auth(?!or(?:s|ity|ities|ship)?$)\w*)",  # auth, authorization; not author(ity)
+    "token_word": r"\w*token",
+    "url": r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<rest>[^\s\"'<>`]*)",  # up to white space or a quote
+    "bare_userinfo": r"(?<![^\s\"'=,;(\[{<])[^\s\"'=,;(\[{<>@/:]+:[^\s\"'<>`]*@[^\s\"'<>`]*",  # user:pw@host
+    "query": r"(?P<sep>[?&;])(?P<name>[^=&;#?\s\"'<>]+)=(?P<val>[^&;#\s\"'<>]*)",
+    # HTTP credentials: "Bearer <token>", "Basic <base64>" (not a plain word: "basic configuration")
+    "auth_scheme": r"\b(?P<s>[Bb]earer|Basic)\s+(?![A-Z]?[a-z]+\b)[A-Za-z0-9._~+/=:-]{8,}",
+    "pair_name": r"(?P<name>[A-Za-z_][\w.-]{0,80})[\"']?\s*[=:]\s*",  # name=, name:, "name": , 'name'=
+    "pair_value": r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|\[[^\]]*\]|[^\s\"'&,;)}\]\[{]+",  # quoted, a list, a word
+    "redacted_only": r"(?:[\s\"',\[\]]|<redacted>)*",
+    "has_flag": r"(?:^|[\s\[(,'\"])--?[A-Za-z]",  # a command line in free text
+    "ws": r"(\s+)",
+    "token": r"([\[({'\"]*)(.*?)([,'\"\])}]*)",  # a word of a command line in a repr: ['--api-key', 'k']
+}
+_compiled: dict[str, re.Pattern[str]] = {}
+
+
+def _re(name: str) -> re.Pattern[str]:
+    pattern = _compiled.get(name)
+    if pattern is None:
+        pattern = _compiled[name] = re.compile(_SOURCES[name])
+    return pattern
 
 
 def _words(name: str) -> list[str]:
-    return [w.lower() for w in _re()["words"].findall(name)]
+    return [w.lower() for w in _re("words").findall(name)]
 
 
 def _secret_at(words: list[str], i: int) -> bool:
     w = words[i]
-    if _re()["secret_word"].fullmatch(w):
+    if _re("secret_word").fullmatch(w):
         return True
-    if _re()["token_word"].fullmatch(w):
+    if _re("token_word").fullmatch(w):
         return i + 1 == len(words) or words[i + 1] not in _TOKEN_NOT_SECRET_BEFORE
     return False
 
@@ -122,7 +130,7 @@ def _query(rest: str) -> str:
     def blank(m: re.Match[str]) -> str:
         return f"{m['sep']}{m['name']}={REDACTED}" if m["val"] and sensitive(m["name"]) else m.group(0)
 
-    return head + _re()["query"].sub(blank, "?" + tail)
+    return head + _re("query").sub(blank, "?" + tail)
 
 
 def _url(m: re.Match[str]) -> str:
@@ -138,9 +146,9 @@ def redact_url(text: str) -> str:
     ``user:password@host`` too)."""
     if "@" not in text and "?" not in text:
         return text
-    text = _re()["url"].sub(_url, text)
+    text = _re("url").sub(_url, text)
     if "@" in text:
-        text = _re()["bare_userinfo"].sub(_bare, text)
+        text = _re("bare_userinfo").sub(_bare, text)
     return text
 
 
@@ -169,7 +177,7 @@ def env_secrets() -> tuple[str, ...]:
         elif sensitive(name):
             found.add(value.strip())
         if "@" in value and "://" in value:  # a URL with a password (proxies, databases, object stores)
-            for m in _re()["url"].finditer(value):
+            for m in _re("url").finditer(value):
                 at = _userinfo_end(m["rest"], need_colon=False)
                 if at > 0:
                     user, _, password = m["rest"][:at].partition(":")
@@ -183,12 +191,40 @@ def forget_env() -> None:
 
 
 # ---- free text ------------------------------------------------------------------------------------------------
-def _pair(m: re.Match[str]) -> str:
-    if not _sensitive_in_text(m["name"]) or m["val"].startswith(REDACTED):
-        return m.group(0)
-    val = m["val"]
-    shown = f"{val[0]}{REDACTED}{val[0]}" if val[:1] in ("'", '"') else REDACTED
-    return f"{m['name']}{m['q']}{m['sep']}{shown}"
+def _pairs(text: str) -> str:
+    """Blank the value of every ``name=value`` / ``name: value`` whose name is secret (names are looked for
+    in the values of other pairs too: ``401 Unauthorized: token=…``)."""
+    out: list[str] = []
+    pos = 0
+    for m in _re("pair_name").finditer(text):
+        if m.start() < pos or not _sensitive_in_text(m["name"]):
+            continue
+        v = _re("pair_value").match(text, m.end())
+        if v is None or _re("redacted_only").fullmatch(v.group(0)):
+            continue
+        val = v.group(0)
+        shown = {"'": f"'{REDACTED}'", '"': f'"{REDACTED}"', "[": f"[{REDACTED}]"}.get(val[0], REDACTED)
+        out += [text[pos:m.end()], shown]
+        pos = v.end()
+    return "".join(out) + text[pos:] if out else text
+
+
+def _flag_values(text: str) -> str:
+    """The values after a secret flag in a command line inside free text (``… --api-key k1 k2 --port …``)."""
+    parts = _re("ws").split(text)
+    hiding = changed = False
+    for i in range(0, len(parts), 2):
+        if i and "\n" in parts[i - 1]:  # a command line ends with its line
+            hiding = False
+        m = _re("token").fullmatch(parts[i])
+        if m is None or not m[2]:
+            continue
+        if _is_flag(m[2]):
+            name, eq, _ = m[2].partition("=")
+            hiding = not eq and sensitive(name)
+        elif hiding and m[2] != REDACTED:
+            parts[i], changed = m[1] + REDACTED + m[3], True
+    return "".join(parts) if changed else text
 
 
 def scrub(text: str) -> str:
@@ -200,18 +236,21 @@ def scrub(text: str) -> str:
             text = text.replace(secret, REDACTED)
     text = redact_url(text)
     if "earer" in text or "Basic" in text:
-        text = _re()["auth_scheme"].sub(lambda m: f"{m['s']} {REDACTED}", text)
+        text = _re("auth_scheme").sub(lambda m: f"{m['s']} {REDACTED}", text)
     if "=" in text or ":" in text:
-        text = _re()["pair"].sub(_pair, text)
+        text = _pairs(text)
+    if "-" in text and _re("has_flag").search(text):
+        text = _flag_values(text)
     return text
 
 
 def scrub_value(value: Any) -> Any:
-    """An attribute value scrubbed: a string, or a sequence of strings; anything else as it is."""
+    """An attribute value scrubbed: a string; a sequence of strings as a command line (``redact_argv``: a
+    list is where a command line hides); anything else as it is."""
     if isinstance(value, str):
         return scrub(value)
-    if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
-        return [scrub(v) if isinstance(v, str) else v for v in value]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return redact_argv(value)
     return value
 
 
