@@ -19,7 +19,10 @@ events, status messages, metric labels, the printout, the local file, the comman
   ``sensitive``, user-info passwords of URL-valued variables, ``OTEL_EXPORTER_OTLP_*HEADERS`` values; values
   of at least 8 characters, so common words are never blanked), ``Bearer``/``Basic`` credentials and
   ``name=value`` / ``name: value`` pairs whose name ends in a secret word (``api_key=…``, ``"hf_token": "…"``;
-  in free text a lone ``key`` is not enough: ``KeyError: 'x'`` keeps its message).
+  in free text a lone ``key`` is not enough: ``KeyError: 'x'`` keeps its message), and a command line inside
+  the text (``… --api-key k1 k2 …`` up to the next flag or the end of the line, a repr'd list too).
+- ``scrub_value`` / ``scrub_attributes``: attribute values; a list of strings is taken for a command line
+  (``redact_argv``: a list is where a command line hides).
 
 Why this shape: the exits are many but the strings are few and short, so one ``scrub`` applied at each exit's
 choke point (the span processor before a span ends, the fleet labels, the file encoder, the printout, the
