@@ -98,6 +98,36 @@ def eager(backends, tiny_model, workdir) -> Observed:
     return _observe(backends, start)
 
 
+# Secrets planted in every form the redaction knows (tests/e2e/test_secrets.py): name -> value.
+PLANTED = {name: f"zq-planted-{name}-{i}7f3a9c" for i, name in enumerate((
+    "api_key_1", "api_key_2", "json_token", "json_env", "mirror_password", "query_sig", "origin_at_1",
+    "origin_at_2", "origin_slash_1", "origin_slash_2", "origin_query", "bare_password", "hf_token", "otlp_header"))}
+
+
+@pytest.fixture(scope="session")
+def secrets_start(backends, tiny_model, workdir) -> Observed:
+    """Eager start with secrets planted in argv (list-valued --api-key, a JSON flag value, URLs with
+    credentials in several forms) and in the environment (HF_TOKEN, *_API_KEY, OTLP headers)."""
+    p, spooled = PLANTED, []
+    overrides = {"auth_token": p["json_token"], "note": p["json_env"],
+                 "mirror": f"https://mirror:{p['mirror_password']}@mirror.invalid/m?sig={p['query_sig']}"}
+    origins = [f"https://admin:{p['origin_at_1']}@{p['origin_at_2']}@example.invalid",
+               f"https://admin:{p['origin_slash_1']}/{p['origin_slash_2']}@example.invalid",
+               f"https://example.invalid/?token={p['origin_query']}", f"svc:{p['bare_password']}@db.invalid:5432"]
+    start = harness.serve(
+        tiny_model, workdir / "secrets", backends,
+        args=["--enforce-eager", "--api-key", p["api_key_1"], p["api_key_2"],
+              "--hf-overrides", json.dumps(overrides), "--allowed-origins", json.dumps(origins)],
+        env={"HF_TOKEN": p["hf_token"], "MY_SERVICE_API_KEY": p["json_env"],
+             "OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key={p['otlp_header']}"},
+        on_ready=lambda proc: spooled.extend(  # the children's spool, while the server runs (removed at exit)
+            f.read_text(errors="replace") for f in (workdir / "secrets" / "tmp").rglob("*.json")),
+    )
+    obs = _observe(backends, start)
+    obs.planted, obs.spooled = dict(p), spooled
+    return obs
+
+
 @pytest.fixture(scope="session")
 def compiled_cold(backends, tiny_model, workdir) -> Observed:
     """Default (torch.compile) start on an empty cache root, OTLP over gRPC."""

@@ -76,7 +76,7 @@ def test_fleet_labels_agree_across_processes(eager, backends, tiny_model):
     fleet = {tuple((k, s["metric"].get(sc.prom_label(k), "")) for k in sc.FLEET_LABELS) for s in series}
     assert len(fleet) == 1, fleet  # the EngineCore and worker carry the API server's values
     labels = dict(next(iter(fleet)))
-    assert labels[sc.MODEL] == str(tiny_model)
+    assert labels[sc.MODEL] == tiny_model.name  # the model's name, never its path
     assert labels[sc.VLLM_VERSION].startswith("0.32.0")
     assert labels[sc.DEVICE] == "cpu" and labels[sc.DEVICE_MODEL]
     assert labels[sc.TP_SIZE] == "1" and labels[sc.MODE] == "cold" and labels[sc.COMPILATION_MODE] == "NONE"
