@@ -4,7 +4,6 @@ what must be left alone (a redaction that blanks ordinary values hides the start
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -63,7 +62,7 @@ def test_ordinary_names(name):
     (['--kv-transfer-config={"kv_connector_extra_config": {"api_key": "s3"}, "kv_role": "kv_both"}'],
      ['--kv-transfer-config={"kv_connector_extra_config":{"api_key":"<redacted>"},"kv_role":"kv_both"}']),
     (["--compilation-config", '{"pass_config": {"enable_fusion": true}}'],
-     ["--compilation-config", '{"pass_config":{"enable_fusion":true}}']),
+     ["--compilation-config", '{"pass_config": {"enable_fusion": true}}']),  # nothing secret: as given
     (["--hf-overrides.auth_token", "s4"], ["--hf-overrides.auth_token", R]),
     (["--allowed-origins", '["https://admin:p@ss@example.invalid"]'], ["--allowed-origins", f'["https://{R}@example.invalid"]']),
     (["-tp", "2", "--long-prefill-token-threshold", "-1"], ["-tp", "2", "--long-prefill-token-threshold", "-1"]),
@@ -159,11 +158,9 @@ def test_property_no_planted_secret_survives_redaction(env):
 
 
 def test_ordinary_command_lines_are_left_alone():
-    """Nothing of a command line without secrets changes (JSON is re-serialised compactly, nothing else)."""
+    """Nothing of a command line without secrets changes."""
     for args in planted.BENIGN_ARGS:
-        out = redact_argv(list(args))
-        assert [json.loads(a) if a.startswith("{") else a for a in out] == \
-            [json.loads(a) if a.startswith("{") else a for a in args]
+        assert redact_argv(list(args)) == list(args)
 
 
 def test_importing_the_module_costs_well_under_a_millisecond(tmp_path):
