@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.causes import Probes
+from vllm_otel_startup.agent.guard import SPANS, failed, safe
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class StartupSpanProcessor(SpanProcessor):
             if span is not rt.process_span:
                 _run_before_end(span, self._before_end)
         except Exception:  # noqa: BLE001
-            _log.debug("on_start failed for %s", span.name, exc_info=True)
+            failed(SPANS, f"start of span {span.name!r}")
 
     def _before_end(self, span: Any) -> None:
         """Runs while the span is still writable: pending cause attributes and the phase's end probe."""
@@ -74,9 +75,12 @@ class StartupSpanProcessor(SpanProcessor):
             if rt.retro is not None:
                 rt.retro.emit_children(span)
         except Exception:  # noqa: BLE001
-            _log.debug("end probe failed for %s", span.name, exc_info=True)
+            failed(SPANS, f"end of span {span.name!r}")
 
     def on_end(self, span: Any) -> None:
+        safe(SPANS, self._on_end, span)  # the SDK calls span processors unguarded, from vLLM's own span.end()
+
+    def _on_end(self, span: Any) -> None:
         rt = self.rt
         if not rt.active or rt.process_span is None:
             return
