@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import sys
 import types
 
 import pytest
@@ -361,3 +362,27 @@ def test_a_patch_that_cannot_be_applied_is_recorded_on_the_process_span(start, m
     assert proc.attributes[sc.PATCH_FAILED] == (point.target,)
     assert point.target not in proc.attributes.get(sc.PATCH_MISSING, ())
 
+
+
+def test_the_import_and_compile_watchers_never_raise_either(start, monkeypatch, tmp_path, caplog):
+    """The other wrappers of ours: the import watcher (every import of the process runs through it) and
+    PyTorch's compile-region hooks; their steps made to raise, the import and the region work as without us."""
+    torch_utils = pytest.importorskip("torch._dynamo.utils")
+    from vllm_otel_startup.agent import compile_stages, retro_spans
+
+    st = start("worker")
+    monkeypatch.setattr(retro_spans, "threading", types.SimpleNamespace(get_ident=lambda: 1 / 0))
+    for name in ("_start_args", "_end_args", "_instant_args"):
+        monkeypatch.setattr(compile_stages, name, lambda *a, **k: {}["torch changed its signature"])
+    (tmp_path / "guard_watched_mod.py").write_text("VALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="vllm_otel_startup"):
+        import guard_watched_mod
+
+        with pytest.raises(ZeroDivisionError), torch_utils.dynamo_timed("guarded_region"):
+            1 / 0  # noqa: B018 - torch's region left by an exception of its own: that one reaches the caller
+    assert guard_watched_mod.VALUE == 42
+    assert st.spans("guarded_region") == []
+    areas = [r.getMessage() for r in caplog.records if "internal error" in r.getMessage()]
+    assert len(areas) == 2 and any(guard.SPANS in a for a in areas) and any(guard.HOOKS in a for a in areas)
+    sys.modules.pop("guard_watched_mod", None)
