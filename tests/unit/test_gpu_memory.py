@@ -73,6 +73,7 @@ def cuda(monkeypatch):
     c = _FakeCuda(initialized=False, reserved=0)
     monkeypatch.setitem(sys.modules, "torch.cuda", c)
     monkeypatch.setattr(gpu, "driver_present", lambda: False)
+    monkeypatch.setattr(gpu, "in_pid_namespace", lambda: False)  # the host's PID namespace (unless a test says)
     return c
 
 
@@ -145,6 +146,28 @@ def test_pid_namespace_reads_torch_reserved_for_the_whole_process(cuda, nvml):
     cuda.reserved = 17 * GB
     b = worker.snapshot()
     assert delta(worker, a, b) == (16 * GB, "torch_reserved")
+
+
+def test_in_a_pid_namespace_nvml_is_never_asked(cuda, nvml, monkeypatch):
+    """A pod: a host process may well have our PID number, and NVML would report its memory as ours. The source is
+    PyTorch's from the first reading, without waiting for (or loading) NVML."""
+    monkeypatch.setattr(gpu, "in_pid_namespace", lambda: True)
+    nvml.procs = {0: [(os.getpid(), 30 * GB)], 1: []}  # the host's process with our number
+    worker = Sampler(host=False)
+    worker._thread = types.SimpleNamespace(is_alive=lambda: True)
+    cuda.initialized, cuda.reserved = True, 2 * GB
+    assert worker.gpu_memory() == (2 * GB, "torch_reserved")  # no "pending" window
+    worker._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)
+    assert nvml.inits == 0 and worker.gpu_memory() == (2 * GB, "torch_reserved")
+
+
+@pytest.mark.parametrize(("status", "nested"), [(b"Name:\tpython\nNSpid:\t4242\t17\n", True),
+                                                 (b"Name:\tpython\nNSpid:\t4242\n", False),
+                                                 (b"Name:\tpython\n", False)])  # a kernel without NSpid
+def test_a_pid_namespace_is_read_from_nspid(tmp_path, status, nested):
+    (tmp_path / "status").write_bytes(status)
+    assert gpu.in_pid_namespace(str(tmp_path / "status")) is nested
+    assert gpu.in_pid_namespace(str(tmp_path / "missing")) is False
 
 
 def test_the_source_is_pending_while_the_sampler_thread_loads_nvml(cuda, nvml):

@@ -100,6 +100,20 @@ class Nvml:
         return total if seen else None
 
 
+def in_pid_namespace(status: str = "/proc/self/status") -> bool:
+    """True inside a nested PID namespace (a pod, most containers; ``NSpid`` in /proc/self/status lists this
+    process's PID in more than one namespace). NVML lists host PIDs: it never lists this process there, and a host
+    process that happens to have our number is another process."""
+    try:
+        with open(status, "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return len(line.split()) > 2
+    except OSError:
+        pass
+    return False
+
+
 NVML_PROCESS, TORCH_RESERVED = "nvml_process", "torch_reserved"
 PENDING = "pending"  # a child's source is being fixed by its sampler thread (it loads NVML first)
 
@@ -112,7 +126,7 @@ class ProcessGpuMemory:
       NVML lists this process when its CUDA context is first seen;
     - ``torch_reserved`` otherwise: PyTorch's caching allocator (not the CUDA context, nor memory allocated
       outside PyTorch such as NCCL buffers). NVML lists host PIDs, so inside a PID namespace (every pod) NVML
-      never sees the process and the source is ``torch_reserved`` from the start.
+      never sees the process: the source is ``torch_reserved`` from the first reading, NVML is not asked.
 
     A reading that fails is absent (None), never replaced by the other source nor by 0. NVML's device-wide
     figures (other processes' memory included) are never a per-process figure: they only feed hw.gpu.*."""
@@ -124,16 +138,16 @@ class ProcessGpuMemory:
     def fix(self, nvml: Nvml | None) -> str:
         """Choose the source once (the first time this process's CUDA context is seen); later calls keep it."""
         if self.source is None:
-            seen = nvml is not None and nvml.ok and nvml.process_memory(self.pid) is not None
+            seen = nvml is not None and nvml.ok and not in_pid_namespace() and nvml.process_memory(self.pid) is not None
             self.source = NVML_PROCESS if seen else TORCH_RESERVED
         return self.source
 
     def reading(self, nvml: Nvml | None, sampling: bool) -> tuple[int | None, str]:
         """(bytes or None where the reading failed, source) in a process whose CUDA context exists. The first
         call fixes the source, unless the sampler thread (``sampling``) is about to load NVML and fix it:
-        until then the reading is (None, "pending")."""
+        until then the reading is (None, "pending"). In a PID namespace NVML cannot see the process: no wait."""
         if self.source is None:
-            if sampling and nvml is None and driver_present():
+            if sampling and nvml is None and driver_present() and not in_pid_namespace():
                 return None, PENDING
             self.fix(nvml)
         return self.read(nvml), self.source  # type: ignore[return-value]

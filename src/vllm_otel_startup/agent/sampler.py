@@ -266,9 +266,10 @@ class Sampler:
             return False
 
     def _fix_gpu_source(self) -> None:
-        """A child's CUDA context exists: load its NVML (on this thread) and fix its GPU-memory source."""
+        """A child's CUDA context exists: load its NVML (on this thread; not in a PID namespace, where NVML cannot
+        see the process) and fix its GPU-memory source."""
         try:
-            if self.nvml is None and gpu.driver_present():
+            if self.nvml is None and gpu.driver_present() and not gpu.in_pid_namespace():
                 self.nvml = gpu.Nvml()
         finally:
             self.gpu_memory_source.fix(self.nvml)
