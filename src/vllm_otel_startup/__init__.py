@@ -146,9 +146,12 @@ def _after_fork_in_child() -> None:
 
 
 def _at_exit(rt: Any) -> None:
-    """A process leaving before its ready point still delivers what it did (runs before SDK shutdown)."""
+    """A process leaving before its ready point still delivers what it did (runs before SDK shutdown). A failure
+    here costs one warning (guard.EXIT), never the process's own exit."""
     try:
         if rt.active and not rt.done:
             rt.finish(error=rt.last_error, outcome="failed" if rt.last_error else "exited")
     except Exception:  # noqa: BLE001
-        pass
+        from vllm_otel_startup.agent.guard import EXIT, failed
+
+        failed(EXIT, "finishing the start at exit")

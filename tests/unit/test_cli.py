@@ -88,3 +88,25 @@ def test_png_without_pillow_is_one_line(tmp_path):
     p = run("report", dev_path("eager-warm"), "--png", str(tmp_path / "x.png"),
             env={"PYTHONPATH": os.pathsep.join([str(blocker), SRC])})
     one_line_error(p, "PNG output needs Pillow: pip install 'vllm-otel-startup[report]'")
+
+
+def test_a_failing_advice_rule_is_an_error_line_not_silence(monkeypatch, capsys):
+    """In the command line there is no host to protect: a rule that raises is named on stderr, exit 1 (it used
+    to read as '0 advice'); the other rules still advise."""
+    from vllm_otel_startup.cli.main import main
+    from vllm_otel_startup.model import advice
+
+    def broken(f, spans):
+        raise TypeError("unsupported operand type(s) for -: 'NoneType' and 'float'")
+
+    monkeypatch.setattr(advice, "RULES", [advice.Rule("broken_rule", "never", broken), *advice.RULES])
+    assert main(["advise", dev_path("eager-cold")]) == 1
+    out, err = capsys.readouterr()
+    assert "1 advice" in out and "VLLM_CACHE_ROOT" in out  # fresh_cache_root still fires
+    assert err.splitlines() == ["vllm-otel-startup: error: advice rule broken_rule failed on this start (TypeError: "
+                                "unsupported operand type(s) for -: 'NoneType' and 'float'); its advice is missing"]
+    assert main(["report", dev_path("eager-cold")]) == 1
+    out, err = capsys.readouterr()
+    assert "advice (1):" in out and "advice rule broken_rule failed" in err
+    monkeypatch.setattr(advice, "RULES", advice.RULES[1:])
+    assert main(["advise", dev_path("eager-cold")]) == 0 and capsys.readouterr().err == ""

@@ -1,5 +1,5 @@
-"""Detail spans: PyTorch's compile regions, long garbage collections and slow imports inside a phase; the GPU
-memory of a span on the process that owns the CUDA context only; CUDA init traced on its first success."""
+"""Detail spans: PyTorch's compile regions, long garbage collections and slow imports inside a phase; CUDA init
+traced on its first success. (A span's GPU memory: test_gpu_memory.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import retro_spans
-from vllm_otel_startup.agent.sampler import Sampler
 
 
 def _phase_span(rt, name="Load model"):
@@ -94,74 +93,6 @@ def test_imports_outside_any_phase_are_not_recorded(start, tmp_path, monkeypatch
     sys.modules.pop("bootstrap_mod", None)
 
 
-# ---- GPU memory: only the process that owns a CUDA context (a stand-in torch.cuda: no GPU here) ----------
-class _FakeCuda(types.ModuleType):
-    def __init__(self, initialized: bool, reserved: int) -> None:
-        super().__init__("torch.cuda")
-        self.initialized, self.reserved = initialized, reserved
-
-    def is_initialized(self) -> bool:
-        return self.initialized
-
-    def memory_reserved(self) -> int:
-        return self.reserved
-
-
-def test_gpu_memory_is_read_from_torch_only_where_a_cuda_context_exists(monkeypatch):
-    worker = Sampler(host=False)
-    monkeypatch.delitem(sys.modules, "torch.cuda", raising=False)
-    assert worker.gpu_memory() == (None, None)  # torch.cuda never imported: no context, nothing touched
-    cuda = _FakeCuda(initialized=False, reserved=0)
-    monkeypatch.setitem(sys.modules, "torch.cuda", cuda)
-    assert worker.gpu_memory() == (None, None)  # imported but no context: asking would create one
-    cuda.initialized, cuda.reserved = True, 16_000_000_000
-    assert worker.gpu_memory() == (16_000_000_000, "torch_reserved")
-    assert Sampler(host=True).gpu_memory() == (None, None)  # the API server: never
-
-
-def test_a_span_that_creates_the_cuda_context_starts_from_zero(monkeypatch):
-    worker = Sampler(host=False)
-    cuda = _FakeCuda(initialized=False, reserved=0)
-    monkeypatch.setitem(sys.modules, "torch.cuda", cuda)
-    a = worker.snapshot()
-    cuda.initialized, cuda.reserved = True, 2_000_000
-    b = worker.snapshot()
-    attrs = worker.summary(a, b)
-    assert attrs[sc.RES_GPU_MEMORY_DELTA] == 2_000_000
-    assert attrs[sc.RES_GPU_MEMORY_SOURCE] == "torch_reserved"
-    monkeypatch.setitem(sys.modules, "torch.cuda", _FakeCuda(initialized=False, reserved=0))
-    assert sc.RES_GPU_MEMORY_DELTA not in worker.summary(worker.snapshot(), worker.snapshot())
-
-
-def test_nvml_per_process_memory_wins_where_nvml_sees_the_process(monkeypatch):
-    worker = Sampler(host=False)
-    monkeypatch.setitem(sys.modules, "torch.cuda", _FakeCuda(initialized=True, reserved=5))
-    worker.nvml = types.SimpleNamespace(ok=True, process_memory=lambda pid: 7)
-    assert worker.gpu_memory() == (7, "nvml_process")
-    worker = Sampler(host=False)
-    worker.nvml = types.SimpleNamespace(ok=True, process_memory=lambda pid: None)  # a PID namespace
-    assert worker.gpu_memory() == (5, "torch_reserved")
-
-
-def test_pcie_bytes_come_from_the_drivers_counters_or_not_at_all():
-    from vllm_otel_startup.agent.gpu import Nvml
-
-    counters = {198: 1_000, 197: 500}
-
-    def field_values(handle, ids):
-        return [types.SimpleNamespace(nvmlReturn=0, valueType=3, value=types.SimpleNamespace(ullVal=counters[i]))
-                for i in ids]
-
-    nv = Nvml.__new__(Nvml)
-    nv.ok, nv._pcie_fields = True, None
-    nv._nv = types.SimpleNamespace(nvmlDeviceGetFieldValues=field_values)
-    assert nv._pcie_counters("h") == {"pcie_rx": 1_000.0, "pcie_tx": 500.0}
-    nv._nv = types.SimpleNamespace(nvmlDeviceGetFieldValues=lambda h, ids: [
-        types.SimpleNamespace(nvmlReturn=3, valueType=3, value=None) for _ in ids])  # NOT_SUPPORTED
-    nv._pcie_fields = None
-    assert nv._pcie_counters("h") == {} and nv._pcie_fields is False
-
-
 def test_cuda_init_is_traced_on_its_first_successful_call_only(start):
     torch_cuda = pytest.importorskip("torch.cuda")
     st = start("worker")
@@ -198,30 +129,6 @@ def test_a_once_hook_traces_the_outermost_first_success_only(start, monkeypatch)
     assert mod.lazy_init is lazy_init  # the original is back after the first success
 
 
-def test_a_child_loads_nvml_only_once_its_cuda_context_exists(monkeypatch):
-    """NVML initialised by an EngineCore while it imported vLLM made those imports 2.3-2.9 s slower on the
-    H100 host: children defer it until their own CUDA context exists (the API server loads it at start)."""
-    from vllm_otel_startup.agent import gpu
-
-    made = []
-    monkeypatch.setattr(gpu, "driver_present", lambda: True)
-    monkeypatch.setattr(gpu, "Nvml", lambda: made.append(1) or types.SimpleNamespace(ok=False, model=None))
-    cuda = _FakeCuda(initialized=False, reserved=0)
-    monkeypatch.setitem(sys.modules, "torch.cuda", cuda)
-    child = Sampler(host=False)
-    child._setup()
-    prev = (time.time_ns(), time.process_time_ns())
-    child._sample(1, 1, prev, None)
-    assert made == []  # importing, no context yet: no NVML
-    cuda.initialized = True
-    child._sample(2, 1, prev, None)
-    child._sample(3, 1, prev, None)
-    assert made == [1]  # once, after the context exists
-    api = Sampler(host=True)
-    api._setup()
-    assert made == [1, 1]  # the API server loads it at start
-
-
 def test_an_optional_import_that_fails_never_shows_our_frame(start):
     """vLLM and libraries log ImportErrors of optional imports with their traceback: it must end in the
     importer, never in this package (the watcher is compiled as part of importlib, whose frames CPython strips)."""
@@ -234,16 +141,3 @@ def test_an_optional_import_that_fails_never_shows_our_frame(start):
         frames = traceback.extract_tb(exc.__traceback__)
     assert frames[-1].filename == __file__
     assert not [f for f in frames if "vllm_otel_startup" in f.filename]
-
-
-def test_a_half_imported_torch_cuda_never_stops_a_childs_sampler(monkeypatch):
-    """While torch imports, torch.cuda sits in sys.modules half made (no is_initialized yet): the child's
-    sampler must keep sampling (it stopped on the AttributeError, and the EngineCore's and the worker's
-    resource series vanished)."""
-    monkeypatch.setitem(sys.modules, "torch.cuda", types.ModuleType("torch.cuda"))
-    child = Sampler(host=False)
-    prev = (time.time_ns(), time.process_time_ns())
-    child._sample(1, 1, prev, None)
-    child._sample(2, 1, prev, None)
-    assert len(child.times) == 2 and child._nvml_tried is False
-    assert child.gpu_memory() == (None, None)

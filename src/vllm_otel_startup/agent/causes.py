@@ -12,7 +12,6 @@ invokes them fail-soft (a probe that fails only loses its attributes):
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 import time
@@ -21,12 +20,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.call_counter import CallCounter
+from vllm_otel_startup.agent.guard import SPANS, failed
 from vllm_otel_startup.agent.process import scrub
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
-
-_log = logging.getLogger("vllm_otel_startup")
 
 
 @dataclass(frozen=True)
@@ -352,7 +350,7 @@ class Probes:
         try:
             getattr(probe, hook)(self.rt, *args)
         except Exception:  # noqa: BLE001 - a probe that fails only loses its attributes
-            _log.debug("probe %s.%s failed", type(probe).__name__, hook, exc_info=True)
+            failed(SPANS, f"probe {type(probe).__name__}.{hook}")
 
     def after_call(self, name: str | None, span: Any, call: Call) -> None:
         self._safe(self.by_name.get(name or ""), "after_call", span, call)

@@ -20,6 +20,7 @@ import wrapt
 from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent import guard
 
 _PLAIN = (str, bool, int, float)
 MAX_DEPTH = 128
@@ -103,68 +104,75 @@ class CompileStages:
                 r.span = self.tracer.start_span(r.name, context=trace.set_span_in_context(parent),
                                                 start_time=r.t0, attributes=r.attrs)
 
-    # ---- wrappers: torch's own call first, unchanged; then ours, which never raises ---------------------
+    # ---- wrappers: torch's own call first, unchanged; then ours, guarded (guard.safe) ---------------------
     def _start(self, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         result = wrapped(*args, **kwargs)
-        if self._on():
-            try:
-                name, t0, metadata, compile_id = _start_args(*args, **kwargs)
-                stack = self._stack()
-                if len(stack) < MAX_DEPTH:
-                    attrs = {sc.PHASE: "torch_compile_stage", sc.COMPILE_REGION: str(name)}
-                    cid = compile_id if compile_id is not None else (metadata or {}).get("compile_id")
-                    if cid is not None and str(cid) != "None":
-                        attrs[sc.COMPILE_ID] = str(cid)
-                    parent = None
-                    if not stack:  # outermost: under the current span (a compile thread has none: the process's)
-                        parent = trace.get_current_span()
-                        if not parent.is_recording():
-                            parent = self.rt.process_span
-                    stack.append(_Region(str(name), int(t0), attrs, parent))
-            except Exception:  # noqa: BLE001
-                pass
+        guard.safe(guard.HOOKS, self._started, args, kwargs)
         return result
+
+    def _started(self, args: tuple, kwargs: dict) -> None:
+        if not self._on():
+            return
+        name, t0, metadata, compile_id = _start_args(*args, **kwargs)
+        stack = self._stack()
+        if len(stack) < MAX_DEPTH:
+            attrs = {sc.PHASE: "torch_compile_stage", sc.COMPILE_REGION: str(name)}
+            cid = compile_id if compile_id is not None else (metadata or {}).get("compile_id")
+            if cid is not None and str(cid) != "None":
+                attrs[sc.COMPILE_ID] = str(cid)
+            parent = None
+            if not stack:  # outermost: under the current span (a compile thread has none: the process's)
+                parent = trace.get_current_span()
+                if not parent.is_recording():
+                    parent = self.rt.process_span
+            stack.append(_Region(str(name), int(t0), attrs, parent))
 
     def _end(self, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         failed = sys.exc_info()[1]  # log_event_end runs in dynamo_timed's finally: the exception in flight
-        at, spanned, extra = None, False, None
-        with contextlib.suppress(Exception):
-            name, t1 = _end_args(*args, **kwargs)
-            stack = self._stack()
-            at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].name == name), None)
-            spanned = at is not None and (int(t1) - stack[at].t0 >= MIN_NS or stack[at].span is not None)
-            if spanned:  # what torch attached while the region ran (e.g. cache_state); torch drops it at the end
-                extra = (instance.get_event_data() or {}).get(name)
+        ending = guard.safe(guard.HOOKS, self._ending, instance, args, kwargs)
         result = wrapped(*args, **kwargs)
-        if at is None:  # an end without a start (or one we could not read): ignored
-            return result
-        try:
-            if spanned:
-                self._materialise(stack, at)
-            while len(stack) > at:  # regions opened inside it and never closed end with it
-                r = stack.pop()
-                if r.span is None:
-                    continue
-                if len(stack) == at:  # the region this end is for (the others were left open inside it)
-                    r.span.set_attributes(_attrs(extra))
-                    if failed is not None:
-                        r.span.set_attribute(sc.COMPILE_REGION_EXCEPTION, type(failed).__name__)
-                r.span.end(end_time=int(t1))
-        except Exception:  # noqa: BLE001
-            pass
+        if ending is not None:  # None: an end without a start (or one we could not read): ignored
+            guard.safe(guard.HOOKS, self._ended, *ending, failed)
         return result
+
+    def _ending(self, instance: Any, args: tuple, kwargs: dict) -> tuple[int, int, bool, Any] | None:
+        """Before torch's end: (the region's place on the stack, its end time, whether it is a span, what torch
+        attached while it ran: torch drops it at the end, e.g. cache_state)."""
+        name, t1 = _end_args(*args, **kwargs)
+        stack = self._stack()
+        at = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].name == name), None)
+        if at is None:
+            return None
+        spanned = int(t1) - stack[at].t0 >= MIN_NS or stack[at].span is not None
+        extra = (instance.get_event_data() or {}).get(name) if spanned else None
+        return at, int(t1), spanned, extra
+
+    def _ended(self, at: int, t1: int, spanned: bool, extra: Any, failed: BaseException | None) -> None:
+        stack = self._stack()
+        if spanned:
+            self._materialise(stack, at)
+        while len(stack) > at:  # regions opened inside it and never closed end with it
+            r = stack.pop()
+            if r.span is None:
+                continue
+            if len(stack) == at:  # the region this end is for (the others were left open inside it)
+                r.span.set_attributes(_attrs(extra))
+                if failed is not None:
+                    r.span.set_attribute(sc.COMPILE_REGION_EXCEPTION, type(failed).__name__)
+            r.span.end(end_time=t1)
 
     def _instant(self, wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
         result = wrapped(*args, **kwargs)
-        if self._on():
-            try:
-                name, t, metadata = _instant_args(*args, **kwargs)
-                stack = self._stack()
-                if stack:  # a cache hit or miss is worth its region's span
-                    self._materialise(stack, len(stack) - 1)
-                span = stack[-1].span if stack else trace.get_current_span()
-                if span.is_recording():
-                    span.add_event(str(name), attributes=_attrs(metadata), timestamp=int(t))
-            except Exception:  # noqa: BLE001
-                pass
+        guard.safe(guard.HOOKS, self._instant_event, args, kwargs)
         return result
+
+    def _instant_event(self, args: tuple, kwargs: dict) -> None:
+        if not self._on():
+            return
+        name, t, metadata = _instant_args(*args, **kwargs)
+        stack = self._stack()
+        if stack:  # a cache hit or miss is worth its region's span
+            self._materialise(stack, len(stack) - 1)
+        span = stack[-1].span if stack else trace.get_current_span()
+        if span.is_recording():
+            span.add_event(str(name), attributes=_attrs(metadata), timestamp=int(t))

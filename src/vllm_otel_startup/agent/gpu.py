@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -97,6 +98,83 @@ class Nvml:
                     seen = True
                     total += int(p.usedGpuMemory or 0)
         return total if seen else None
+
+
+def in_pid_namespace(status: str = "/proc/self/status") -> bool:
+    """True inside a nested PID namespace (a pod, most containers; ``NSpid`` in /proc/self/status lists this
+    process's PID in more than one namespace). NVML lists host PIDs: it never lists this process there, and a host
+    process that happens to have our number is another process."""
+    try:
+        with open(status, "rb") as f:
+            for line in f:
+                if line.startswith(b"NSpid:"):
+                    return len(line.split()) > 2
+    except OSError:
+        pass
+    return False
+
+
+NVML_PROCESS, TORCH_RESERVED = "nvml_process", "torch_reserved"
+PENDING = "pending"  # a child's source is being fixed by its sampler thread (it loads NVML first)
+
+
+class ProcessGpuMemory:
+    """GPU memory held by this process, from one source fixed for the process's life, so that both ends of every
+    span are read the same way (vllm.startup.resource.gpu_memory_source; docs/telemetry.md):
+
+    - ``nvml_process``: NVML's per-process figure (everything the process holds, CUDA context included), where
+      NVML lists this process when its CUDA context is first seen;
+    - ``torch_reserved`` otherwise: PyTorch's caching allocator (not the CUDA context, nor memory allocated
+      outside PyTorch such as NCCL buffers). NVML lists host PIDs, so inside a PID namespace (every pod) NVML
+      never sees the process: the source is ``torch_reserved`` from the first reading, NVML is not asked.
+
+    A reading that fails is absent (None), never replaced by the other source nor by 0. NVML's device-wide
+    figures (other processes' memory included) are never a per-process figure: they only feed hw.gpu.*."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.source: str | None = None
+
+    def fix(self, nvml: Nvml | None) -> str:
+        """Choose the source once (the first time this process's CUDA context is seen); later calls keep it."""
+        if self.source is None:
+            seen = nvml is not None and nvml.ok and not in_pid_namespace() and nvml.process_memory(self.pid) is not None
+            self.source = NVML_PROCESS if seen else TORCH_RESERVED
+        return self.source
+
+    def reading(self, nvml: Nvml | None, sampling: bool) -> tuple[int | None, str]:
+        """(bytes or None where the reading failed, source) in a process whose CUDA context exists. The first
+        call fixes the source, unless the sampler thread (``sampling``) is about to load NVML and fix it:
+        until then the reading is (None, "pending"). In a PID namespace NVML cannot see the process: no wait."""
+        if self.source is None:
+            if sampling and nvml is None and driver_present() and not in_pid_namespace():
+                return None, PENDING
+            self.fix(nvml)
+        return self.read(nvml), self.source  # type: ignore[return-value]
+
+    def read(self, nvml: Nvml | None) -> int | None:
+        """This process's GPU memory from its source; None where the reading fails (or no source yet)."""
+        try:
+            if self.source == NVML_PROCESS:
+                return nvml.process_memory(self.pid) if nvml is not None else None
+            if self.source == TORCH_RESERVED:
+                return int(sys.modules["torch.cuda"].memory_reserved())
+        except Exception:  # noqa: BLE001 - a reading that fails is absent
+            return None
+        return None
+
+
+def gpu_delta(a: Any, b: Any) -> tuple[int, str] | None:
+    """(end - start, source) of a span's GPU memory from its two readings (sampler.Snapshot ``gpu``, ``gpu_src``),
+    both from one source; None where an end is unreadable. A process without a CUDA context (source None) holds
+    none: a span that creates the context starts from 0."""
+    if b.gpu is None or b.gpu_src is None:
+        return None
+    if a.gpu_src is None:
+        return b.gpu, b.gpu_src
+    if a.gpu is None or a.gpu_src != b.gpu_src:
+        return None
+    return b.gpu - a.gpu, b.gpu_src
 
 
 def _text(v: Any) -> str:

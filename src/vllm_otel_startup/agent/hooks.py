@@ -2,7 +2,8 @@
 
 A target that vLLM already traces itself gets no second span (only its side effects: ready, spawn);
 a target inherited from a base class is left to the base's row; a target absent from a version that
-should define it is logged once and recorded on the process span. Nothing here raises into vLLM.
+should define it (``missing``), or found but impossible to wrap (``failed``), is logged once and recorded on the
+process span. Nothing here raises into vLLM.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from opentelemetry import trace
 
 from vllm_otel_startup.agent import causes
 from vllm_otel_startup.agent.compile_stages import CompileStages
+from vllm_otel_startup.agent.guard import HOOKS, safe
 from vllm_otel_startup.agent.patch_points import PatchPoint, by_module
 from vllm_otel_startup.agent.versions import vllm_version
 from vllm_otel_startup.agent.wrappers import Hook, build
@@ -81,7 +83,7 @@ class Installer:
         self.version = version
         self.tracer = tracer
         self.enabled = True
-        self.status: dict[str, str] = {}  # target -> applied | native | inherited | out_of_range | missing
+        self.status: dict[str, str] = {}  # target -> applied | native | inherited | out_of_range | missing | error
         self._undo: list[tuple[Any, str, Any]] = []
         self.compile_stages: CompileStages | None = None
 
@@ -111,14 +113,20 @@ class Installer:
         self._undo.clear()
 
     def apply(self, module: Any, points: list[PatchPoint]) -> None:
-        if not self.enabled:
-            return
-        for point in points:
+        """The post-import hook of ``module`` (it runs inside vLLM's import of it: nothing may escape)."""
+        for point in points if self.enabled else ():
             try:
                 self._apply_one(module, point)
             except Exception:  # noqa: BLE001 - a bad patch point is skipped, never raised
-                self.status[point.target] = "error"
-                _log.warning("vllm-otel-startup: could not patch %s; skipped", point.target, exc_info=True)
+                safe(HOOKS, self._failed, point)
+
+    def _failed(self, point: PatchPoint) -> None:
+        """A target that was found but could not be wrapped: logged once, recorded on the process span as a
+        missing one is (``vllm.startup.patch_points.failed``)."""
+        self.status[point.target] = "error"
+        self.rt.patch_failed.append(point.target)
+        _log.warning("vllm-otel-startup: could not patch %s (%s pid %d); that phase is not traced", point.target,
+                     self.rt.info.kind, os.getpid(), exc_info=True)
 
     def _apply_one(self, module: Any, point: PatchPoint) -> None:
         ver = self.version or vllm_version()

@@ -20,6 +20,7 @@ from opentelemetry.trace import Status
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.causes import Probes
+from vllm_otel_startup.agent.guard import SPANS, failed, safe
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
 from vllm_otel_startup.model.redact import scrub, scrub_attributes
 
@@ -62,7 +63,7 @@ class StartupSpanProcessor(SpanProcessor):
                 _run_before_end(span, self._before_end)
             _scrub_events(span)
         except Exception:  # noqa: BLE001
-            _log.debug("on_start failed for %s", span.name, exc_info=True)
+            failed(SPANS, f"start of span {span.name!r}")
 
     def _before_end(self, span: Any) -> None:
         """Runs while the span is still writable: pending cause attributes, the phase's end probe, the scrub."""
@@ -78,10 +79,13 @@ class StartupSpanProcessor(SpanProcessor):
                 if rt.retro is not None:
                     rt.retro.emit_children(span)
             except Exception:  # noqa: BLE001
-                _log.debug("end probe failed for %s", span.name, exc_info=True)
+                failed(SPANS, f"end of span {span.name!r}")
         scrub_span(span)
 
     def on_end(self, span: Any) -> None:
+        safe(SPANS, self._on_end, span)  # the SDK calls span processors unguarded, from vLLM's own span.end()
+
+    def _on_end(self, span: Any) -> None:
         rt = self.rt
         if not rt.active or rt.process_span is None:
             return
@@ -117,7 +121,11 @@ def _scrub_events(span: Any) -> None:
 
     def add_event(name: str, attributes: Any = None, timestamp: int | None = None) -> None:
         if attributes:
-            attributes = {**attributes, **scrub_attributes(attributes)}
+            try:
+                attributes = {**attributes, **scrub_attributes(attributes)}
+            except Exception:  # noqa: BLE001 - fail closed: an event we could not scrub leaves without attributes
+                failed(SPANS, f"scrub of event {name!r}")
+                attributes = None
         original(name, attributes=attributes, timestamp=timestamp)
 
     span.add_event = add_event
@@ -135,7 +143,7 @@ def scrub_span(span: Any) -> None:
             if clean != status.description:
                 span.set_status(Status(status.status_code, clean))
     except Exception:  # noqa: BLE001
-        _log.debug("scrub failed for %s", getattr(span, "name", "?"), exc_info=True)
+        failed(SPANS, f"scrub of span {getattr(span, 'name', '?')!r}")
 
 
 class StartupSampler(Sampler):

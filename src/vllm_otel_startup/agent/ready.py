@@ -2,7 +2,9 @@
 spans spooled for the API server; in the API server the whole start on vLLM's /metrics and the printout), and
 the bounded flush that exports it without holding the ready point for more than a few milliseconds.
 
-Everything here runs on the flush thread, off the ready path, and never raises into the host.
+Everything here runs on the flush thread, off the ready path, and never raises into the host. A failure of
+ours here (publish, printout) costs one warning per process (guard.READY); a failing export is the exporter's to
+report (the SDK logs it) and stays at DEBUG here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent.guard import READY, failed, safe
 from vllm_otel_startup.agent.process import API_SERVER
 
 if TYPE_CHECKING:
@@ -27,25 +30,33 @@ _log = logging.getLogger("vllm_otel_startup")
 
 def publish(rt: Runtime) -> None:
     """Record this process's startup metrics; a child spools its spans for the API server, the API server
-    serves the whole start on vLLM's /metrics."""
+    serves the whole start on vLLM's /metrics. The parts are independent: one that fails loses only itself."""
     from vllm_otel_startup.agent import spool
-    from vllm_otel_startup.agent.observations import span_observations, start_observations
     from vllm_otel_startup.model.spanmodel import from_readable
 
     with rt._lock:  # noqa: SLF001 - the runtime's own lock guards its ended spans
         ended = list(rt.ended)
     own = [from_readable(s) for s in ended]
-    labels = rt.fleet()
-    observations = span_observations(own, labels)
     trace_id = rt.trace_id()
+    if rt.info.kind != API_SERVER:
+        safe(READY, spool.write, trace_id, f"{rt.info.kind}-{rt.info.pid}", ended)
+    labels = safe(READY, rt.fleet)  # every series carries them: without them, no series
+    if labels is None:
+        return
     if rt.info.kind == API_SERVER:
-        whole = own + spool.read(trace_id)
-        observations += start_observations(whole, labels)
-        serve_on_vllm_metrics(rt, own, trace_id, labels)
-    else:
-        spool.write(trace_id, f"{rt.info.kind}-{rt.info.pid}", ended)
+        safe(READY, serve_on_vllm_metrics, rt, own, trace_id, labels)
     if rt.recorder is not None:
-        rt.recorder.record(observations)
+        safe(READY, _record_metrics, rt, own, trace_id, labels)
+
+
+def _record_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
+    from vllm_otel_startup.agent import spool
+    from vllm_otel_startup.agent.observations import span_observations, start_observations
+
+    observations = span_observations(own, labels)
+    if rt.info.kind == API_SERVER:
+        observations += start_observations(own + spool.read(trace_id), labels)
+    rt.recorder.record(observations)
 
 
 def print_summary_later(rt: Runtime) -> None:
@@ -68,7 +79,7 @@ def print_summary(rt: Runtime) -> None:
             spans = [from_readable(s) for s in ended] + spool.read(rt.trace_id())
             print(scrub(summary.render(spans)), file=sys.stdout, flush=True)
     except Exception:  # noqa: BLE001 - telemetry never raises into the host
-        _log.debug("summary failed", exc_info=True)
+        failed(READY, "the printed breakdown")
 
 
 def serve_on_vllm_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
@@ -99,13 +110,13 @@ def flush(rt: Runtime, wait_s: float, before: Callable[[], None] | None = None) 
 
     def run() -> None:
         t0 = time.monotonic()
+        if before is not None:
+            safe(READY, before)
         try:
-            if before is not None:
-                before()
             if force_flush is not None:
                 force_flush(30_000)
             flush_metrics()
-        except Exception:  # noqa: BLE001 - telemetry never raises into the host
+        except Exception:  # noqa: BLE001 - an export that fails is the exporter's to report (the SDK logs it)
             _log.debug("flush failed", exc_info=True)
         if debug:
             print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} flushed in "

@@ -21,6 +21,7 @@ from typing import Any
 from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.guard import SPANS, failed
 
 GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
 IMPORT_MIN_NS = 20_000_000  # an import that takes longer is worth a line of its own
@@ -99,22 +100,31 @@ class RetroSpans:
                 self._record(started[1], sc.GC_SPAN, started[0], t1, {
                     sc.GC_GENERATION: int(info.get("generation", -1)), sc.GC_COLLECTED: int(info.get("collected", 0))})
         except Exception:  # noqa: BLE001 - never raise inside a collection
-            pass
+            failed(SPANS, "the garbage-collection watcher")
 
-    def _enter(self) -> tuple[int, int, int]:
-        tid = threading.get_ident()
-        depth = self._depth.get(tid, 0)
-        self._depth[tid] = depth + 1
-        return tid, depth, time.time_ns()
+    # every import of the process runs through these two: nothing may escape them into the import
+    def _enter(self) -> tuple[int, int, int] | None:
+        try:
+            tid = threading.get_ident()
+            depth = self._depth.get(tid, 0)
+            self._depth[tid] = depth + 1
+            return tid, depth, time.time_ns()
+        except Exception:  # noqa: BLE001
+            failed(SPANS, "the import watcher")
+            return None
 
-    def _exit(self, name: str, token: tuple[int, int, int], ok: bool) -> None:
-        tid, depth, t0 = token
-        self._depth[tid] = depth
-        if ok and depth == 0:  # the outermost import: nested ones are part of it
-            t1 = time.time_ns()
-            if t1 - t0 >= IMPORT_MIN_NS:
-                with contextlib.suppress(Exception):
+    def _exit(self, name: str, token: tuple[int, int, int] | None, ok: bool) -> None:
+        try:
+            if token is None:
+                return
+            tid, depth, t0 = token
+            self._depth[tid] = depth
+            if ok and depth == 0:  # the outermost import: nested ones are part of it
+                t1 = time.time_ns()
+                if t1 - t0 >= IMPORT_MIN_NS:
                     self._record(trace.get_current_span(), sc.IMPORT_SPAN, t0, t1, {sc.IMPORT_MODULE: name})
+        except Exception:  # noqa: BLE001
+            failed(SPANS, "the import watcher")
 
     # ---- emission -------------------------------------------------------------------------------------
     def emit_children(self, parent: Any) -> None:

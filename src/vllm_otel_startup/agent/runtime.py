@@ -87,6 +87,7 @@ class Runtime:
         self.patch_applied = 0
         self.patch_native = 0
         self.patch_missing: list[str] = []
+        self.patch_failed: list[str] = []
         self.last_error: BaseException | None = None
         self._segment: tuple[str, int] | None = None
         self._lock = threading.Lock()
@@ -113,6 +114,7 @@ class Runtime:
         self.done = False
         self.facts, self.pending, self.local, self.ended = {}, {}, [], []
         self.patch_missing, self.last_error, self._segment, self._snaps = [], None, None, {}
+        self.patch_failed = []
         self.start(segment=sc.PROCESS_ENTRY_SPAN)  # threads do not survive a fork: a new sampler too
 
     def start(self, segment: str = sc.IMPORTS_SPAN) -> None:
@@ -197,6 +199,8 @@ class Runtime:
         span.set_attribute(sc.PATCH_NATIVE, self.patch_native)
         if self.patch_missing:
             span.set_attribute(sc.PATCH_MISSING, sorted(set(self.patch_missing)))
+        if self.patch_failed:
+            span.set_attribute(sc.PATCH_FAILED, sorted(set(self.patch_failed)))
         unexplained, gap, after = self.gaps(span.start_time or self.info.create_ns, end_ns)  # type: ignore[attr-defined]
         span.set_attribute(sc.UNEXPLAINED_S, round(unexplained / 1e9, 4))
         span.set_attribute(sc.LARGEST_GAP_S, round(gap / 1e9, 4))

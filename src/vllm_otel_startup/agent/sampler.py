@@ -26,6 +26,8 @@ except ImportError:  # not on every platform
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent import gpu
+from vllm_otel_startup.agent.guard import SAMPLER, failed
 
 _log = logging.getLogger("vllm_otel_startup")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -151,7 +153,8 @@ def cpu_model() -> str | None:
 
 
 class Snapshot:
-    """Exact readings at one instant (a span's start or end)."""
+    """Exact readings at one instant (a span's start or end). ``gpu``/``gpu_src``: (None, None) without a CUDA
+    context (none held), (bytes, source) or, where the reading failed, (None, source) (gpu.ProcessGpuMemory)."""
 
     __slots__ = ("t", "cpu_ns", "read", "gpu", "gpu_src", "child_cpu", "child_rss")
 
@@ -187,8 +190,7 @@ class Sampler:
         self._stop_at: float | None = None
         self._on_stop: Callable[[], None] | None = None
         self._tree: set[int] = set()
-        self._nvml_sees_me: bool | None = None  # does NVML list this process (host PID namespace)?
-        self._nvml_tried = False  # a child: NVML loaded once its CUDA context exists
+        self.gpu_memory_source = gpu.ProcessGpuMemory(self.pid)  # fixed when this process's CUDA context is seen
         self._files = ProcFiles()
         self._thread: threading.Thread | None = None
 
@@ -240,18 +242,16 @@ class Sampler:
                 if self._stop_at is not None and time.monotonic() >= self._stop_at:
                     break
         except Exception:  # noqa: BLE001 - the sampler never hurts the host
-            _log.debug("sampler stopped on error", exc_info=True)
+            failed(SAMPLER, "the resource sampler stopped")
         self._files.close()
         self._finish()
 
     def _setup(self) -> None:
-        from vllm_otel_startup.agent.gpu import Nvml, driver_present
-
         # Only the API server loads NVML at its start. An EngineCore or worker loads it once its own CUDA
-        # context exists (_maybe_nvml): measured on the H100 host, NVML initialised by a child while it
+        # context exists (_fix_gpu_source): measured on the H100 host, NVML initialised by a child while it
         # imports vLLM and torch made those imports 2.3-2.9 s slower (EngineCore imports +2.8 s per start).
-        if self.host and driver_present():
-            self.nvml = Nvml()
+        if self.host and gpu.driver_present():
+            self.nvml = gpu.Nvml()
         self.device_model = (self.nvml.model if self.nvml is not None else None) or cpu_model()
 
     @staticmethod
@@ -265,13 +265,14 @@ class Sampler:
         except Exception:  # noqa: BLE001
             return False
 
-    def _maybe_nvml(self) -> None:
-        """A child's NVML, for its per-process GPU memory: after its CUDA context exists, on this thread."""
-        self._nvml_tried = True
-        from vllm_otel_startup.agent.gpu import Nvml, driver_present
-
-        if driver_present():
-            self.nvml = Nvml()
+    def _fix_gpu_source(self) -> None:
+        """A child's CUDA context exists: load its NVML (on this thread; not in a PID namespace, where NVML cannot
+        see the process) and fix its GPU-memory source."""
+        try:
+            if self.nvml is None and gpu.driver_present() and not gpu.in_pid_namespace():
+                self.nvml = gpu.Nvml()
+        finally:
+            self.gpu_memory_source.fix(self.nvml)
 
     def _sample(self, tick: int, stride: int, prev: tuple[int, int], prev_sys: Any) -> tuple[Any, Any]:
         now, cpu = time.time_ns(), time.process_time_ns()
@@ -282,8 +283,8 @@ class Sampler:
         self._peak("process", cores)
         if len(self.times) > MAX_SAMPLES:
             del self.times[0], self.cores[0], self.rss[0]
-        if not self.host and not self._nvml_tried and self._cuda_context():
-            self._maybe_nvml()
+        if not self.host and self.gpu_memory_source.source is None and self._cuda_context():
+            self._fix_gpu_source()
         if self.host:
             if tick % stride == 0:
                 cur = system_cores(self._files)
@@ -334,34 +335,19 @@ class Sampler:
     # ---- per-span summary ---------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         io = io_bytes()  # /proc/self/io: reaped subprocesses' reads are added to it by the kernel
-        gpu, src = self.gpu_memory()
+        held, src = self.gpu_memory()
         ch = resource.getrusage(resource.RUSAGE_CHILDREN) if resource is not None else None
-        return Snapshot(time.time_ns(), time.process_time_ns(), io[0] if io else None, gpu, src,
+        return Snapshot(time.time_ns(), time.process_time_ns(), io[0] if io else None, held, src,
                         ch.ru_utime + ch.ru_stime if ch else 0.0, ch.ru_maxrss * 1024 if ch else 0)
 
     def gpu_memory(self) -> tuple[int | None, str | None]:
-        """GPU memory held by this process, and where the figure comes from; (None, None) in a process
-        without a CUDA context. Only the process that owns a context is asked: never the API server
-        (torch.cuda is not touched there), and never a process whose torch.cuda is not initialised (asking
-        would create a context). NVML's per-process figure where NVML sees this process (``nvml_process``:
-        everything, context included); otherwise PyTorch's caching allocator (``torch_reserved``: weights,
-        KV cache, activations and CUDA-graph pools; not the CUDA context nor memory allocated outside
-        PyTorch, e.g. NCCL buffers). NVML reports host PIDs, so in a PID namespace (most containers, this
-        project's H100 VM) it is ``torch_reserved``."""
-        if self.host:
+        """GPU memory held by this process and its source (gpu.ProcessGpuMemory: one source per process).
+        Only the process that owns a context is asked: never the API server (torch.cuda is not touched there),
+        and never a process whose torch.cuda is not initialised (asking would create a context)."""
+        if self.host or not self._cuda_context():
             return None, None
-        if not self._cuda_context():
-            return None, None
-        try:
-            nvml = self.nvml
-            if nvml is not None and nvml.ok and self._nvml_sees_me is not False:
-                used = nvml.process_memory(self.pid)
-                self._nvml_sees_me = used is not None
-                if used is not None:
-                    return used, "nvml_process"
-            return int(sys.modules["torch.cuda"].memory_reserved()), "torch_reserved"
-        except Exception:  # noqa: BLE001 - a reading that fails is simply absent
-            return None, None
+        sampling = self._thread is not None and self._thread.is_alive() and not self.stopping
+        return self.gpu_memory_source.reading(self.nvml, sampling)
 
     def summary(self, a: Snapshot, b: Snapshot) -> dict[str, Any]:
         """Resource attributes of the interval between two snapshots."""
@@ -385,10 +371,9 @@ class Sampler:
             attrs[sc.RES_CHILDREN_CORES_AVG] = round(child / seconds, 3)
             if b.child_rss:
                 attrs[sc.RES_CHILDREN_RSS_PEAK] = b.child_rss
-        # a process without a CUDA context holds no GPU memory: a span that creates the context starts from 0
-        if b.gpu is not None and (a.gpu is None or a.gpu_src == b.gpu_src):
-            attrs[sc.RES_GPU_MEMORY_DELTA] = b.gpu - (a.gpu or 0)
-            attrs[sc.RES_GPU_MEMORY_SOURCE] = b.gpu_src
+        delta = gpu.gpu_delta(a, b)
+        if delta is not None:
+            attrs[sc.RES_GPU_MEMORY_DELTA], attrs[sc.RES_GPU_MEMORY_SOURCE] = delta
         return attrs
 
     def host_summary(self) -> dict[str, Any]:

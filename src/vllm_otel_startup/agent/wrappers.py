@@ -1,35 +1,40 @@
 """One small wrapper builder per hook kind of the patch table (patch_points.HOOKS).
 
-Every wrapper calls vLLM's function unchanged and returns (or raises) exactly what it did; our part never
-raises into it. A span-family hook (span, spawn, ready, guard) opens a span around the call unless vLLM traces
-the call itself, then applies its kind's effect (spawn: the child's environment; ready: this process's start
-ends; guard: an escaping exception fails it).
+A builder only says which steps its kind takes before and after vLLM's call (:class:`Steps`); one runner per
+calling convention (:func:`_sync`, :func:`_async`) makes every wrapper the same way: vLLM's function is called
+exactly once, outside any guard, with the arguments it was given, and its result is returned (or its exception
+re-raised, the very same object); each step of ours runs on its own through ``guard.safe``, so a step that fails
+loses only its own work (reported once per process) and can never replace vLLM's result or exception. The
+only step that may hand back something else is ``wrap`` (ctx: a context manager that delegates to vLLM's), and
+where it fails vLLM's own result is returned.
+
+A span-family hook (span, spawn, ready, guard) opens a span around the call unless vLLM traces the call itself,
+then applies its kind's effect (spawn: the child's environment; ready: this process's start ends; guard: an
+escaping exception fails it).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import causes
+from vllm_otel_startup.agent.guard import HOOKS, safe
 from vllm_otel_startup.agent.patch_points import PatchPoint
 from vllm_otel_startup.agent.process import ENV_KIND, ENV_LABELS, ENV_PARENT, ENV_RANK, SPAWN_ENV, WORKER
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
-
-_log = logging.getLogger("vllm_otel_startup")
 
 Wrapper = Callable[[Any, Any, tuple, dict], Any]  # wrapt's (wrapped, instance, args, kwargs)
 
@@ -50,181 +55,226 @@ class Hook:
     def live(self) -> bool:
         return self.rt.active and not self.rt.done
 
-    def probe(self, span: Any, instance: Any, args: tuple, kwargs: dict, result: Any) -> None:
-        self.probes.after_call(self.point.probe, span, causes.Call(instance, args, kwargs, result))
 
-    def open_span(self) -> tuple[Any, Any]:
-        """(context manager, span) of this call's span, or (None, None) where the call goes untraced."""
-        if not (self.emit_span and self.live):
-            return None, None
-        try:
-            span_cm = self.tracer.start_as_current_span(
-                self.point.span, record_exception=True, set_status_on_exception=True, end_on_exit=True)
-            return span_cm, span_cm.__enter__()
-        except Exception:  # noqa: BLE001 - the call goes on untraced
-            _log.debug("could not open span %s", self.point.span, exc_info=True)
-            return None, None
+class Call:
+    """One patched call as its steps share it."""
+
+    __slots__ = ("args", "instance", "kwargs", "on", "parent", "saved", "span", "state", "token")
+
+    def __init__(self, instance: Any, args: tuple, kwargs: dict) -> None:
+        self.instance, self.args, self.kwargs = instance, args, kwargs
+        self.on = False  # this process was still starting when the call began (Hook.live)
+        self.span: Any = None  # our span for this call, and the context token that made it current
+        self.token: Any = None
+        self.parent: Any = None  # the context current before our span (spawn)
+        self.saved: dict[str, str | None] | None = None  # the environment before the spawn
+        self.state: Any = None  # the kind's own
+
+
+Before = Callable[[Hook, Call], None]
+After = Callable[[Hook, Call, Any, "BaseException | None"], None]  # (hook, call, result, exception)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A hook kind's work: ``before`` vLLM's call, ``after`` it (returned or raised), each step guarded on its
+    own; ``wrap`` may return a stand-in for a returned result (ctx)."""
+
+    before: tuple[Before, ...] = ()
+    after: tuple[After, ...] = ()
+    wrap: Callable[[Hook, Call, Any], Any] | None = None
 
 
 def build(hook: Hook) -> Wrapper:
-    return BUILDERS[hook.point.hook](hook)
+    steps = BUILDERS[hook.point.hook](hook)
+    return _async(hook, steps) if hook.is_async else _sync(hook, steps)
+
+
+def _sync(h: Hook, steps: Steps) -> Wrapper:
+    def wrapper(wrapped, instance, args, kwargs):
+        c = Call(instance, args, kwargs)
+        for step in steps.before:
+            safe(HOOKS, step, h, c)
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as exc:
+            for step in steps.after:
+                safe(HOOKS, step, h, c, None, exc)
+            raise
+        for step in steps.after:
+            safe(HOOKS, step, h, c, result, None)
+        return result if steps.wrap is None else safe(HOOKS, steps.wrap, h, c, result, default=result)
+    return wrapper
+
+
+def _async(h: Hook, steps: Steps) -> Wrapper:
+    """vLLM's coroutine is made at the call, as unpatched; our steps run around its await."""
+    async def run(coro, instance, args, kwargs):
+        c = Call(instance, args, kwargs)
+        for step in steps.before:
+            safe(HOOKS, step, h, c)
+        try:
+            result = await coro
+        except BaseException as exc:
+            for step in steps.after:
+                safe(HOOKS, step, h, c, None, exc)
+            raise
+        for step in steps.after:
+            safe(HOOKS, step, h, c, result, None)
+        return result if steps.wrap is None else safe(HOOKS, steps.wrap, h, c, result, default=result)
+
+    def wrapper(wrapped, instance, args, kwargs):
+        return run(wrapped(*args, **kwargs), instance, args, kwargs)
+    return wrapper
+
+
+# ---- steps shared by the kinds ------------------------------------------------------------------------------
+def _live(h: Hook, c: Call) -> None:
+    c.on = h.live
+
+
+def _open_span(h: Hook, c: Call) -> None:
+    """Our span for this call, current while it runs (not where vLLM traces the call itself)."""
+    if c.on and h.emit_span:
+        c.span = h.tracer.start_span(h.point.span)
+        c.token = otel_context.attach(trace.set_span_in_context(c.span))
+
+
+def _detach(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+    token, c.token = c.token, None
+    if token is not None:
+        otel_context.detach(token)
+
+
+def _mark_error(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+    """As OpenTelemetry's own ``start_as_current_span`` does: an ``Exception`` leaving the call is recorded and
+    sets the ERROR status (not a BaseException such as GeneratorExit or SystemExit)."""
+    if c.span is not None and isinstance(exc, Exception) and c.span.is_recording():
+        c.span.record_exception(exc)
+        c.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+
+
+def _end_span(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+    span, c.span = c.span, None
+    if span is not None:
+        span.end()
+
+
+CLOSE_SPAN: tuple[After, ...] = (_detach, _mark_error, _end_span)
+
+
+def _probe(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+    """The row's cause probe on a call that returned: on our span, or (no span: enrich) pending for the phase."""
+    if c.on and exc is None and (c.span is not None or not h.point.span):
+        h.probes.after_call(h.point.probe, c.span, causes.Call(c.instance, c.args, c.kwargs, result))
+
+
+def _last_error(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+    if exc is not None:
+        h.rt.last_error = exc
 
 
 # ---- hooks without a span of their own --------------------------------------------------------------------
-def _once(h: Hook) -> Wrapper:
+def _once(h: Hook) -> Steps:
     """The first call that succeeds, as a span made after it returned (a failing call, e.g. CUDA init probed
     by a CPU build, is not an error of the start: no span, and the next call is watched)."""
     busy, fired = threading.Lock(), [False]
 
-    def once(wrapped, instance, args, kwargs):
+    def begin(h: Hook, c: Call) -> None:
         # nested calls (torch re-enters _lazy_init while initialising) and other threads pass through
-        if fired[0] or not h.live or not busy.acquire(blocking=False):
-            return wrapped(*args, **kwargs)
-        try:
-            t0 = time.time_ns()
-            result = wrapped(*args, **kwargs)
-            t1 = time.time_ns()
-        finally:
+        t0 = time.time_ns()
+        if not fired[0] and h.live and busy.acquire(blocking=False):
+            c.state = [t0, None]
+
+    def stamp(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+        if c.state is not None:
+            c.state[1] = time.time_ns()
+
+    def release(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+        if c.state is not None:
             busy.release()
+
+    def record(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+        if c.state is None or exc is not None:
+            return
         fired[0] = True
-        try:
-            if h.restore is not None:
-                h.restore()
-            h.tracer.start_span(h.point.span, start_time=t0).end(end_time=t1)
-        except Exception:  # noqa: BLE001
-            _log.debug("could not record %s", h.point.span, exc_info=True)
-        return result
-    return once
+        if h.restore is not None:
+            h.restore()
+        t0, t1 = c.state
+        h.tracer.start_span(h.point.span, start_time=t0).end(end_time=t1)
+    return Steps(before=(begin,), after=(stamp, release, record))
 
 
-def _marker(h: Hook) -> Wrapper:
+def _marker(h: Hook) -> Steps:
     """Ends the open bootstrap segment and starts the row's ``segment`` (or none)."""
-    def marker(wrapped, instance, args, kwargs):
+    def close_segment(h: Hook, c: Call) -> None:
         if h.live:
             h.rt.close_segment(time.time_ns(), h.point.segment)
-        return wrapped(*args, **kwargs)
-    return marker
+    return Steps(before=(close_segment,))
 
 
-def _cli_main(h: Hook) -> Wrapper:
+def _cli_main(h: Hook) -> Steps:
     """A failure escaping vLLM's CLI fails the start; a CLI that returns before ready has exited."""
-    rt = h.rt
+    def failed(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+        if exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+            h.rt.finish(error=exc)
 
-    def cli_main(wrapped, instance, args, kwargs):
-        try:
-            return wrapped(*args, **kwargs)
-        except SystemExit as exc:
-            if exc.code not in (0, None):
-                rt.finish(error=exc)
-            raise
-        except BaseException as exc:
-            rt.finish(error=exc)
-            raise
-        finally:
-            if not rt.done:
-                rt.finish(error=rt.last_error, outcome="failed" if rt.last_error else "exited")
-    return cli_main
+    def exited(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+        rt = h.rt
+        if not rt.done:
+            rt.finish(error=rt.last_error, outcome="failed" if rt.last_error else "exited")
+    return Steps(after=(failed, exited))
 
 
-def _enrich(h: Hook) -> Wrapper:
+def _enrich(h: Hook) -> Steps:
     """The row's probe records attributes for its phase's span."""
-    def enrich(wrapped, instance, args, kwargs):
-        result = wrapped(*args, **kwargs)
-        if h.live:
-            h.probe(None, instance, args, kwargs, result)
-        return result
-    return enrich
+    return Steps(before=(_live,), after=(_probe,))
 
 
-def _ctx(h: Hook) -> Wrapper:
+def _ctx(h: Hook) -> Steps:
     """A span around the context manager the call returns (enter to exit)."""
-    def ctx(wrapped, instance, args, kwargs):
-        cm = wrapped(*args, **kwargs)
-        if not h.live:
+    def wrap(h: Hook, c: Call, cm: Any) -> Any:
+        if not c.on:
             return cm
         # vLLM opens the same monitor inside its AOT-artifact load (_try_load_aot_compiled_fn, our "AOT cache
         # load" span): that is a cache lookup whose failure only means "compile again", so it gets no
         # torch.compile span (and no ERROR); its outcome goes on the load span.
         current = trace.get_current_span()
         if getattr(current, "name", None) == sc.AOT_LOAD_SPAN and current.is_recording():
-            return SpanContextManager(cm, None, aot_span=current)
-        return SpanContextManager(cm, lambda: h.tracer.start_as_current_span(
-            h.point.span, record_exception=True, set_status_on_exception=True))
-    return ctx
+            return SpanContextManager(h, cm, aot_span=current)
+        return SpanContextManager(h, cm)
+    return Steps(before=(_live,), wrap=wrap)
 
 
 # ---- span, spawn, ready, guard: a span around the call, then the kind's effect ---------------------------
-Effect = Callable[[Hook, "BaseException | None"], None]  # runs after the call's span ended
-Env = Callable[[Hook, Any, tuple, dict], "contextlib.AbstractContextManager[None]"]
+def _around(h: Hook, effect: After | None = None) -> Steps:
+    """A span around the call; ``effect`` after it ended."""
+    effects = (effect,) if effect is not None else ()
+    return Steps(before=(_live, _open_span), after=(_last_error, _probe, *CLOSE_SPAN, *effects))
 
 
-def _around(h: Hook, effect: Effect | None = None, env: Env | None = None) -> Wrapper:
-    """A span around the call (unless vLLM traces it); ``env``: a context manager around the synchronous
-    call, given what was current before the span (spawn)."""
-
-    def after(span_cm, span, instance, args, kwargs, result, exc) -> None:
-        try:  # never mask the call's own result or exception
-            if span is not None and exc is None:
-                h.probe(span, instance, args, kwargs, result)
-            if exc is not None:
-                h.rt.last_error = exc
-            if span_cm is not None:
-                span_cm.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
-            if effect is not None:
-                effect(h, exc)
-        except Exception:  # noqa: BLE001
-            _log.debug("after-hook failed for %s", h.point.target, exc_info=True)
-
-    def sync(wrapped, instance, args, kwargs):
-        # a spawned child hangs beside the spawn span, under what was current before it
-        parent_ctx = otel_context.get_current() if env is not None else None
-        span_cm, span = h.open_span()
-        try:
-            with env(h, parent_ctx, args, kwargs) if env is not None else contextlib.nullcontext():
-                result = wrapped(*args, **kwargs)
-        except BaseException as exc:
-            after(span_cm, span, instance, args, kwargs, None, exc)
-            raise
-        after(span_cm, span, instance, args, kwargs, result, None)
-        return result
-
-    async def run_async(wrapped, instance, args, kwargs):
-        span_cm, span = h.open_span()
-        try:
-            result = await wrapped(*args, **kwargs)
-        except BaseException as exc:
-            after(span_cm, span, instance, args, kwargs, None, exc)
-            raise
-        after(span_cm, span, instance, args, kwargs, result, None)
-        return result
-
-    if h.is_async:
-        def async_wrapper(wrapped, instance, args, kwargs):
-            return run_async(wrapped, instance, args, kwargs)
-        return async_wrapper
-    return sync
-
-
-@contextlib.contextmanager
-def spawn_env(h: Hook, parent_ctx: Any, args: tuple, kwargs: dict) -> Iterator[None]:
+def _spawn(h: Hook) -> Steps:
     """Around Process.start(): the child's OTEL_PYTHON_VLLM_STARTUP_* variables (trace parent, kind, rank,
-    fleet labels) are set for the spawn and restored after it, whatever it did."""
-    if not h.live:
-        yield
-        return
-    saved = {k: os.environ.get(k) for k in SPAWN_ENV}
-    try:
-        try:
-            _announce_child(h, parent_ctx, args, kwargs)
-        except Exception:  # noqa: BLE001 - the child then starts untraced
-            _log.debug("could not hand the trace to the child of %s", h.point.target, exc_info=True)
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    fleet labels) are set for the spawn (the child hangs beside the spawn span, under what was current before
+    it) and restored after it, whatever it did."""
+    def parent(h: Hook, c: Call) -> None:
+        c.parent = otel_context.get_current()
+
+    def announce(h: Hook, c: Call) -> None:
+        if c.on:
+            c.saved = {k: os.environ.get(k) for k in SPAWN_ENV}
+            _announce_child(h, c.parent, c.args, c.kwargs)
+    return Steps(before=(_live, parent, _open_span, announce),
+                 after=(_restore_env, _last_error, _probe, *CLOSE_SPAN))
+
+
+def _restore_env(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+    saved, c.saved = c.saved, None
+    for k, v in (saved or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def _announce_child(h: Hook, parent_ctx: Any, args: tuple, kwargs: dict) -> None:
@@ -244,19 +294,19 @@ def _announce_child(h: Hook, parent_ctx: Any, args: tuple, kwargs: dict) -> None
             os.environ.pop(ENV_RANK, None)
 
 
-def _guard_effect(h: Hook, exc: BaseException | None) -> None:
+def _guard_effect(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
     if exc is not None and h.rt.active:
         h.rt.finish(error=exc)
 
 
-def _ready_effect(h: Hook, exc: BaseException | None) -> None:
+def _ready_effect(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
     if h.rt.active and h.point.ends == h.rt.info.kind:
         h.rt.finish(error=exc)
 
 
-BUILDERS: dict[str, Callable[[Hook], Wrapper]] = {
+BUILDERS: dict[str, Callable[[Hook], Steps]] = {
     "span": _around,
-    "spawn": lambda h: _around(h, env=spawn_env),
+    "spawn": _spawn,
     "ready": lambda h: _around(h, _ready_effect),
     "guard": lambda h: _around(h, _guard_effect),
     "marker": _marker,
@@ -268,34 +318,41 @@ BUILDERS: dict[str, Callable[[Hook], Wrapper]] = {
 
 
 class SpanContextManager:
-    """Wraps a context manager so that a span covers its enter-to-exit (``start``), or so that an exception
-    leaving it is recorded as the outcome of an enclosing AOT-artifact load (``aot_span``)."""
+    """Wraps vLLM's context manager so that our span covers its enter-to-exit, or (``aot_span``) so that an
+    exception leaving it is recorded as the outcome of an enclosing AOT-artifact load. vLLM's ``__enter__`` and
+    ``__exit__`` are called exactly once, unguarded, and what they return or raise is what the ``with`` gets;
+    our steps run guarded around them."""
 
-    def __init__(self, cm: Any, start: Any, aot_span: Any = None) -> None:
-        self._cm = cm
-        self._start = start
-        self._aot_span = aot_span
-        self._span_cm = None
+    def __init__(self, h: Hook, cm: Any, aot_span: Any = None) -> None:
+        self._h, self._cm, self._aot_span = h, cm, aot_span
+        self._call = Call(None, (), {})
 
     def __enter__(self):
-        if self._start is not None:
-            try:
-                self._span_cm = self._start()
-                self._span_cm.__enter__()
-            except Exception:  # noqa: BLE001
-                self._span_cm = None
-        return self._cm.__enter__()
+        c = self._call
+        c.on = self._aot_span is None
+        safe(HOOKS, _open_span, self._h, c)
+        try:
+            return self._cm.__enter__()
+        except BaseException as exc:
+            self._close(exc)
+            raise
 
     def __exit__(self, exc_type, exc, tb):
+        if self._aot_span is not None and exc is not None:
+            safe(HOOKS, _aot_failed, self._aot_span, exc)
         try:
             suppress = self._cm.__exit__(exc_type, exc, tb)
-        finally:
-            try:
-                if self._aot_span is not None and exc is not None:
-                    self._aot_span.set_attribute(sc.COMPILE_AOT_LOADED, False)
-                    self._aot_span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, f"{type(exc).__name__}: {exc}"[:300])
-                if self._span_cm is not None:
-                    self._span_cm.__exit__(exc_type, exc, tb)
-            except Exception:  # noqa: BLE001
-                pass
+        except BaseException as err:
+            self._close(err)
+            raise
+        self._close(None if suppress else exc)
         return suppress
+
+    def _close(self, exc: BaseException | None) -> None:
+        for step in CLOSE_SPAN:
+            safe(HOOKS, step, self._h, self._call, None, exc)
+
+
+def _aot_failed(span: Any, exc: BaseException) -> None:
+    span.set_attribute(sc.COMPILE_AOT_LOADED, False)
+    span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, f"{type(exc).__name__}: {exc}"[:300])

@@ -96,7 +96,9 @@ def _compare(args: argparse.Namespace, tempo: str | None) -> int:
 
 
 def _advise(args: argparse.Namespace, tempo: str | None) -> int:
+    """Exit status 1 where an advice rule failed on the start (one error line each)."""
     from vllm_otel_startup.cli import sources
+    from vllm_otel_startup.cli.report import rule_errors
 
     st = sources.one(args.source, tempo_url=tempo)
     f = st.facts
@@ -108,7 +110,7 @@ def _advise(args: argparse.Namespace, tempo: str | None) -> int:
             print(f"  {r}")
     for note in st.observations:
         print(f"note: {note}")
-    return 0
+    return 1 if rule_errors(st) else 0
 
 
 def _predict(args: argparse.Namespace, tempo: str | None) -> int:

@@ -10,8 +10,9 @@ from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import sources, waterfall
 from vllm_otel_startup.cli.phase_tree import coverage, render
 from vllm_otel_startup.model.spanmodel import Span
+from vllm_otel_startup.model.start import Start
 
-__all__ = ["Span", "coverage", "load", "render", "run"]
+__all__ = ["Span", "coverage", "load", "render", "rule_errors", "run"]
 
 
 def load(path: str) -> list[Span]:
@@ -19,8 +20,18 @@ def load(path: str) -> list[Span]:
     return sources.read_file(path)
 
 
+def rule_errors(st: Start, err: TextIO | None = None) -> bool:
+    """Each advice rule that raised on this start as an error line (stderr); True when any did. Inside the server
+    the printout goes on without such a rule; here there is no host to protect: a broken rule is a bug to see."""
+    for f in st.advice_failures:
+        print(f"vllm-otel-startup: error: advice rule {f.rule} failed on this start ({f.error}); its advice is "
+              "missing", file=err or sys.stderr)
+    return bool(st.advice_failures)
+
+
 def run(source: str | None, *, html: str | None = None, png: str | None = None, tempo_url: str | None = None,
         trace_id: str | None = None, out: TextIO | None = None) -> int:
+    """Exit status 0; 1 where the start did not reach ready or an advice rule failed on it."""
     out = out or sys.stdout
     st = sources.one(source, tempo_url=tempo_url, trace_id=trace_id)
     print(f"start {st.trace_id}  outcome={st.root.attrs.get(sc.OUTCOME, '?')}  file={st.source}", file=out)
@@ -31,4 +42,5 @@ def run(source: str | None, *, html: str | None = None, png: str | None = None, 
     if png:
         waterfall.write_png(st, png)
         print(f"waterfall: {png}", file=out)
-    return 0 if st.ready else 1
+    failed_rules = rule_errors(st)
+    return 0 if st.ready and not failed_rules else 1

@@ -189,13 +189,24 @@ RULES: list[Rule] = [
 ]
 
 
-def advise(f: Facts, spans: list[Span]) -> list[Advice]:
-    """Rules that fire on this start, largest expected saving first. Never raises (a broken rule is skipped)."""
+@dataclass
+class RuleFailure:
+    """A rule that raised on this start: its advice is missing (the command line reports it as an error)."""
+
+    rule: str
+    error: str  # "TypeError: ..."
+
+
+def advise(f: Facts, spans: list[Span], failures: list[RuleFailure] | None = None) -> list[Advice]:
+    """Rules that fire on this start, largest expected saving first. Never raises: a rule that does is skipped,
+    and named in ``failures`` when given (inside the server the printout goes on without it)."""
     out = []
     for r in RULES:
         try:
             a = r.check(f, spans)
-        except Exception:  # noqa: BLE001 - one odd attribute must not hide the other advice
+        except Exception as exc:  # noqa: BLE001 - one odd attribute must not hide the other advice
+            if failures is not None:
+                failures.append(RuleFailure(r.rule, f"{type(exc).__name__}: {exc}"[:300]))
             continue
         if a is not None and a.saving_s >= _floor(f):
             out.append(a)

@@ -11,7 +11,7 @@ from functools import cached_property
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.model import critical_path
-from vllm_otel_startup.model.advice import Advice, advise, observe
+from vllm_otel_startup.model.advice import Advice, RuleFailure, advise, observe
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.facts import Facts, Lane, facts, find_root, lanes, link
 from vllm_otel_startup.model.spanmodel import Span
@@ -52,8 +52,18 @@ class Start:
         return critical_path.analyse(self.root, self.spans, self.lanes)
 
     @cached_property
+    def _advised(self) -> tuple[list[Advice], list[RuleFailure]]:
+        failures: list[RuleFailure] = []
+        return advise(self.facts, self.spans, failures), failures
+
+    @property
     def advice(self) -> list[Advice]:
-        return advise(self.facts, self.spans)
+        return self._advised[0]
+
+    @property
+    def advice_failures(self) -> list[RuleFailure]:
+        """Advice rules that raised on this start (their advice is missing)."""
+        return self._advised[1]
 
     @cached_property
     def observations(self) -> list[str]:

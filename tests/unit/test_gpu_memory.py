@@ -1,0 +1,282 @@
+"""A span's GPU memory: only on the process that owns a CUDA context, from one source fixed per process (NVML's
+per-process figure where NVML lists the process, else PyTorch's reserved memory), absent, never 0 nor mixed,
+where a reading fails. No GPU here: a stand-in torch.cuda, and a fake ``pynvml`` behind the real ``gpu.Nvml``."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import types
+
+import pytest
+
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent import gpu
+from vllm_otel_startup.agent.sampler import Sampler
+
+GB = 1_000_000_000
+
+
+class _FakeCuda(types.ModuleType):
+    def __init__(self, initialized: bool, reserved: int) -> None:
+        super().__init__("torch.cuda")
+        self.initialized, self.reserved = initialized, reserved
+        self.fail = False
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def memory_reserved(self) -> int:
+        if self.fail:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return self.reserved
+
+
+class NVMLError(Exception):
+    pass
+
+
+class FakePynvml(types.ModuleType):
+    """The part of pynvml our Nvml uses: two GPUs; the compute processes each lists, by host PID."""
+
+    def __init__(self) -> None:
+        super().__init__("pynvml")
+        self.procs: dict[int, list[tuple[int, int]]] = {0: [], 1: []}  # device -> [(pid, bytes)]
+        self.fail = False
+        self.inits = 0
+
+    def nvmlInit(self):  # noqa: N802 - pynvml's names
+        self.inits += 1
+
+    def nvmlDeviceGetCount(self):  # noqa: N802
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):  # noqa: N802
+        return i
+
+    def nvmlDeviceGetUUID(self, h):  # noqa: N802
+        return f"GPU-{h}".encode()
+
+    def nvmlDeviceGetName(self, h):  # noqa: N802
+        return b"NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):  # noqa: N802
+        if self.fail:
+            raise NVMLError("NVML_ERROR_GPU_IS_LOST")
+        return [types.SimpleNamespace(pid=p, usedGpuMemory=b) for p, b in self.procs[h]]
+
+
+@pytest.fixture
+def cuda(monkeypatch):
+    """A stand-in torch.cuda, on a host without the NVIDIA driver (unless the test asks for ``nvml``)."""
+    c = _FakeCuda(initialized=False, reserved=0)
+    monkeypatch.setitem(sys.modules, "torch.cuda", c)
+    monkeypatch.setattr(gpu, "driver_present", lambda: False)
+    monkeypatch.setattr(gpu, "in_pid_namespace", lambda: False)  # the host's PID namespace (unless a test says)
+    return c
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    fake = FakePynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(gpu, "driver_present", lambda: True)
+    return fake
+
+
+def child_with_context(cuda, reserved: int) -> Sampler:
+    """A worker's sampler whose thread has just seen its CUDA context (as its _sample does)."""
+    s = Sampler(host=False)
+    cuda.initialized, cuda.reserved = True, reserved
+    s._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)
+    return s
+
+
+def delta(s: Sampler, a, b) -> tuple[int | None, str | None]:
+    attrs = s.summary(a, b)
+    return attrs.get(sc.RES_GPU_MEMORY_DELTA), attrs.get(sc.RES_GPU_MEMORY_SOURCE)
+
+
+# ---- where a CUDA context exists, and only there --------------------------------------------------------------
+def test_gpu_memory_is_read_only_where_a_cuda_context_exists(monkeypatch, cuda):
+    worker = Sampler(host=False)
+    monkeypatch.delitem(sys.modules, "torch.cuda")
+    assert worker.gpu_memory() == (None, None)  # torch.cuda never imported: no context, nothing touched
+    monkeypatch.setitem(sys.modules, "torch.cuda", cuda)
+    assert worker.gpu_memory() == (None, None)  # imported but no context: asking would create one
+    assert worker.gpu_memory_source.source is None
+    cuda.initialized, cuda.reserved = True, 16 * GB
+    assert worker.gpu_memory() == (16 * GB, "torch_reserved")  # no NVML driver here: PyTorch's figure
+    assert Sampler(host=True).gpu_memory() == (None, None)  # the API server: never
+
+
+def test_a_span_that_creates_the_cuda_context_starts_from_zero(cuda):
+    worker = Sampler(host=False)
+    a = worker.snapshot()
+    cuda.initialized, cuda.reserved = True, 2_000_000
+    b = worker.snapshot()
+    assert delta(worker, a, b) == (2_000_000, "torch_reserved")
+    cuda.initialized = False  # another process, without a context: no GPU attributes at all
+    other = Sampler(host=False)
+    assert delta(other, other.snapshot(), other.snapshot()) == (None, None)
+
+
+# ---- one source per process: NVML sees the process / a PID namespace ---------------------------------------
+def test_nvml_per_process_memory_where_nvml_lists_the_process(cuda, nvml):
+    """Host PID namespace: NVML lists this PID (on both GPUs here); its figure includes the CUDA context."""
+    nvml.procs = {0: [(os.getpid(), 500_000_000)], 1: [(os.getpid(), 100_000_000), (1, 9 * GB)]}
+    worker = child_with_context(cuda, reserved=0)
+    assert worker.gpu_memory_source.source == "nvml_process" and nvml.inits == 1
+    a = worker.snapshot()
+    nvml.procs[0] = [(os.getpid(), 16_500_000_000)]  # weights loaded
+    cuda.reserved = 16 * GB
+    b = worker.snapshot()
+    assert (a.gpu, a.gpu_src) == (600_000_000, "nvml_process")
+    assert delta(worker, a, b) == (16 * GB, "nvml_process")  # never PyTorch's figure at one end
+
+
+def test_pid_namespace_reads_torch_reserved_for_the_whole_process(cuda, nvml):
+    """In a pod NVML lists host PIDs, never ours: PyTorch's figure, fixed when the context is first seen."""
+    nvml.procs = {0: [(os.getpid() + 100_000, 500_000_000)], 1: []}
+    worker = child_with_context(cuda, reserved=1 * GB)
+    assert worker.gpu_memory_source.source == "torch_reserved"
+    a = worker.snapshot()
+    nvml.procs[0] = [(os.getpid(), 17 * GB)]  # even if NVML later lists a process with our number
+    cuda.reserved = 17 * GB
+    b = worker.snapshot()
+    assert delta(worker, a, b) == (16 * GB, "torch_reserved")
+
+
+def test_in_a_pid_namespace_nvml_is_never_asked(cuda, nvml, monkeypatch):
+    """A pod: a host process may well have our PID number, and NVML would report its memory as ours. The source is
+    PyTorch's from the first reading, without waiting for (or loading) NVML."""
+    monkeypatch.setattr(gpu, "in_pid_namespace", lambda: True)
+    nvml.procs = {0: [(os.getpid(), 30 * GB)], 1: []}  # the host's process with our number
+    worker = Sampler(host=False)
+    worker._thread = types.SimpleNamespace(is_alive=lambda: True)
+    cuda.initialized, cuda.reserved = True, 2 * GB
+    assert worker.gpu_memory() == (2 * GB, "torch_reserved")  # no "pending" window
+    worker._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)
+    assert nvml.inits == 0 and worker.gpu_memory() == (2 * GB, "torch_reserved")
+
+
+@pytest.mark.parametrize(("status", "nested"), [(b"Name:\tpython\nNSpid:\t4242\t17\n", True),
+                                                 (b"Name:\tpython\nNSpid:\t4242\n", False),
+                                                 (b"Name:\tpython\n", False)])  # a kernel without NSpid
+def test_a_pid_namespace_is_read_from_nspid(tmp_path, status, nested):
+    (tmp_path / "status").write_bytes(status)
+    assert gpu.in_pid_namespace(str(tmp_path / "status")) is nested
+    assert gpu.in_pid_namespace(str(tmp_path / "missing")) is False
+
+
+def test_the_source_is_pending_while_the_sampler_thread_loads_nvml(cuda, nvml):
+    """A child's sampler thread loads NVML after it sees the context; a span end read meanwhile is absent (not
+    read from PyTorch at one end and NVML at the other)."""
+    nvml.procs = {0: [(os.getpid(), 3 * GB)], 1: []}
+    worker = Sampler(host=False)
+    worker._thread = types.SimpleNamespace(is_alive=lambda: True)  # sampling, not yet at its next tick
+    a = worker.snapshot()  # no context yet
+    cuda.initialized, cuda.reserved = True, 2 * GB
+    pending = worker.snapshot()
+    assert (pending.gpu, pending.gpu_src) == (None, "pending") and nvml.inits == 0
+    worker._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)  # the thread's tick: NVML, source
+    b = worker.snapshot()
+    assert delta(worker, a, pending) == (None, None)
+    assert delta(worker, pending, b) == (None, None)
+    assert delta(worker, a, b) == (3 * GB, "nvml_process")  # created the context: from 0, one source
+
+
+# ---- failing readings: absent, never 0, never the other source -------------------------------------------------
+def test_a_failing_nvml_reading_is_absent_not_zero_nor_torch(cuda, nvml):
+    nvml.procs = {0: [(os.getpid(), 2 * GB)], 1: []}
+    worker = child_with_context(cuda, reserved=1 * GB)
+    assert worker.gpu_memory_source.source == "nvml_process"
+    a = worker.snapshot()
+    nvml.fail = True
+    b = worker.snapshot()
+    assert (b.gpu, b.gpu_src) == (None, "nvml_process")
+    assert delta(worker, a, b) == (None, None)  # the end failed
+    nvml.fail = False
+    c = worker.snapshot()
+    assert delta(worker, b, c) == (None, None)  # the start failed: not "from 0"
+    assert delta(worker, a, c) == (0, "nvml_process")  # both ends read: a real 0
+    assert worker.gpu_memory_source.source == "nvml_process"  # one failure never switches the source
+
+
+def test_nvml_failing_when_the_context_is_first_seen_means_torch_for_the_process(cuda, nvml):
+    nvml.fail = True
+    worker = child_with_context(cuda, reserved=5 * GB)
+    assert worker.gpu_memory_source.source == "torch_reserved"
+    nvml.fail = False
+    nvml.procs = {0: [(os.getpid(), 7 * GB)], 1: []}
+    assert worker.gpu_memory() == (5 * GB, "torch_reserved")
+
+
+def test_a_failing_torch_reading_is_absent(cuda):
+    worker = child_with_context(cuda, reserved=1 * GB)
+    a = worker.snapshot()
+    cuda.fail = True
+    b = worker.snapshot()
+    assert (b.gpu, b.gpu_src) == (None, "torch_reserved")
+    assert delta(worker, a, b) == (None, None)
+    assert delta(worker, b, a) == (None, None)
+
+
+def test_every_reading_failing_leaves_no_gpu_attribute(cuda, nvml):
+    nvml.fail = True
+    cuda.fail = True
+    worker = child_with_context(cuda, reserved=0)
+    a, b = worker.snapshot(), worker.snapshot()
+    attrs = worker.summary(a, b)
+    assert sc.RES_GPU_MEMORY_DELTA not in attrs and sc.RES_GPU_MEMORY_SOURCE not in attrs
+    assert attrs[sc.RES_CPU_TIME] >= 0  # the rest of the summary is there
+
+
+# ---- when NVML is loaded ----------------------------------------------------------------------------------------
+def test_a_child_loads_nvml_only_once_its_cuda_context_exists(cuda, nvml):
+    """NVML initialised by an EngineCore while it imported vLLM made those imports 2.3-2.9 s slower on the
+    H100 host: children defer it until their own CUDA context exists (the API server loads it at start)."""
+    child = Sampler(host=False)
+    child._setup()
+    prev = (time.time_ns(), time.process_time_ns())
+    child._sample(1, 1, prev, None)
+    assert nvml.inits == 0  # importing, no context yet: no NVML
+    cuda.initialized = True
+    child._sample(2, 1, prev, None)
+    child._sample(3, 1, prev, None)
+    assert nvml.inits == 1  # once, after the context exists
+    api = Sampler(host=True)
+    api._setup()
+    assert nvml.inits == 2  # the API server loads it at start
+    assert api.gpu_memory() == (None, None)
+
+
+def test_a_half_imported_torch_cuda_never_stops_a_childs_sampler(monkeypatch):
+    """While torch imports, torch.cuda sits in sys.modules half made (no is_initialized yet): the child's
+    sampler must keep sampling (it stopped on the AttributeError, and the EngineCore's and the worker's
+    resource series vanished)."""
+    monkeypatch.setitem(sys.modules, "torch.cuda", types.ModuleType("torch.cuda"))
+    child = Sampler(host=False)
+    prev = (time.time_ns(), time.process_time_ns())
+    child._sample(1, 1, prev, None)
+    child._sample(2, 1, prev, None)
+    assert len(child.times) == 2 and child.gpu_memory_source.source is None
+    assert child.gpu_memory() == (None, None)
+
+
+def test_pcie_bytes_come_from_the_drivers_counters_or_not_at_all():
+    counters = {198: 1_000, 197: 500}
+
+    def field_values(handle, ids):
+        return [types.SimpleNamespace(nvmlReturn=0, valueType=3, value=types.SimpleNamespace(ullVal=counters[i]))
+                for i in ids]
+
+    nv = gpu.Nvml.__new__(gpu.Nvml)
+    nv.ok, nv._pcie_fields = True, None
+    nv._nv = types.SimpleNamespace(nvmlDeviceGetFieldValues=field_values)
+    assert nv._pcie_counters("h") == {"pcie_rx": 1_000.0, "pcie_tx": 500.0}
+    nv._nv = types.SimpleNamespace(nvmlDeviceGetFieldValues=lambda h, ids: [
+        types.SimpleNamespace(nvmlReturn=3, valueType=3, value=None) for _ in ids])  # NOT_SUPPORTED
+    nv._pcie_fields = None
+    assert nv._pcie_counters("h") == {} and nv._pcie_fields is False
