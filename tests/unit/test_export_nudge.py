@@ -208,3 +208,22 @@ def test_a_process_killed_right_after_a_phase_has_already_exported_it(tmp_path):
             proc.kill()
     [f] = tmp_path.glob("*.jsonl")
     assert '"name":"Load weights"' in f.read_text()
+
+
+def test_one_export_thread_per_batch_processor_or_the_providers_flush():
+    from vllm_otel_startup.agent.nudge import _flushes
+
+    provider = TracerProvider()
+    a, b = BatchSpanProcessor(InMemorySpanExporter()), BatchSpanProcessor(InMemorySpanExporter())
+    provider.add_span_processor(a)
+    provider.add_span_processor(b)
+    assert _flushes(provider) == [a.force_flush, b.force_flush]
+
+    class Other:  # not the SDK's provider: its own flush, all processors in turn
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    other = Other()
+    assert _flushes(other) == [other.force_flush]
+    assert _flushes(object()) == []
+    provider.shutdown()

@@ -30,6 +30,7 @@ def _flushes(provider: Any) -> list[Callable[..., Any]]:
     (all of them in turn) when its processors cannot be listed."""
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    # the SDK keeps them in a private tuple (1.x); anything else falls back to the provider's flush
     processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", None)
     if isinstance(processors, tuple):
         return [p.force_flush for p in processors if isinstance(p, BatchSpanProcessor)]
