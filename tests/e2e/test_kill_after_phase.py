@@ -157,7 +157,7 @@ def _stored(backends, st, local) -> set[tuple[str, str | None]]:
     ids = {s.trace_id for s in local}
     assert len(ids) == 1, ids
     expect = sum(1 for _ in local)
-    spans = backends.trace_of_root(st.pid, expect=expect, timeout=60)
+    spans = backends.trace_of_root(st.pid, expect=expect, timeout=30)
     return {(s.name, s.attrs.get(sc.PROCESS_KIND)) for s in spans}
 
 
