@@ -112,6 +112,7 @@ class VllmStartupInstrumentor(BaseInstrumentor):
 def _quiet(rt: Any) -> None:
     """The runtime stops observing: its span processor and sampler hook go inert, its threads stop."""
     rt.active = False
+    rt.nudge.stop()
     if rt.retro is not None:
         rt.retro.uninstall()
     rt.detach()

@@ -43,7 +43,9 @@ KEEP = _s("KEEP", "20", "newest start files kept there")
 FLUSH_MS = _s("FLUSH_MS", "25", "longest wait for the export at a process's ready point (the export goes on in the "
               "background; three processes pass a ready point, so a collector that never answers costs at most "
               "3 × 25 ms)")
-FAILURE_FLUSH_MS = _s("FAILURE_FLUSH_MS", "5000", "longest wait when a process fails before ready")
+FAILURE_FLUSH_MS = _s("FAILURE_FLUSH_MS", "1000", "when a process fails or exits before ready: longest wait for its "
+                      "local hand-over (startup metrics recorded, spans spooled; no network); its export then waits at "
+                      "most `FLUSH_MS`, as at a ready point, and what is left goes with the SDK's shutdown at exit")
 DEBUG = _s("DEBUG", "false", "true: each process prints how long its ready-point flush took to stderr; the command "
            "line shows tracebacks")
 SUMMARY = _s("SUMMARY", "true", "false: the API server prints no breakdown at ready (it is printed to stdout, where "

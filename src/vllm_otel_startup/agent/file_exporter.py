@@ -4,6 +4,9 @@ Default directory ``~/.cache/vllm-otel-startup/starts`` (``OTEL_PYTHON_VLLM_STAR
 ``OTEL_PYTHON_VLLM_STARTUP_KEEP`` (default 20) files are kept. Only startup spans (those with a
 ``vllm.startup.phase``) are written, scrubbed by the span processor before they ended; the resource is scrubbed
 here (``model/redact.py``). A full disk or read-only directory costs one warning, never the start.
+The directory is created owner-only; one that belongs to another user is refused with one warning
+(private_dir.py). An export (one per phase end: the export is started as soon as a phase ends) is one appended
+line: the directory is checked once, not at every export.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent import private_dir
 from vllm_otel_startup.model.redact import scrub_attributes
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -87,6 +91,7 @@ class StartupFileExporter(SpanExporter):
         self.keep = keep if keep is not None else int(settings.number(settings.KEEP, minimum=1))
         self._warned = False
         self._pruned = False
+        self._checked = False  # the directory exists and is ours (checked at the first export)
 
     def export(self, spans: Sequence[Any]) -> SpanExportResult:
         by_trace: dict[int, list[Any]] = {}
@@ -95,16 +100,11 @@ class StartupFileExporter(SpanExporter):
                 by_trace.setdefault(s.context.trace_id, []).append(s)
         if not by_trace:
             return SpanExportResult.SUCCESS
+        if not self._checked and not self._check():
+            return SpanExportResult.FAILURE
         try:
-            os.makedirs(self.directory, exist_ok=True)
             for trace_id, group in by_trace.items():
-                line = json.dumps(encode(group), separators=(",", ":")) + "\n"
-                path = os.path.join(self.directory, f"{trace_id:032x}.jsonl")
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                try:
-                    _locked_write(fd, line.encode())
-                finally:
-                    os.close(fd)
+                self._append(f"{trace_id:032x}.jsonl", json.dumps(encode(group), separators=(",", ":")) + "\n")
             if not self._pruned:
                 self._pruned = True
                 self._prune()
@@ -114,6 +114,28 @@ class StartupFileExporter(SpanExporter):
                 self._warned = True
                 _log.warning("vllm-otel-startup: cannot write startup trace to %s (%s)", self.directory, exc)
             return SpanExportResult.FAILURE
+
+    def _check(self) -> bool:
+        why = private_dir.prepare(self.directory)
+        self._checked = why is None
+        if why is not None and not self._warned:
+            self._warned = True
+            _log.warning("vllm-otel-startup: cannot write startup trace to %s (%s; set %s to a directory of your own)",
+                         self.directory, why, settings.DIR.name)
+        return self._checked
+
+    def _append(self, name: str, line: str) -> None:
+        path = os.path.join(self.directory, name)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # the directory went away since it was checked: once more, from the check
+            if not self._check():
+                raise
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            _locked_write(fd, line.encode())
+        finally:
+            os.close(fd)
 
     def _prune(self) -> None:
         try:

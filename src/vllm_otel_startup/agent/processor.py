@@ -4,9 +4,9 @@ The span processor tags every startup span (vLLM's or ours) with its phase and p
 the open bootstrap segment when a phase begins, runs the phase's cause probes, attaches the span's
 resource summary (CPU, memory, disk, GPU), scrubs what the span carries (attributes, events such as the
 recorded exception's message and stack trace, the status message: ``model/redact.py``) and keeps the
-ended spans for the gap accounting, the metrics and the spool. The sampler drops vLLM's startup-span
-names once this process is past ready, so later recompiles or dummy runs while serving never look like
-startup.
+ended spans for the gap accounting, the metrics and the spool; a phase's end wakes the export threads
+(nudge.py), so a process killed right after it keeps it. The sampler drops vLLM's startup-span names once
+this process is past ready, so later recompiles or dummy runs while serving never look like startup.
 """
 
 from __future__ import annotations
@@ -90,8 +90,11 @@ class StartupSpanProcessor(SpanProcessor):
         if not rt.active or rt.process_span is None:
             return
         is_process = span.context.span_id == rt.process_span.get_span_context().span_id  # on_end: a read-only copy
-        if sc.PHASE in (span.attributes or {}) and span.start_time and span.end_time:
+        phase = (span.attributes or {}).get(sc.PHASE)
+        if phase is not None and span.start_time and span.end_time:
             rt.record_local(span, interval=not is_process)
+            if phase not in sc.DETAIL_PHASES:  # export it now, not at the batch processor's next tick
+                rt.nudge.notify()
 
     def shutdown(self) -> None:  # the end of an unfinished start is handled by our atexit hook
         return None

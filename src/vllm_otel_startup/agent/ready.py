@@ -102,16 +102,20 @@ def flush_metrics() -> None:
         flush(10_000)
 
 
-def flush(rt: Runtime, wait_s: float, before: Callable[[], None] | None = None) -> None:
+def flush(rt: Runtime, wait_s: float, before: Callable[[], None] | None = None, handover_s: float = 0.0) -> None:
     """Export what this process has, waiting at most ``wait_s``; the export goes on in the background.
-    ``before`` runs first on the same thread (work that must not delay the ready point)."""
+    ``before`` runs first on the same thread (work that must not delay the ready point). ``handover_s`` (a start
+    that fails or exits: the SDK shuts down next): first wait up to that long for ``before`` (local work, no
+    network: metrics recorded, spans spooled), then ``wait_s`` for the export, as at a ready point."""
     force_flush = getattr(rt.provider, "force_flush", None)
     debug = settings.flag(settings.DEBUG)
+    handed_over = threading.Event()
 
     def run() -> None:
         t0 = time.monotonic()
         if before is not None:
             safe(READY, before)
+        handed_over.set()
         try:
             if force_flush is not None:
                 force_flush(30_000)
@@ -125,6 +129,8 @@ def flush(rt: Runtime, wait_s: float, before: Callable[[], None] | None = None) 
     t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
     t0 = time.monotonic()
     t.start()
+    if handover_s > 0:
+        handed_over.wait(handover_s)
     t.join(wait_s)
     if debug:
         print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} ready-point wait "

@@ -18,6 +18,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import ready
+from vllm_otel_startup.agent.nudge import ExportNudge
 from vllm_otel_startup.agent.process import (
     API_SERVER,
     ENGINE_CORE,
@@ -78,6 +79,7 @@ class Runtime:
         # (start, end, name, span id, parent span id, phase)
         self.ended: list[Any] = []  # the same spans (SDK ReadableSpan): metrics and the spool are made of them
         self.sampler: Sampler | None = None
+        self.nudge = ExportNudge(provider)  # exports a phase as soon as it ends
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
@@ -138,6 +140,7 @@ class Runtime:
         if info.kind == API_SERVER:
             attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
+        self.nudge.start()
         self.process_span = self.tracer.start_span(
             PROCESS_SPANS[info.kind], context=parent, start_time=info.create_ns, attributes=attrs
         )
@@ -211,9 +214,11 @@ class Runtime:
             span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
             span.set_status(Status(StatusCode.ERROR, scrub(f"{type(error).__name__}: {error}")[:500]))
         span.end(end_time=end_ns)
-        wait = settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if error else settings.seconds_from_ms(
-            settings.FLUSH_MS)
-        ready.flush(self, wait, before=lambda: ready.publish(self))
+        # a start that fails or exits waits for its export no longer than a ready point; only its local hand-over
+        # (metrics recorded before the SDK shuts down at exit) may take up to FAILURE_FLUSH_MS
+        failing = error is not None or outcome not in (None, "ready")
+        ready.flush(self, settings.seconds_from_ms(settings.FLUSH_MS), before=lambda: ready.publish(self),
+                    handover_s=settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if failing else 0.0)
         if self.info.kind == API_SERVER and error is None:
             ready.print_summary_later(self)
         if self.sampler is not None:

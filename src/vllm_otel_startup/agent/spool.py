@@ -4,7 +4,8 @@ At its ready point each child process writes its startup spans (OTLP JSON, as th
 does) to ``$TMPDIR/vllm-otel-startup-spool/<trace id>/<kind>-<pid>.json``; the API server reads the
 directory when it needs the whole start (the /metrics collector, the printed breakdown) and removes it
 when it exits. Nothing here raises: a spool that cannot be written only costs the /metrics view of that
-process.
+process. The root and each start's directory are owner-only; a root that belongs to another user (anyone can
+create it first on a shared ``/tmp``) is neither written nor read, with one warning (private_dir.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from vllm_otel_startup.agent import private_dir
 from vllm_otel_startup.model.spanmodel import Span, parse_otlp
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -32,13 +34,38 @@ def directory(trace_id: str) -> str:
     return os.path.join(root(), trace_id)
 
 
+_warned: list[str] = []
+
+
+def usable_root() -> str | None:
+    """The spool root, created owner-only; None (one warning per process) when it belongs to someone else."""
+    path = root()
+    why = private_dir.prepare(path, tighten=True, follow=False)
+    if why is None:
+        return path
+    if path not in _warned:
+        _warned.append(path)
+        _log.warning("vllm-otel-startup: not using the spool %s: %s; the EngineCore and worker phases are left out "
+                     "of /metrics and the printed breakdown (point TMPDIR at a directory of your own)", path, why)
+    return None
+
+
+def _own_directory(trace_id: str) -> str | None:
+    base = usable_root()
+    if base is None:
+        return None
+    d = os.path.join(base, trace_id)
+    return d if private_dir.prepare(d, follow=False) is None else None
+
+
 def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
     """Write this process's ended SDK spans; atomic (readers never see half a file)."""
     from vllm_otel_startup.agent.file_exporter import encode
 
+    d = _own_directory(trace_id)
+    if d is None:
+        return False
     try:
-        d = directory(trace_id)
-        os.makedirs(d, mode=0o700, exist_ok=True)
         tmp = os.path.join(d, f".{name}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -53,7 +80,9 @@ def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
 def read(trace_id: str) -> list[Span]:
     """Every span the children of this start have spooled so far."""
     out: list[Span] = []
-    d = directory(trace_id)
+    d = _own_directory(trace_id) if os.path.lexists(directory(trace_id)) else None
+    if d is None:
+        return out
     try:
         names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
     except OSError:
@@ -68,18 +97,20 @@ def read(trace_id: str) -> list[Span]:
 
 
 def remove(trace_id: str) -> None:
-    shutil.rmtree(directory(trace_id), ignore_errors=True)
+    if os.path.lexists(directory(trace_id)) and _own_directory(trace_id) is not None:
+        shutil.rmtree(directory(trace_id), ignore_errors=True)
 
 
 def prune(now: float | None = None) -> None:
     """Remove spool directories older than a day (servers killed before they could clean up)."""
     now = now or time.time()
+    base = usable_root()
     try:
-        entries = os.listdir(root())
+        entries = os.listdir(base) if base is not None else []
     except OSError:
         return
     for e in entries:
-        path = os.path.join(root(), e)
+        path = os.path.join(base, e)
         try:
             if now - os.path.getmtime(path) > MAX_AGE_S:
                 shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,83 @@
+"""A finished phase leaves the process at once, not at the batch processor's next tick.
+
+The SDK's batch span processor exports every ``OTEL_BSP_SCHEDULE_DELAY`` (500 ms here) or when a full batch is
+queued (512 spans); a process killed inside that delay (SIGKILL, the OOM killer: nothing runs in it afterwards)
+loses the phases that ended in it. When a phase span ends, the span processor calls :meth:`ExportNudge.notify`:
+one ``Event.set()`` per batch processor and nothing else on the thread that ends the span (vLLM's). A thread of
+ours per batch processor wakes and flushes it, so each exporter starts as soon as the phase ends, and a slow
+collector never holds up the local file (the batch processors' export lock keeps these threads from racing the
+processors' own workers). Phases that end together make one export (the event is cleared before each flush).
+Detail spans (compile regions, garbage collections, imports) do not wake them: they end inside a phase, and that
+phase's end exports them too.
+
+The export is Python and needs the GIL: while vLLM's main thread holds it in one long C call (a ``gc.collect()``
+of a large heap takes ~0.4 s after loading weights on the test machine) the export waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+_log = logging.getLogger("vllm_otel_startup")
+
+
+def _flushes(provider: Any) -> list[Callable[..., Any]]:
+    """One flush per batch span processor of the SDK provider (each exporter on its own); the provider's own flush
+    (all of them in turn) when its processors cannot be listed."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    # the SDK keeps them in a private tuple (1.x); anything else falls back to the provider's flush
+    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", None)
+    if isinstance(processors, tuple):
+        return [p.force_flush for p in processors if isinstance(p, BatchSpanProcessor)]
+    flush = getattr(provider, "force_flush", None)
+    return [flush] if flush is not None else []
+
+
+class ExportNudge:
+    def __init__(self, provider: Any) -> None:
+        self._provider = provider
+        self._events: list[threading.Event] = []
+        self._pid = 0
+        self._stopped = False
+
+    def start(self) -> None:
+        """Start this process's export threads (again in a forked child, which inherits no threads)."""
+        if self._pid == os.getpid():
+            return
+        self._pid, self._stopped = os.getpid(), False
+        events = []
+        try:
+            flushes = _flushes(self._provider)
+        except Exception:  # noqa: BLE001 - no SDK, or not the one we know: the batch processors' own schedule
+            flushes = []
+        for i, flush in enumerate(flushes):
+            event = threading.Event()  # fresh ones: a lock of the parent's may have been held at the fork
+            threading.Thread(target=self._run, args=(flush, event), name=f"vllm-otel-startup-export-{i}",
+                             daemon=True).start()
+            events.append(event)
+        self._events = events
+
+    def notify(self) -> None:
+        """A phase has ended: wake the export threads (cheap, never waits for an export)."""
+        for event in self._events:
+            event.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.notify()
+
+    def _run(self, flush: Callable[..., Any], event: threading.Event) -> None:
+        while True:
+            event.wait()
+            if self._stopped or self._pid != os.getpid():
+                return
+            event.clear()
+            try:
+                flush(30_000)
+            except Exception:  # noqa: BLE001 - telemetry never raises into the host
+                _log.debug("export after a phase failed", exc_info=True)
