@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 import threading
 import time
 from typing import Any
@@ -44,6 +45,27 @@ def _find_and_load(name, import_):
 """
 
 
+def hand_back(exc_type: type[BaseException]) -> None:
+    """Re-raise in the main thread, once the collection is over, what a signal handler raised inside our gc
+    callback. Python runs a pending signal's handler at the next bytecode boundary of the main thread, which can
+    be inside a ``gc`` callback (its very first one: the callback's entry, before any ``try`` of ours); Python
+    ignores whatever a callback raises (it goes to ``sys.unraisablehook``), so vLLM's one-shot SIGTERM handler
+    (``raise SystemExit``) was lost there and the process went on starting. A helper thread sets the same
+    exception type on the main thread (``PyThreadState_SetAsyncExc``) once it gets the GIL, i.e. after the
+    collection: the main thread raises it at its next bytecode boundary, as the handler's raise would have (the
+    type, not the instance: vLLM raises a bare ``SystemExit()``). Should it land in our callback again, it is
+    caught and handed back again."""
+    tid = threading.get_ident()
+
+    def deliver() -> None:
+        import ctypes
+
+        time.sleep(0.001)  # the GIL comes back to us after the collection, at the main thread's next switch
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(exc_type))
+
+    threading.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True).start()
+
+
 def _import_wrapper(original: Any, enter: Any, exit_: Any) -> Any:
     namespace: dict[str, Any] = {"_original": original, "_enter": enter, "_exit": exit_}
     exec(compile(_WATCHER, "<frozen importlib._bootstrap>", "exec"), namespace)  # noqa: S102 - our own constant
@@ -60,10 +82,13 @@ class RetroSpans:
         self._bootstrap: Any = None
         self._find_and_load: Any = None
         self._wrapper: Any = None
+        self._previous_hook: Any = None  # sys.unraisablehook before ours
 
     # ---- install / uninstall ------------------------------------------------------------------------
     def install(self) -> None:
         gc.callbacks.append(self._gc)
+        self._previous_hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
         with contextlib.suppress(Exception):
             import importlib._bootstrap as bootstrap  # the C import machinery looks this up at every import
 
@@ -74,6 +99,9 @@ class RetroSpans:
     def uninstall(self) -> None:
         with contextlib.suppress(ValueError):
             gc.callbacks.remove(self._gc)
+        if self._previous_hook is not None and sys.unraisablehook == self._unraisable:
+            sys.unraisablehook = self._previous_hook
+        self._previous_hook = None
         b = self._bootstrap
         if b is not None and getattr(b, "_find_and_load", None) is self._wrapper:
             b._find_and_load = self._find_and_load
@@ -101,6 +129,14 @@ class RetroSpans:
                     sc.GC_GENERATION: int(info.get("generation", -1)), sc.GC_COLLECTED: int(info.get("collected", 0))})
         except Exception:  # noqa: BLE001 - never raise inside a collection
             failed(SPANS, "the garbage-collection watcher")
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """What our gc callback raised: a signal handler's exception (SystemExit, KeyboardInterrupt) goes back to
+        the main thread (hand_back); anything else, and everything not ours, to the hook that was there."""
+        if unraisable.object == self._gc and not issubclass(unraisable.exc_type, Exception):
+            hand_back(unraisable.exc_type)
+            return
+        (self._previous_hook or sys.__unraisablehook__)(unraisable)
 
     # every import of the process runs through these two: nothing may escape them into the import
     def _enter(self) -> tuple[int, int, int] | None:
