@@ -105,7 +105,8 @@ def test_root_spans_process_creation_to_http_accepting(eager):
 @pytest.mark.parametrize("which", ["eager", "compiled_cold", "compiled_warm"])
 def test_at_least_98_percent_of_the_start_is_explained_on_the_critical_path(which, request):
     """At each instant, by a non-waiting leaf span of the innermost live process (critical_path.py): the API
-    server's wait on its EngineCore explains nothing while the EngineCore works, nor a parent's self time."""
+    server's wait on its EngineCore explains nothing while the EngineCore works, nor a parent's self time. And the
+    union of non-waiting leaf spans, the stricter figure here (a phase with `Module import` children is no leaf)."""
     obs = request.getfixturevalue(which)
     cp = critical_path.analyse(obs.root, obs.spans)
     share, gap = explained(obs, skip_waiting=True)
