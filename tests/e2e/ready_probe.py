@@ -41,8 +41,30 @@ def install_dir(root: Path) -> Path:
 
 
 def read(out: Path) -> list[dict]:
-    """Every process's record: pid, kind, finish_ms, flush_ms (the wait), wait_s (the bound it was given)."""
+    """Every process's record: pid, kind, finish_ms, flush_ms (the wait), wait_s (the bound it was given),
+    handover_ms (how late a 1 ms sleep came back right after), run_queue_ms (kernel's delay during the wait)."""
     return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+
+
+def handover_ms(tries: int = 3, nap_s: float = 0.001) -> float:
+    """How late this thread comes back from a 1 ms sleep right after the ready point's wait, under the same load
+    (other processes on the cores, the process's own threads holding the GIL while they export): the worst of a
+    few tries. What any Python code that waits in this thread at this moment pays on top of its wait."""
+    worst = 0.0
+    for _ in range(tries):
+        t0 = time.perf_counter_ns()
+        time.sleep(nap_s)
+        worst = max(worst, (time.perf_counter_ns() - t0) / 1e6 - 1e3 * nap_s)
+    return worst
+
+
+def run_queue_ns() -> int:
+    """This thread's time runnable but waiting for a CPU (Linux schedstat), 0 where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def install() -> None:
@@ -55,19 +77,23 @@ def install() -> None:
     flush, finish = ready.flush, runtime.Runtime.finish
 
     def timed_flush(rt, wait_s, *args, **kwargs):
-        t0 = time.perf_counter_ns()
+        queued, t0 = run_queue_ns(), time.perf_counter_ns()
         try:
             return flush(rt, wait_s, *args, **kwargs)
         finally:
             seen["flush_ms"] = (time.perf_counter_ns() - t0) / 1e6
+            seen["run_queue_ms"] = (run_queue_ns() - queued) / 1e6  # the kernel kept this thread off a CPU
             seen["wait_s"] = wait_s
+            t1 = time.perf_counter_ns()
+            seen["handover_ms"] = handover_ms()
+            seen["probe_ms"] = (time.perf_counter_ns() - t1) / 1e6  # the probe's own time, not the agent's
 
     def timed_finish(rt, *args, **kwargs):
         t0 = time.perf_counter_ns()
         try:
             return finish(rt, *args, **kwargs)
         finally:
-            took = (time.perf_counter_ns() - t0) / 1e6
+            took = (time.perf_counter_ns() - t0) / 1e6 - seen.get("probe_ms", 0.0)
             if "flush_ms" in seen and "finish_ms" not in seen:  # the call that ended the start
                 seen.update(finish_ms=took, pid=os.getpid(), kind=getattr(getattr(rt, "info", None), "kind", None))
                 with contextlib.suppress(OSError):

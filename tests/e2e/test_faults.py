@@ -64,16 +64,23 @@ class Run:
         self.waits = {r["kind"]: round(r["flush_ms"], 2) for r in measured}  # measured from outside the agent
         self.ready_point = {r["kind"]: round(r["finish_ms"], 2) for r in measured}  # all of finish(), wait included
         self.wait_bounds = {r["kind"]: r["wait_s"] for r in measured}
+        self.handover = {r["kind"]: round(r["handover_ms"], 2) for r in measured}
+        self.run_queue = {r["kind"]: round(r["run_queue_ms"], 2) for r in measured}
         assert len(measured) == len(self.waits), measured  # one ready point per process
         self.spans = [s for f in sorted(start.trace_file_dir.glob("*.jsonl")) for s in report.load(str(f))]
 
     def assert_waits_bounded(self) -> None:
         """Each ready point waits at most FLUSH_MS (25 ms), so a start of three processes at most 3 x 25 = 75 ms,
-        as the README and docs/telemetry.md promise; measured from outside, and the agent's self-report agrees."""
+        as the README and docs/telemetry.md promise; measured from outside, and the agent's self-report agrees.
+        The machine's share is taken from the machine, not assumed: a thread that waits comes back late by what the
+        kernel and the GIL cost it at that moment, which the probe measures right after the wait in the same thread
+        (a 1 ms sleep: `handover`, near 0 on an idle machine); the agent answers for the rest."""
         assert set(self.waits) == PROCESSES, self.waits
         assert all(b == WAIT_MS / 1e3 for b in self.wait_bounds.values()), self.wait_bounds
-        assert all(ms <= WAIT_MS for ms in self.waits.values()), self.waits
-        assert sum(self.waits.values()) <= len(PROCESSES) * WAIT_MS, self.waits
+        ours = {kind: ms - self.handover[kind] for kind, ms in self.waits.items()}
+        detail = {"waits": self.waits, "handover": self.handover, "run_queue": self.run_queue}
+        assert all(ms <= WAIT_MS for ms in ours.values()), detail
+        assert sum(ours.values()) <= len(PROCESSES) * WAIT_MS, detail
         for kind, ms in self.self_reported.items():  # the agent's print times a part of what the probe times
             assert ms <= self.waits[kind] + 0.05, (kind, ms, self.waits[kind])
 
@@ -104,6 +111,7 @@ def fault_cache(workdir, tiny_model, backends):
         delta = f"{r['seconds'] - base:+.2f}s" if r.get("seconds") and base else ""
         print(f"  {case:38s} ready={r['ready']!s:5s} {r.get('seconds') or 0:6.2f}s {delta:>8s} "
               f"waits={r['waits_ms']} ready_point={r.get('ready_point_ms')} self_reported={r.get('self_reported_ms')} "
+              f"handover={r.get('handover_ms')} run_queue={r.get('run_queue_ms')} "
               f"spans={r['spans']} kinds={r['kinds']}")
     if report_path:
         Path(report_path).write_text(json.dumps(RESULTS, indent=1))
@@ -132,6 +140,7 @@ def serve(case: str, model: Path, cache: Path, probe_path: Path, *, env: dict | 
     run = Run(case, st, out)
     RESULTS[case] = {"ready": st.ready_ns is not None, "seconds": run.seconds, "returncode": st.returncode,
                      "waits_ms": run.waits, "ready_point_ms": run.ready_point, "self_reported_ms": run.self_reported,
+                     "handover_ms": run.handover, "run_queue_ms": run.run_queue,
                      "export_done_within_wait": run.exported_in_wait,
                      "spans": len(run.spans), "kinds": sorted(k for k in run.kinds() if k)}
     assert not tracebacks_raised_by_us(st.log), tracebacks_raised_by_us(st.log)
@@ -299,6 +308,7 @@ def test_a_target_renamed_by_a_new_vllm_is_reported_and_the_rest_works(fault_cac
     assert sorted(kinds) == sorted(set(kinds)) and "api_server" in kinds  # once in each process that imports it
     assert root.attrs[sc.OUTCOME] == "ready" and {"engine_core", "worker"} <= run.kinds()
     assert not run.named("Engine handshake")  # the one span that target gave is gone, nothing else
+    run.assert_waits_bounded()
     assert run.named("Load weights") and run.named("Config resolution") and run.named(sc.WORKER_PROCESS_SPAN)
 
 
@@ -318,6 +328,7 @@ def test_invalid_otel_settings_cost_one_warning(case, fault_cache, tiny_model, b
     env = {**otlp(backends.otlp_http), **extra}
     run = serve(case, tiny_model, fault_cache, probe_path, env=env)
     assert run.start.ready_ns is not None
+    run.assert_waits_bounded()
     assert len(run.warnings(pattern)) == 1, run.warnings("")
     assert not [line for line in run.start.log.splitlines() if "Header format invalid" in line or
                 "Failed to initialize sampler" in line or "Configuration of" in line]
