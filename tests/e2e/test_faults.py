@@ -4,6 +4,11 @@ against the same start with a healthy collector, how long our ready points waite
 and that no traceback went through our code. Timings are recorded (printed, and written to $VOS_FAULT_REPORT
 as JSON for docs/results.md), never asserted, except our own bounded waits.
 
+The waits are measured from outside the agent: a stopwatch the test installs in every served process through
+OpenTelemetry's own `opentelemetry_post_instrument` entry point (tests/e2e/ready_probe.py) times the agent's
+ready point from the caller's side. The agent's own DEBUG line ("ready-point wait ... ms") is only
+cross-checked against it.
+
 The misbehaving collectors are stand-ins (tests/e2e/faults.py): a real one cannot be told to fail on purpose.
 """
 
@@ -21,9 +26,11 @@ from pathlib import Path
 import faults
 import psutil
 import pytest
+import ready_probe
 
 from support import harness
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
 from vllm_otel_startup.cli import report
 
 pytestmark = pytest.mark.e2e
@@ -43,15 +50,39 @@ def tracebacks_raised_by_us(log: str) -> list[str]:
 
 
 WAIT = re.compile(r"\[vllm-otel-startup\] (\w+) pid \d+ ready-point wait ([\d.]+) ms \(export (\w+)\)")
+PROCESSES = {"api_server", "engine_core", "worker"}
+WAIT_MS = 1e3 * settings.seconds_from_ms(settings.FLUSH_MS, {})  # the documented bound per ready point: 25 ms
 
 
 class Run:
-    def __init__(self, case: str, start: harness.Start) -> None:
+    def __init__(self, case: str, start: harness.Start, probe: Path) -> None:
         self.case, self.start = case, start
         found = WAIT.findall(start.log)
-        self.waits = {kind: float(ms) for kind, ms, _ in found}
+        self.self_reported = {kind: float(ms) for kind, ms, _ in found}  # the agent's own DEBUG print
         self.exported_in_wait = {kind: done == "done" for kind, _, done in found}
+        measured = ready_probe.read(probe)
+        self.waits = {r["kind"]: round(r["flush_ms"], 2) for r in measured}  # measured from outside the agent
+        self.ready_point = {r["kind"]: round(r["finish_ms"], 2) for r in measured}  # all of finish(), wait included
+        self.wait_bounds = {r["kind"]: r["wait_s"] for r in measured}
+        self.handover = {r["kind"]: round(r["handover_ms"], 2) for r in measured}
+        self.run_queue = {r["kind"]: round(r["run_queue_ms"], 2) for r in measured}
+        assert len(measured) == len(self.waits), measured  # one ready point per process
         self.spans = [s for f in sorted(start.trace_file_dir.glob("*.jsonl")) for s in report.load(str(f))]
+
+    def assert_waits_bounded(self) -> None:
+        """Each ready point waits at most FLUSH_MS (25 ms), so a start of three processes at most 3 x 25 = 75 ms,
+        as the README and docs/telemetry.md promise; measured from outside, and the agent's self-report agrees.
+        The machine's share is taken from the machine, not assumed: a thread that waits comes back late by what the
+        kernel and the GIL cost it at that moment, which the probe measures right after the wait in the same thread
+        (a 1 ms sleep: `handover`, near 0 on an idle machine); the agent answers for the rest."""
+        assert set(self.waits) == PROCESSES, self.waits
+        assert all(b == WAIT_MS / 1e3 for b in self.wait_bounds.values()), self.wait_bounds
+        ours = {kind: ms - self.handover[kind] for kind, ms in self.waits.items()}
+        detail = {"waits": self.waits, "handover": self.handover, "run_queue": self.run_queue}
+        assert all(ms <= WAIT_MS for ms in ours.values()), detail
+        assert sum(ours.values()) <= len(PROCESSES) * WAIT_MS, detail
+        for kind, ms in self.self_reported.items():  # the agent's print times a part of what the probe times
+            assert ms <= self.waits[kind] + 0.05, (kind, ms, self.waits[kind])
 
     @property
     def seconds(self) -> float | None:
@@ -79,18 +110,38 @@ def fault_cache(workdir, tiny_model, backends):
     for case, r in RESULTS.items():
         delta = f"{r['seconds'] - base:+.2f}s" if r.get("seconds") and base else ""
         print(f"  {case:38s} ready={r['ready']!s:5s} {r.get('seconds') or 0:6.2f}s {delta:>8s} "
-              f"waits={r['waits_ms']} spans={r['spans']} kinds={r['kinds']}")
+              f"waits={r['waits_ms']} ready_point={r.get('ready_point_ms')} self_reported={r.get('self_reported_ms')} "
+              f"handover={r.get('handover_ms')} run_queue={r.get('run_queue_ms')} "
+              f"spans={r['spans']} kinds={r['kinds']}")
     if report_path:
         Path(report_path).write_text(json.dumps(RESULTS, indent=1))
 
 
-def serve(case: str, model: Path, cache: Path, *, env: dict | None = None, backends=None, args=(), **kw) -> Run:
-    st = harness.serve(model, cache, backends, args=["--enforce-eager", *args], name=case.replace(" ", "-"),
-                       files=cache / "starts" / case.replace(" ", "-"),
-                       env={"OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1", **(env or {})}, **kw)
-    run = Run(case, st)
+@pytest.fixture(scope="module")
+def probe_path(workdir) -> Path:
+    return ready_probe.install_dir(workdir / "ready-probe")
+
+
+def probed(env: dict | None, probe_path: Path, out: Path) -> dict:
+    """The start's environment with the test's stopwatch on PYTHONPATH (before the case's own entries)."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(env or {})
+    path = [str(probe_path), env.get("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")]  # the code under test last
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in path if p), ready_probe.ENV: str(out)}
+
+
+def serve(case: str, model: Path, cache: Path, probe_path: Path, *, env: dict | None = None, backends=None,
+          args=(), **kw) -> Run:
+    slug = case.replace(" ", "-")
+    out = cache / "probe" / slug
+    st = harness.serve(model, cache, backends, args=["--enforce-eager", *args], name=slug,
+                       files=cache / "starts" / slug,
+                       env=probed({"OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1", **(env or {})}, probe_path, out), **kw)
+    run = Run(case, st, out)
     RESULTS[case] = {"ready": st.ready_ns is not None, "seconds": run.seconds, "returncode": st.returncode,
-                     "waits_ms": run.waits, "export_done_within_wait": run.exported_in_wait,
+                     "waits_ms": run.waits, "ready_point_ms": run.ready_point, "self_reported_ms": run.self_reported,
+                     "handover_ms": run.handover, "run_queue_ms": run.run_queue,
+                     "export_done_within_wait": run.exported_in_wait,
                      "spans": len(run.spans), "kinds": sorted(k for k in run.kinds() if k)}
     assert not tracebacks_raised_by_us(st.log), tracebacks_raised_by_us(st.log)
     return run
@@ -110,9 +161,10 @@ def assert_complete_locally(run: Run) -> None:
 
 
 # ---- 1-3: the collector down, blackholed, slow, failing ------------------------------------------------------
-def test_healthy_collector_baseline(fault_cache, tiny_model, backends):
-    run = serve("healthy collector", tiny_model, fault_cache, backends=backends)
-    assert run.seconds and set(run.waits) == {"api_server", "engine_core", "worker"}
+def test_healthy_collector_baseline(fault_cache, tiny_model, backends, probe_path):
+    run = serve("healthy collector", tiny_model, fault_cache, probe_path, backends=backends)
+    assert run.seconds
+    run.assert_waits_bounded()
     assert_complete_locally(run)
     assert backends.trace_of_root(run.start.pid)
 
@@ -127,26 +179,26 @@ COLLECTORS = {
 
 
 @pytest.mark.parametrize("case", list(COLLECTORS))
-def test_a_collector_fault_never_delays_ready_and_loses_nothing_locally(case, fault_cache, tiny_model):
+def test_a_collector_fault_never_delays_ready_and_loses_nothing_locally(case, fault_cache, tiny_model, probe_path):
     port, server, protocol = COLLECTORS[case]()
     try:
-        run = serve(case, tiny_model, fault_cache, env=otlp(port, protocol))
+        run = serve(case, tiny_model, fault_cache, probe_path, env=otlp(port, protocol))
     finally:
         if server is not None:
             server.close()
     assert run.start.ready_ns is not None
     # the only time the fault can cost the start: our bounded waits at the three ready points
-    assert sum(run.waits.values()) <= 100, run.waits
+    run.assert_waits_bounded()
     assert_complete_locally(run)
     if server is not None and hasattr(server, "requests"):
         assert server.requests > 0  # the export was attempted, in the background
 
 
 # ---- 4: failing starts fail exactly as without us --------------------------------------------------------
-def test_unknown_flag_fails_exactly_as_without_us(fault_cache, tiny_model, backends):
+def test_unknown_flag_fails_exactly_as_without_us(fault_cache, tiny_model, backends, probe_path):
     plain = harness.serve(tiny_model, fault_cache, None, args=["--no-such-flag"], instrument=False,
                           expect_ready=False, timeout=120)
-    run = serve("unknown flag", tiny_model, fault_cache, backends=backends, args=["--no-such-flag"],
+    run = serve("unknown flag", tiny_model, fault_cache, probe_path, backends=backends, args=["--no-such-flag"],
                 expect_ready=False, timeout=120)
     assert run.start.returncode == plain.returncode == 2
     assert "unrecognized arguments: --no-such-flag" in run.start.log
@@ -154,13 +206,13 @@ def test_unknown_flag_fails_exactly_as_without_us(fault_cache, tiny_model, backe
     assert root.attrs[sc.OUTCOME] == "failed" and root.status == 2
 
 
-def test_a_model_that_fails_while_loading(fault_cache, tiny_model, backends, workdir):
+def test_a_model_that_fails_while_loading(fault_cache, tiny_model, backends, workdir, probe_path):
     broken = workdir / "broken-model"
     shutil.copytree(tiny_model, broken, dirs_exist_ok=True)
     weights = broken / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # truncated in the middle
     plain = harness.serve(broken, fault_cache, None, instrument=False, expect_ready=False, timeout=300)
-    run = serve("model fails while loading", broken, fault_cache, backends=backends, expect_ready=False,
+    run = serve("model fails while loading", broken, fault_cache, probe_path, backends=backends, expect_ready=False,
                 timeout=300)
     assert plain.returncode not in (0, None) and run.start.returncode == plain.returncode
     failing = [s for s in run.spans if s.status == 2 and s.attrs.get(sc.PROCESS_KIND) == "worker"]
@@ -175,7 +227,7 @@ def test_a_model_that_fails_while_loading(fault_cache, tiny_model, backends, wor
 
 
 # ---- 5: a process killed in the middle of its start ----------------------------------------------------------
-def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, tiny_model, backends):
+def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, tiny_model, backends, probe_path):
     """SIGKILL to the worker while it allocates its KV cache (4 GiB here, so the allocation takes seconds; its
     resident memory passing 1.2 GB says it has begun): the phases every process had finished are in the trace
     store afterwards (finished spans leave within 0.5 s), and the root records the failure."""
@@ -198,7 +250,7 @@ def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, 
 
         threading.Thread(target=run, daemon=True).start()
 
-    run = serve("worker SIGKILL mid-start", tiny_model, fault_cache, backends=backends, on_start=killer,
+    run = serve("worker SIGKILL mid-start", tiny_model, fault_cache, probe_path, backends=backends, on_start=killer,
                 env={"VLLM_CPU_KVCACHE_SPACE": "4"}, expect_ready=False, timeout=300)
     assert killed, "the worker was never killed"
     stored = backends.trace_of_root(run.start.pid)
@@ -243,9 +295,10 @@ def vllm_with_a_renamed_target(root: Path) -> Path:
     return root
 
 
-def test_a_target_renamed_by_a_new_vllm_is_reported_and_the_rest_works(fault_cache, tiny_model, workdir):
+def test_a_target_renamed_by_a_new_vllm_is_reported_and_the_rest_works(fault_cache, tiny_model, workdir,
+                                                                        probe_path):
     overlay = vllm_with_a_renamed_target(workdir / "vllm-renamed")
-    run = serve("patch point missing (target renamed)", tiny_model, fault_cache,
+    run = serve("patch point missing (target renamed)", tiny_model, fault_cache, probe_path,
                 env={"PYTHONPATH": str(overlay)})
     target = "vllm.v1.engine.utils:wait_for_engine_startup"
     [root] = run.named(sc.ROOT_SPAN)
@@ -255,6 +308,7 @@ def test_a_target_renamed_by_a_new_vllm_is_reported_and_the_rest_works(fault_cac
     assert sorted(kinds) == sorted(set(kinds)) and "api_server" in kinds  # once in each process that imports it
     assert root.attrs[sc.OUTCOME] == "ready" and {"engine_core", "worker"} <= run.kinds()
     assert not run.named("Engine handshake")  # the one span that target gave is gone, nothing else
+    run.assert_waits_bounded()
     assert run.named("Load weights") and run.named("Config resolution") and run.named(sc.WORKER_PROCESS_SPAN)
 
 
@@ -269,11 +323,12 @@ INVALID = {
 
 
 @pytest.mark.parametrize("case", list(INVALID))
-def test_invalid_otel_settings_cost_one_warning(case, fault_cache, tiny_model, backends):
+def test_invalid_otel_settings_cost_one_warning(case, fault_cache, tiny_model, backends, probe_path):
     extra, pattern = INVALID[case]
     env = {**otlp(backends.otlp_http), **extra}
-    run = serve(case, tiny_model, fault_cache, env=env)
+    run = serve(case, tiny_model, fault_cache, probe_path, env=env)
     assert run.start.ready_ns is not None
+    run.assert_waits_bounded()
     assert len(run.warnings(pattern)) == 1, run.warnings("")
     assert not [line for line in run.start.log.splitlines() if "Header format invalid" in line or
                 "Failed to initialize sampler" in line or "Configuration of" in line]
@@ -305,15 +360,17 @@ def test_no_planted_secret_in_metrics_or_the_printed_breakdown(eager, backends):
 
 
 # ---- 10: nowhere to write the local file -------------------------------------------------------------------
-def test_unwritable_local_file_location(fault_cache, tiny_model, workdir):
+def test_unwritable_local_file_location(fault_cache, tiny_model, workdir, probe_path):
     blocker = workdir / "not-a-directory"
     blocker.write_text("a file where the directory should be\n")
+    out = fault_cache / "probe" / "unwritable-dir"
     st = harness.serve(tiny_model, fault_cache, None, args=["--enforce-eager"], name="unwritable-dir",
-                       env={"OTEL_PYTHON_VLLM_STARTUP_DIR": str(blocker / "starts"),
-                            "OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1"})
+                       env=probed({"OTEL_PYTHON_VLLM_STARTUP_DIR": str(blocker / "starts"),
+                                   "OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1"}, probe_path, out))
     RESULTS["local file unwritable"] = {"ready": st.ready_ns is not None, "returncode": st.returncode,
                                         "seconds": (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None,
-                                        "waits_ms": {k: float(ms) for k, ms, _ in WAIT.findall(st.log)},
+                                        "waits_ms": {r["kind"]: round(r["flush_ms"], 2) for r in ready_probe.read(out)},
+                                        "self_reported_ms": {k: float(ms) for k, ms, _ in WAIT.findall(st.log)},
                                         "spans": 0, "kinds": []}
     assert st.ready_ns is not None and not tracebacks_raised_by_us(st.log)
     warnings = [line for line in st.log.splitlines() if "cannot write startup trace" in line]

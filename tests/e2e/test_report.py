@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from support import ci
 from vllm_otel_startup.cli import compare, sources, waterfall
 from vllm_otel_startup.model import summary
 from vllm_otel_startup.model.advice import advise
@@ -67,7 +68,7 @@ def test_pictures_are_produced_and_valid(compiled_cold, tmp_path):
     html = (tmp_path / "w.html").read_text()
     svg = ET.fromstring(html[html.index("<svg"):html.index("</svg>") + 6])
     assert any((t.text or "").startswith("torch.compile") for t in svg.iter("{http://www.w3.org/2000/svg}text"))
-    pil = pytest.importorskip("PIL.Image", reason="Pillow (the report extra) is not installed")
+    pil = ci.module("PIL.Image", install="the report extra (Pillow; tests/report/bootstrap.sh)")
     waterfall.write_png(st, str(tmp_path / "w.png"))
     with pil.open(tmp_path / "w.png") as img:
         img.verify()

@@ -122,7 +122,9 @@ def test_each_phase_span_carries_its_resource_summary(eager, backends):
         assert sc.RES_DISK_READ in a
     root = eager.root.attrs
     assert root[sc.RES_TREE_CPU_TIME] > root[sc.RES_CPU_TIME] + 5  # EngineCore and worker did CPU work too
-    assert 1 <= root[sc.RES_SYSTEM_CORES_BUSY_PEAK] <= 2  # this machine has two cores
+    # host cores > 50 % busy in the busiest interval: at least the one a CPU-bound start keeps busy, at most the
+    # cores this host has (the same claim on a 2-core CI machine and a 16-core GPU host)
+    assert 1 <= root[sc.RES_SYSTEM_CORES_BUSY_PEAK] <= (os.cpu_count() or 1)
     worker = eager.one(sc.WORKER_PROCESS_SPAN).attrs[sc.RES_CPU_TIME]
     sampled = sum(float(s["value"][1]) for s in vm(backends, eager, sc.prom_name("process.cpu.time"),
                                                       f',{KIND}="worker"'))

@@ -12,7 +12,7 @@ from support import harness
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS
 from vllm_otel_startup.cli import report
-from vllm_otel_startup.model import critical_path
+from vllm_otel_startup.model import critical_path, intervals
 
 pytestmark = pytest.mark.e2e
 MS = 1_000_000
@@ -21,6 +21,25 @@ MS = 1_000_000
 def explained(obs, skip_waiting=False) -> tuple[float, float]:
     share, gap, _ = report.coverage(obs.root, obs.spans, skip_waiting=skip_waiting)
     return share, gap / 1e9
+
+
+def not_covered(obs, top: int = 5) -> list[tuple[float, float, str | None]]:
+    """The largest stretches no non-waiting leaf span covers: (seconds, offset from the root's start, the leaf
+    that ended right before), for the failure message of the share without waiting spans."""
+    parents = {s.parent_id for s in obs.spans if s.parent_id}
+    leaves = [(s.start, s.end, s.name) for s in obs.spans
+              if s.span_id not in parents and s is not obs.root and not s.attrs.get(sc.WAITING)]
+    found = intervals.gaps(leaves, obs.root.start, obs.root.end)
+    return sorted((((b - a) / 1e9, (a - obs.root.start) / 1e9, after) for a, b, after in found), reverse=True)[:top]
+
+
+def assert_explained_without_waiting(obs, goal: float = 0.98) -> float:
+    """The claim: at least ``goal`` of spawn -> ready is covered by leaf spans that do work. A waiting span
+    (the API server's `Engine handshake` alone covers about half the root) explains nothing, so it is left out."""
+    share, _ = explained(obs, skip_waiting=True)
+    assert share >= goal, (f"{100 * share:.2f}% without waiting spans; largest gaps (s, at s, after): "
+                           f"{not_covered(obs)}")
+    return share
 
 
 # ---- one trace, every process -------------------------------------------------------------------------
@@ -69,8 +88,10 @@ def test_every_tensor_parallel_rank_has_its_worker_span(tensor_parallel):
         assert mine == [w]  # process.pid is set on process spans only
     loads = tensor_parallel.named("Load weights")
     assert len(loads) == 2  # one per rank, each under its own worker process
-    share, _ = explained(tensor_parallel)
-    assert share >= 0.98
+    share = assert_explained_without_waiting(tensor_parallel)
+    cp = critical_path.analyse(tensor_parallel.root, tensor_parallel.spans)
+    print(f"tensor_parallel: {cp.headline(5)}; without waiting spans {share:.4f}")
+    assert cp.share >= 0.98, cp.headline(8)
 
 
 def test_root_spans_process_creation_to_http_accepting(eager):
@@ -84,12 +105,14 @@ def test_root_spans_process_creation_to_http_accepting(eager):
 @pytest.mark.parametrize("which", ["eager", "compiled_cold", "compiled_warm"])
 def test_at_least_98_percent_of_the_start_is_explained_on_the_critical_path(which, request):
     """At each instant, by a non-waiting leaf span of the innermost live process (critical_path.py): the API
-    server's wait on its EngineCore explains nothing while the EngineCore works, nor a parent's self time."""
+    server's wait on its EngineCore explains nothing while the EngineCore works, nor a parent's self time. And the
+    union of non-waiting leaf spans, the stricter figure here (a phase with `Module import` children is no leaf)."""
     obs = request.getfixturevalue(which)
     cp = critical_path.analyse(obs.root, obs.spans)
-    share, gap = explained(obs)
-    print(f"{which}: {cp.headline(5)}; any leaf {share:.4f} (largest gap {gap:.3f}s)")
+    share, gap = explained(obs, skip_waiting=True)
+    print(f"{which}: {cp.headline(5)}; any leaf without waiting spans {share:.4f} (largest gap {gap:.3f}s)")
     assert cp.share >= 0.98, cp.headline(8)
+    assert_explained_without_waiting(obs)
     for process in [obs.root, *obs.named(sc.ENGINE_CORE_PROCESS_SPAN), *obs.named(sc.WORKER_PROCESS_SPAN)]:
         # each process's own honest figure: its time no leaf span of its own covers
         assert process.attrs[sc.UNEXPLAINED_S] < 0.02 * obs.root.duration, (process.name, process.attrs)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the report's picture tests need besides the e2e venv (idempotent): headless Chromium, to screenshot
-# the waterfall HTML as a user sees it (tests/unit/test_waterfall.py skips that test without it), and Pillow
+# the waterfall HTML as a user sees it (without it tests/unit/test_waterfall.py fails that test in CI, skips it elsewhere), and Pillow
 # (the `report` extra) in the e2e venv for PNG output. Debian/Ubuntu; needs root for apt.
 set -euo pipefail
 V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"
@@ -11,7 +11,7 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
   else
-    log "chromium missing and cannot apt-get install it here: the screenshot test will be skipped"
+    log "chromium missing and cannot apt-get install it here: the screenshot test fails in CI (CI=true), skips elsewhere"
   fi
 fi
 if [ -x "$V/bin/python" ] && ! "$V/bin/python" -c 'import PIL' 2>/dev/null; then

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from recorded import DATA, dev, named
 
+from support import ci
 from vllm_otel_startup.cli import compare, sources
 from vllm_otel_startup.model.errors import ReportError
 
@@ -71,7 +72,7 @@ def test_a_failed_start_compares_by_what_it_did():
 
 
 def test_pictures_are_valid(tmp_path):
-    PIL = pytest.importorskip("PIL.Image", reason="Pillow (the report extra) is not installed")
+    PIL = ci.module("PIL.Image", install="the report extra (Pillow; tests/report/bootstrap.sh)")
     c = _cmp("compiled-cold", "compiled-warm")
     compare.write_png(c, str(tmp_path / "c.png"))
     compare.write_html(c, str(tmp_path / "c.html"))

@@ -141,15 +141,19 @@ def test_each_span_gets_its_resource_summary(start, monkeypatch):
     s = start("worker", "0.33.0")
     from opentelemetry import trace
 
+    wall, cpu = time.perf_counter(), time.process_time()
     with trace.get_tracer("vllm.v1.worker.gpu_worker").start_as_current_span("Allocate KV cache"):  # as vLLM does
         t = time.process_time()
-        while time.process_time() - t < 0.3:  # a CPU-bound phase: one core busy for 0.3 s
+        while time.process_time() - t < 0.3:  # a CPU-bound phase: one core busy for 0.3 s of its own CPU time
             pass
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     [alloc] = s.spans("Allocate KV cache")
     a = alloc.attributes
-    assert a[sc.RES_CPU_TIME] == pytest.approx(0.3, abs=0.05)
-    assert 0.7 < a[sc.RES_CORES_AVG] <= 1.1
-    assert a[sc.RES_SAMPLES] >= 5 and 0.5 < a[sc.RES_CORES_PEAK] <= 1.5
+    assert a[sc.RES_CPU_TIME] == pytest.approx(cpu, abs=0.05)
+    # the cores this process kept busy, as the test measures them itself: 1.0 on an idle machine, less where
+    # other work shares the cores (the sampler must see the same, not a figure of this machine)
+    assert a[sc.RES_CORES_AVG] == pytest.approx(cpu / wall, abs=0.1), (a[sc.RES_CORES_AVG], cpu, wall)
+    assert a[sc.RES_SAMPLES] >= 5 and a[sc.RES_CORES_AVG] - 0.1 <= a[sc.RES_CORES_PEAK] <= 1.5
     assert a[sc.RES_RSS_PEAK] > 10e6 and sc.RES_DISK_READ in a
     assert sc.RES_GPU_MEMORY_DELTA not in a  # no GPU here: absent, not zero
     s.rt.finish()

@@ -1,6 +1,7 @@
 """The waterfall picture: self-contained HTML (inline SVG, tooltips, no network) and PNG, one lane per
 process, the causes in labels and tooltips, a CPU strip only when the resource summary is present; and the
-HTML as a user sees it, screenshotted by headless Chromium when it is installed (tests/report/bootstrap.sh)."""
+HTML as a user sees it, screenshotted by headless Chromium (tests/report/bootstrap.sh installs it; without it the
+screenshot test fails in CI and skips elsewhere)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from recorded import DEV, aot_off, dev
 
+from support import ci
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import waterfall
 
@@ -73,8 +75,11 @@ def test_cpu_strip_only_with_resource_attributes():
     assert "AMD EPYC" in texts[1]
 
 
+REPORT_BOOTSTRAP = "tests/report/bootstrap.sh"
+
+
 def test_png_is_valid(tmp_path):
-    PIL = pytest.importorskip("PIL.Image", reason="Pillow (the report extra) is not installed")
+    PIL = ci.module("PIL.Image", install=f"the report extra (Pillow; {REPORT_BOOTSTRAP})")
     waterfall.write_png(dev("compiled-warm"), str(tmp_path / "w.png"))
     with PIL.open(tmp_path / "w.png") as img:
         img.verify()
@@ -84,19 +89,15 @@ def test_png_is_valid(tmp_path):
         assert colors and len(colors) > 20  # a drawing, not a blank page
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
-
-@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium here (tests/report/bootstrap.sh installs it)")
 def test_html_renders_in_headless_chromium(tmp_path):
-    PIL = pytest.importorskip("PIL.Image", reason="Pillow is needed to inspect the screenshot")
+    browser = ci.command("chromium", "chromium-browser", "google-chrome", install=REPORT_BOOTSTRAP)
+    PIL = ci.module("PIL.Image", install=f"the report extra (Pillow; {REPORT_BOOTSTRAP})")
     page = tmp_path / "waterfall.html"
     waterfall.write_html(dev("compiled-cold"), str(page))
     shot = tmp_path / "shot.png"
     profile = tempfile.mkdtemp()
     try:
-        subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                         "--disable-background-networking", f"--user-data-dir={profile}", "--window-size=1400,900",
                         f"--screenshot={shot}", page.as_uri()], check=True, capture_output=True, timeout=120,
                        env={**os.environ, "HOME": profile})
@@ -109,3 +110,15 @@ def test_html_renders_in_headless_chromium(tmp_path):
     # the bars' fills are on screen: imports grey, config purple, compile orange, engine blue
     for fill in ("#b0bec5", "#ce93d8", "#ffb74d", "#90caf9"):
         assert tuple(int(fill[i:i + 2], 16) for i in (1, 3, 5)) in colors, fill
+
+
+@pytest.mark.parametrize(("value", "outcome"), [("true", pytest.fail.Exception), ("1", pytest.fail.Exception),
+                                                 ("", pytest.skip.Exception), ("false", pytest.skip.Exception)])
+def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(value, outcome, monkeypatch):
+    """The picture test above cannot pass unseen: in CI (CI=true, .ci/run) a browser or Pillow that could not be
+    installed fails it; only a developer's machine may skip it, saying what to install."""
+    monkeypatch.setenv("CI", value)
+    with pytest.raises(outcome, match="no-such-browser-vos"):
+        ci.command("no-such-browser-vos", install=REPORT_BOOTSTRAP)
+    with pytest.raises(outcome, match="no_such_module_vos"):
+        ci.module("no_such_module_vos", install=REPORT_BOOTSTRAP)

@@ -129,9 +129,13 @@ def flush(rt: Runtime, wait_s: float, before: Callable[[], None] | None = None, 
     t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
     t0 = time.monotonic()
     t.start()
-    if handover_s > 0:
+    started = time.monotonic() - t0
+    if handover_s > 0:  # a failing start: its local hand-over first (capped), then the export's wait as at ready
         handed_over.wait(handover_s)
-    t.join(wait_s)
+    # wait_s is the caller's whole budget, timed from outside (tests/e2e/ready_probe.py): the thread's start counts
+    # (the GIL handed to the new thread and back), and twice that, at least two switch intervals, is kept for
+    # getting the GIL back from busy threads when the join times out (a plain join(wait_s) took 26-36 ms of 25)
+    t.join(max(0.0, wait_s - started - 2 * max(started, sys.getswitchinterval())))
     if debug:
         print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} ready-point wait "
               f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",
