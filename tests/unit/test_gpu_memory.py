@@ -187,6 +187,28 @@ def test_the_source_is_pending_while_the_sampler_thread_loads_nvml(cuda, nvml):
     assert delta(worker, a, b) == (3 * GB, "nvml_process")  # created the context: from 0, one source
 
 
+def test_the_source_waits_for_the_first_memory_the_process_holds(cuda, nvml):
+    """torch.cuda says it is initialised before the CUDA runtime creates the context (lazily, at the first
+    allocation), and NVML lists the process only from then on: fixing the source at that first sight chose
+    PyTorch's figure on every EngineCore of a real H100 start, where NVML does list processes."""
+    nvml.procs = {0: [], 1: []}
+    worker = child_with_context(cuda, reserved=0)  # initialised, nothing allocated, not listed yet
+    assert worker.gpu_memory_source.source is None and nvml.inits == 1
+    pending = worker.snapshot()
+    assert (pending.gpu, pending.gpu_src) == (None, "pending")
+    nvml.procs[0] = [(os.getpid(), 600_000_000)]  # the first allocation: context + memory, listed
+    cuda.reserved = 2_000_000
+    worker._sample(2, 1, (time.time_ns(), time.process_time_ns()), None)
+    assert worker.gpu_memory_source.source == "nvml_process"
+    assert delta(worker, pending, worker.snapshot()) == (None, None)  # one end unread: absent
+
+
+def test_memory_pytorch_holds_without_nvml_listing_us_means_torch(cuda, nvml):
+    nvml.procs = {0: [(os.getpid() + 1, GB)], 1: []}
+    worker = child_with_context(cuda, reserved=1 * GB)
+    assert worker.gpu_memory_source.source == "torch_reserved"
+
+
 # ---- failing readings: absent, never 0, never the other source -------------------------------------------------
 def test_a_failing_nvml_reading_is_absent_not_zero_nor_torch(cuda, nvml):
     nvml.procs = {0: [(os.getpid(), 2 * GB)], 1: []}

@@ -115,7 +115,7 @@ def in_pid_namespace(status: str = "/proc/self/status") -> bool:
 
 
 NVML_PROCESS, TORCH_RESERVED = "nvml_process", "torch_reserved"
-PENDING = "pending"  # a child's source is being fixed by its sampler thread (it loads NVML first)
+PENDING = "pending"  # no source yet: the sampler thread is loading NVML, or the context holds no memory yet
 
 
 class ProcessGpuMemory:
@@ -135,11 +135,20 @@ class ProcessGpuMemory:
         self.pid = pid
         self.source: str | None = None
 
-    def fix(self, nvml: Nvml | None) -> str:
-        """Choose the source once (the first time this process's CUDA context is seen); later calls keep it."""
+    def fix(self, nvml: Nvml | None) -> str | None:
+        """Choose the source once; later calls keep it. Where NVML could list this process, wait until the process
+        demonstrably holds GPU memory: ``torch.cuda`` reports itself initialised before the CUDA runtime creates
+        the context (lazily, at the first allocation), and NVML lists the process only from then on (on the H100
+        every EngineCore read ``torch_reserved`` when the source was fixed at the first sight of
+        ``is_initialized()``). Listed: ``nvml_process``; PyTorch holds memory but NVML does not list us (or fails):
+        ``torch_reserved``; neither yet: still None (the reading is pending)."""
         if self.source is None:
-            seen = nvml is not None and nvml.ok and not in_pid_namespace() and nvml.process_memory(self.pid) is not None
-            self.source = NVML_PROCESS if seen else TORCH_RESERVED
+            if nvml is None or not nvml.ok or in_pid_namespace():
+                self.source = TORCH_RESERVED
+            elif nvml.process_memory(self.pid) is not None:
+                self.source = NVML_PROCESS
+            elif _torch_reserved() > 0:
+                self.source = TORCH_RESERVED
         return self.source
 
     def reading(self, nvml: Nvml | None, sampling: bool) -> tuple[int | None, str]:
@@ -147,10 +156,11 @@ class ProcessGpuMemory:
         call fixes the source, unless the sampler thread (``sampling``) is about to load NVML and fix it:
         until then the reading is (None, "pending"). In a PID namespace NVML cannot see the process: no wait."""
         if self.source is None:
-            if sampling and nvml is None and driver_present() and not in_pid_namespace():
+            if not (sampling and nvml is None and driver_present() and not in_pid_namespace()):
+                self.fix(nvml)
+            if self.source is None:
                 return None, PENDING
-            self.fix(nvml)
-        return self.read(nvml), self.source  # type: ignore[return-value]
+        return self.read(nvml), self.source
 
     def read(self, nvml: Nvml | None) -> int | None:
         """This process's GPU memory from its source; None where the reading fails (or no source yet)."""
@@ -162,6 +172,13 @@ class ProcessGpuMemory:
         except Exception:  # noqa: BLE001 - a reading that fails is absent
             return None
         return None
+
+
+def _torch_reserved() -> int:
+    try:
+        return int(sys.modules["torch.cuda"].memory_reserved())
+    except Exception:  # noqa: BLE001 - unreadable: not a sign of memory held
+        return 0
 
 
 def gpu_delta(a: Any, b: Any) -> tuple[int, str] | None:
