@@ -353,5 +353,16 @@ def process_kind(p) -> str | None:
         return None
 
 
+def worker_of(api_pid: int):
+    """The worker process (psutil) of the start whose API server is ``api_pid``, or None."""
+    import psutil
+
+    try:
+        procs = psutil.Process(api_pid).children(recursive=True)
+    except psutil.Error:
+        return None
+    return next((p for p in procs if process_kind(p) == "worker"), None)
+
+
 def python() -> str:
     return str(VENV / "bin/python") if (VENV / "bin/python").exists() else sys.executable

@@ -237,7 +237,7 @@ def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, 
         def run() -> None:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline and proc.poll() is None:
-                worker = _worker_of(proc.pid)
+                worker = harness.worker_of(proc.pid)
                 try:
                     if worker is not None and worker.memory_info().rss > 1.2e9:
                         time.sleep(0.6)  # the worker's finished spans have left (batch delay 0.5 s)
@@ -262,14 +262,6 @@ def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, 
         assert (name, kind) in names, (name, kind)
     [root] = [s for s in stored if s.name == sc.ROOT_SPAN]
     assert root.attrs[sc.OUTCOME] == "failed" and root.status == 2
-
-
-def _worker_of(api_pid: int):
-    try:
-        procs = psutil.Process(api_pid).children(recursive=True)
-    except psutil.Error:
-        return None
-    return next((p for p in procs if harness.process_kind(p) == "worker"), None)
 
 
 # ---- 6: a patch point vLLM no longer has -------------------------------------------------------------------

@@ -33,7 +33,6 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from support import harness
@@ -84,7 +83,7 @@ class Watcher:
             time.sleep(0.002)
         if self.line_ns is None:
             return
-        worker = _worker_of(self.proc.pid)
+        worker = harness.worker_of(self.proc.pid)
         until = self.line_ns + int(self.delay * 1e9)
         while time.time_ns() < until:  # meanwhile: when did the phase reach the local file?
             if self.in_file_ns is None and self._in_file():
@@ -106,14 +105,6 @@ def ignored_in(log: str) -> str | None:
         if "signal_handler" in log[m.start():m.end()]:
             return m.group(1)
     return None
-
-
-def _worker_of(api_pid: int):
-    try:
-        procs = psutil.Process(api_pid).children(recursive=True)
-    except psutil.Error:
-        return None
-    return next((p for p in procs if harness.process_kind(p) == "worker"), None)
 
 
 def _wait_group_gone(pgid: int, timeout: float = 120) -> bool:

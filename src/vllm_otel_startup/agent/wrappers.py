@@ -90,20 +90,30 @@ def build(hook: Hook) -> Wrapper:
     return _async(hook, steps) if hook.is_async else _sync(hook, steps)
 
 
+def _before(h: Hook, steps: Steps, c: Call) -> None:
+    for step in steps.before:
+        safe(HOOKS, step, h, c)
+
+
+def _after(h: Hook, steps: Steps, c: Call, result: Any, exc: BaseException | None) -> Any:
+    """Our steps after vLLM's call; what its caller gets (the result, or the ``wrap`` step's stand-in)."""
+    for step in steps.after:
+        safe(HOOKS, step, h, c, result, exc)
+    if exc is not None or steps.wrap is None:
+        return result
+    return safe(HOOKS, steps.wrap, h, c, result, default=result)
+
+
 def _sync(h: Hook, steps: Steps) -> Wrapper:
     def wrapper(wrapped, instance, args, kwargs):
         c = Call(instance, args, kwargs)
-        for step in steps.before:
-            safe(HOOKS, step, h, c)
+        _before(h, steps, c)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            for step in steps.after:
-                safe(HOOKS, step, h, c, None, exc)
+            _after(h, steps, c, None, exc)
             raise
-        for step in steps.after:
-            safe(HOOKS, step, h, c, result, None)
-        return result if steps.wrap is None else safe(HOOKS, steps.wrap, h, c, result, default=result)
+        return _after(h, steps, c, result, None)
     return wrapper
 
 
@@ -111,17 +121,13 @@ def _async(h: Hook, steps: Steps) -> Wrapper:
     """vLLM's coroutine is made at the call, as unpatched; our steps run around its await."""
     async def run(coro, instance, args, kwargs):
         c = Call(instance, args, kwargs)
-        for step in steps.before:
-            safe(HOOKS, step, h, c)
+        _before(h, steps, c)
         try:
             result = await coro
         except BaseException as exc:
-            for step in steps.after:
-                safe(HOOKS, step, h, c, None, exc)
+            _after(h, steps, c, None, exc)
             raise
-        for step in steps.after:
-            safe(HOOKS, step, h, c, result, None)
-        return result if steps.wrap is None else safe(HOOKS, steps.wrap, h, c, result, default=result)
+        return _after(h, steps, c, result, None)
 
     def wrapper(wrapped, instance, args, kwargs):
         return run(wrapped(*args, **kwargs), instance, args, kwargs)
