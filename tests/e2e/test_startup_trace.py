@@ -241,7 +241,10 @@ def test_compile_is_broken_down_into_pytorchs_own_regions_and_the_aot_artifact(c
 
     regions = [s for s in compiled_cold.spans if s.attrs.get(sc.PHASE) == "torch_compile_stage"]
     names = {s.name for s in regions}
-    assert {"backend_compile", "create_aot_dispatcher_function", "GraphLowering.codegen"} <= names, names
+    # one region of each of Dynamo, AOTAutograd and Inductor. (On vLLM's AOT-compile path `backend_compile` is a
+    # 1 ms stub inside Dynamo's attempt, the backend itself runs under `fullgraph_capture`: a region under 1 ms gets
+    # no span, so it came and went with the machine's speed: 1.0 ms in one run, under 1 ms in the next.)
+    assert {"bytecode_tracing", "create_aot_dispatcher_function", "GraphLowering.codegen"} <= names, names
     assert all(under(s, compile_span) for s in regions if s.start >= compile_span.start and s.end <= compile_span.end)
     save = compiled_cold.one("AOT artifact save")
     assert under(save, compile_span) and save.attrs[sc.COMPILE_AOT_BYTES] > 0
