@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import private_dir
-from vllm_otel_startup.model.redact import scrub_attributes
+from vllm_otel_startup.model.redact import scrubbed
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -77,7 +77,7 @@ def encode(spans: Sequence[Any]) -> dict[str, Any]:
     return {
         "resourceSpans": [
             {
-                "resource": {"attributes": _attrs({**res.attributes, **scrub_attributes(res.attributes)})},
+                "resource": {"attributes": _attrs(scrubbed(res.attributes))},
                 "scopeSpans": [{"scope": {"name": n}, "spans": sp} for n, sp in scopes.items()],
             }
             for res, scopes in by_resource.values()

@@ -22,7 +22,7 @@ from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.causes import Probes
 from vllm_otel_startup.agent.guard import SPANS, failed, safe
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
-from vllm_otel_startup.model.redact import scrub, scrub_attributes
+from vllm_otel_startup.model.redact import scrub, scrub_attributes, scrubbed
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
@@ -125,7 +125,7 @@ def _scrub_events(span: Any) -> None:
     def add_event(name: str, attributes: Any = None, timestamp: int | None = None) -> None:
         if attributes:
             try:
-                attributes = {**attributes, **scrub_attributes(attributes)}
+                attributes = scrubbed(attributes)
             except Exception:  # noqa: BLE001 - fail closed: an event we could not scrub leaves without attributes
                 failed(SPANS, f"scrub of event {name!r}")
                 attributes = None

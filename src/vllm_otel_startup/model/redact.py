@@ -21,7 +21,7 @@ events, status messages, metric labels, the printout, the local file, the comman
   ``name=value`` / ``name: value`` pairs whose name ends in a secret word (``api_key=…``, ``"hf_token": "…"``;
   in free text a lone ``key`` is not enough: ``KeyError: 'x'`` keeps its message), and a command line inside
   the text (``… --api-key k1 k2 …`` up to the next flag or the end of the line, a repr'd list too).
-- ``scrub_value`` / ``scrub_attributes``: attribute values; a list of strings is taken for a command line
+- ``scrub_value`` / ``scrub_attributes`` / ``scrubbed``: attribute values; a list of strings is taken for a command line
   (``redact_argv``: a list is where a command line hides).
 
 Why this shape: the exits are many but the strings are few and short, so one ``scrub`` applied at each exit's
@@ -267,6 +267,12 @@ def scrub_attributes(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
         if new is not v and new != (list(v) if isinstance(v, tuple) else v):
             changed[k] = new
     return changed
+
+
+def scrubbed(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """All of ``attrs``, the values that change when scrubbed replaced (an event's or a resource's attributes)."""
+    attrs = attrs or {}
+    return {**attrs, **scrub_attributes(attrs)}
 
 
 # ---- JSON and command lines -------------------------------------------------------------------------------
