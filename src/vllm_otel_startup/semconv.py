@@ -58,12 +58,28 @@ GC_GENERATION = "vllm.gc.generation"  # int: the generation collected (2: full)
 GC_COLLECTED = "vllm.gc.collected"  # int: unreachable objects found
 IMPORT_MODULE = "vllm.import.module"  # str: the module whose (outermost) import the span covers
 
-WEIGHTS_SOURCE = "vllm.weights.source"  # local_dir | hub_cache | hub_download | streamer | tensorizer | dummy | other
-WEIGHTS_LOAD_FORMAT = "vllm.weights.load_format"
+# where the bytes came from: local_dir | hub_cache | hub_download | object_store | daemon | peer | dummy | other
+# (how they were read is vllm.weights.loader: a streamer reads a local directory or an object store)
+WEIGHTS_SOURCE = "vllm.weights.source"
+WEIGHTS_LOAD_FORMAT = "vllm.weights.load_format"  # effective load format: the one the loader that ran reads
+WEIGHTS_LOAD_FORMAT_REQUESTED = "vllm.weights.load_format_requested"  # --load-format as given (auto, ...)
+WEIGHTS_LOAD_FORMAT_REASON = "vllm.weights.load_format_reason"  # why effective != requested (auto, fallback)
+WEIGHTS_LOADER = "vllm.weights.loader"  # default | runai_streamer | tensorizer | sharded_state | dummy | ...
+WEIGHTS_STREAMER_CONCURRENCY = "vllm.weights.streamer_concurrency"  # int: Run:ai streamer reader threads
 WEIGHTS_BYTES = "vllm.weights.bytes"  # int By: weight file bytes read by this load
 WEIGHTS_FILES = "vllm.weights.files"  # int
 WEIGHTS_GBPS = "vllm.weights.throughput_gb_per_s"  # float GB/s (1e9 bytes) over the Load weights span
 DOWNLOAD_BYTES = "vllm.weights.download_bytes"  # int By: bytes fetched from the hub during this start
+DOWNLOAD_FILES = "vllm.weights.download_files"  # int: files fetched from the hub during this start
+DOWNLOAD_GBPS = "vllm.weights.download_throughput_gb_per_s"  # float GB/s: download_bytes over the download span
+
+# compile-cache forensics: vLLM's cache key and its factors as vLLM computed them (never re-derived)
+COMPILE_CACHE_KEY = "vllm.compile.cache_key"  # str: the key (the torch_compile_cache/<key> directory)
+COMPILE_FACTOR_ENV = "vllm.compile.factors.env_hash"  # str: vLLM's hash of its env factors
+COMPILE_FACTOR_CONFIG = "vllm.compile.factors.config_hash"  # str: VllmConfig.compute_hash()
+COMPILE_FACTOR_CODE = "vllm.compile.factors.code_hash"  # str: hash of the traced source files
+COMPILE_FACTOR_COMPILER = "vllm.compile.factors.compiler_hash"  # str: the compiler's (torch/Inductor) hash
+COMPILE_FACTORS_SOURCE = "vllm.compile.factors.source"  # str: where the factors were read (or why not)
 
 COMPILE_CACHE_HIT = "vllm.compile.cache_hit"  # bool: compiled code came from a cache (no compile work)
 COMPILE_FX_HITS = "vllm.compile.inductor_cache_hits"  # int
