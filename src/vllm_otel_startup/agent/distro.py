@@ -8,12 +8,16 @@
   attributes. The command line is never a resource attribute of ours; where the SDK's ``process`` resource
   detector is enabled and exports it (SDK < 1.45 always did), our redacted command line replaces it.
 
-Select them explicitly with OTEL_PYTHON_DISTRO=vllm_startup OTEL_PYTHON_CONFIGURATOR=vllm_startup when
-another distro (e.g. opentelemetry-distro) is installed too.
+- An empty ``OTEL_*`` variable is unset (the specification's rule; Helm charts render empty values).
+
+With another distro installed (opentelemetry-distro), ``opentelemetry-instrument vllm ...`` selects ours
+(environment_variables.py); once ours configures, the other configurators' "not loaded" warnings about it are
+dropped (one line per process otherwise).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import socket
@@ -41,7 +45,35 @@ K8S_ENV: dict[str, tuple[str, ...]] = {
 }
 
 
-def endpoint_configured(environ: Any = os.environ, names: tuple[str, ...] = ENDPOINT_VARS) -> bool:
+OURS = "vllm_startup"  # our distro's and configurator's entry-point name
+_LOAD_LOGGER = "opentelemetry.instrumentation.auto_instrumentation._load"
+
+
+def unset_empty(environ: Any = None) -> list[str]:
+    """Remove every empty ``OTEL_*`` variable: the OpenTelemetry specification reads an empty value as unset."""
+    environ = os.environ if environ is None else environ
+    empty = [k for k, v in environ.items() if k.startswith("OTEL_") and not v.strip()]
+    for k in empty:
+        del environ[k]
+    return empty
+
+
+class _OtherConfiguratorNotLoaded(logging.Filter):
+    """opentelemetry-instrument warns once per process for every configurator it did not load, ours chosen."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (str(record.msg).startswith("Configuration of %s not loaded") and OURS in args[1:])
+
+
+def quiet_other_configurators() -> None:
+    log = logging.getLogger(_LOAD_LOGGER)
+    if not any(isinstance(f, _OtherConfiguratorNotLoaded) for f in log.filters):
+        log.addFilter(_OtherConfiguratorNotLoaded())
+
+
+def endpoint_configured(environ: Any = None, names: tuple[str, ...] = ENDPOINT_VARS) -> bool:
+    environ = os.environ if environ is None else environ
     return any(environ.get(k) for k in names)
 
 
@@ -49,6 +81,10 @@ class VllmStartupDistro(BaseDistro):
     def _configure(self, **kwargs: Any) -> None:
         from vllm_otel_startup.agent.env_check import repair
 
+        unset_empty(os.environ)
+        # our distro runs: our configurator goes with it, whatever the entry points' order
+        if os.environ.setdefault("OTEL_PYTHON_CONFIGURATOR", OURS) == OURS:
+            quiet_other_configurators()
         repair(os.environ)  # bad OTEL_* values: one warning each, repaired (children inherit the repair)
         remote = endpoint_configured()
         os.environ.setdefault("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
@@ -60,13 +96,15 @@ class VllmStartupDistro(BaseDistro):
         os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "500")
 
 
-def _service_name_set(environ: Any = os.environ) -> bool:
+def _service_name_set(environ: Any = None) -> bool:
+    environ = os.environ if environ is None else environ
     if environ.get("OTEL_SERVICE_NAME"):
         return True
     return any(p.strip().startswith("service.name=") for p in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","))
 
 
-def resource_attributes(environ: Any = os.environ) -> dict[str, Any]:
+def resource_attributes(environ: Any = None) -> dict[str, Any]:
+    environ = os.environ if environ is None else environ
     argv = cmdline()
     attrs: dict[str, Any] = {
         "process.pid": os.getpid(),
@@ -93,9 +131,10 @@ def resource_attributes(environ: Any = os.environ) -> dict[str, Any]:
     return attrs
 
 
-def command_line_override(environ: Any = os.environ, detector_exports_args: bool | None = None) -> dict[str, Any]:
+def command_line_override(environ: Any = None, detector_exports_args: bool | None = None) -> dict[str, Any]:
     """The redacted command line as resource attributes, where the SDK's ``process`` detector is enabled and
     exports the raw one: our attributes are merged last, so they replace the detector's."""
+    environ = os.environ if environ is None else environ
     detectors = [d.strip() for d in environ.get("OTEL_EXPERIMENTAL_RESOURCE_DETECTORS", "").split(",")]
     if "process" not in detectors:
         return {}
@@ -112,6 +151,7 @@ def command_line_override(environ: Any = os.environ, detector_exports_args: bool
 
 class VllmStartupConfigurator(_OTelSDKConfigurator):
     def _configure(self, **kwargs: Any) -> None:
+        unset_empty(os.environ)  # also when another distro ran before us
         attrs = {**resource_attributes(), **command_line_override()}
         attrs.update(kwargs.get("resource_attributes") or {})
         kwargs["resource_attributes"] = attrs

@@ -1,0 +1,50 @@
+"""Our settings as ``opentelemetry-instrument`` options, and the distro choice when it launches vLLM.
+
+``opentelemetry-instrument`` loads every ``opentelemetry_environment_variables`` entry point before it starts
+the program: each ``OTEL_*`` attribute here becomes an option (``--vllm_startup_dir`` for
+``OTEL_PYTHON_VLLM_STARTUP_DIR``) listed by ``--help``. The user-facing settings of settings.py, nothing else.
+
+The same load is the only moment that runs before the SDK is configured in the first process. When the launcher
+is about to start vLLM and the user named no distro or configurator, we name ours: with another distro installed
+(opentelemetry-distro), the first entry point found would otherwise win, and which one that is depends on the
+file system's listing order (docs/telemetry.md, "Configuration"). The children inherit the choice. Standard
+library only.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import MutableMapping, Sequence
+
+from vllm_otel_startup.settings import ALL
+
+globals().update({s.name: s.name for s in ALL if not s.internal})
+
+OURS = "vllm_startup"
+SELECTORS = ("OTEL_PYTHON_DISTRO", "OTEL_PYTHON_CONFIGURATOR")
+
+
+def launches_vllm(argv: Sequence[str]) -> bool:
+    """``opentelemetry-instrument [options] vllm ...`` or ``... python -m vllm...``."""
+    if not argv or os.path.basename(argv[0]) != "opentelemetry-instrument":
+        return False
+    args = list(argv[1:])
+    for i, arg in enumerate(args):
+        if os.path.basename(arg) == "vllm":
+            return True
+        if arg == "-m" and i + 1 < len(args) and args[i + 1].split(".")[0] == "vllm":
+            return True
+    return False
+
+
+def select_ours(environ: MutableMapping[str, str], argv: Sequence[str]) -> bool:
+    """Name our distro and configurator for a vLLM launch, unless the user named either (empty = unset)."""
+    if not launches_vllm(argv) or any((environ.get(k) or "").strip() for k in SELECTORS):
+        return False
+    for k in SELECTORS:
+        environ[k] = OURS
+    return True
+
+
+select_ours(os.environ, sys.argv)

@@ -1,0 +1,98 @@
+"""How the agent meets the OpenTelemetry tooling its users already run: empty OTEL_* values are unset, our
+distro and configurator are chosen for a vLLM launch with opentelemetry-distro installed, the other
+configurators' "not loaded" warnings about ours are dropped, settings are listed by `opentelemetry-instrument
+--help`, and package.py declares what contrib instrumentations declare. (The same, in a real environment with
+opentelemetry-distro in both entry-point orders: tests/e2e/test_ecosystem.py.)"""
+
+from __future__ import annotations
+
+import logging
+import os
+from importlib.metadata import entry_points
+
+import pytest
+
+from vllm_otel_startup import environment_variables as ev
+from vllm_otel_startup import package, settings
+from vllm_otel_startup.agent import distro
+
+
+def test_empty_otel_values_are_unset():
+    env = {"OTEL_TRACES_EXPORTER": "", "OTEL_METRICS_EXPORTER": "  ", "OTEL_SERVICE_NAME": "x", "HOME": ""}
+    assert sorted(distro.unset_empty(env)) == ["OTEL_METRICS_EXPORTER", "OTEL_TRACES_EXPORTER"]
+    assert env == {"OTEL_SERVICE_NAME": "x", "HOME": ""}  # only OTEL_* variables
+
+
+@pytest.mark.parametrize("endpoint, traces, metrics", [
+    ("http://collector:4318", "otlp", "otlp"),  # an empty value took the default: a Helm chart's `value: ""`
+    (None, "vllm_startup_file", "none"),
+])
+def test_distro_defaults_apply_over_empty_values(monkeypatch, endpoint, traces, metrics):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(OTEL_TRACES_EXPORTER="", OTEL_METRICS_EXPORTER="", OTEL_EXPORTER_OTLP_PROTOCOL="")
+    if endpoint:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    monkeypatch.setattr(os, "environ", env)  # the distro writes the process environment: a private one here
+    distro.VllmStartupDistro()._configure()
+    assert (env["OTEL_TRACES_EXPORTER"], env["OTEL_METRICS_EXPORTER"]) == (traces, metrics)
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    assert env["OTEL_PYTHON_CONFIGURATOR"] == "vllm_startup"  # our distro brings our configurator
+
+
+@pytest.mark.parametrize("argv, chosen", [
+    (["/v/bin/opentelemetry-instrument", "vllm", "serve", "m"], True),
+    (["/v/bin/opentelemetry-instrument", "--traces_exporter", "otlp", "/v/bin/vllm", "serve", "m"], True),
+    (["opentelemetry-instrument", "python", "-m", "vllm.entrypoints.openai.api_server"], True),
+    (["opentelemetry-instrument", "flask", "run"], False),  # not vLLM: OpenTelemetry's own rules apply
+    (["/v/bin/vllm", "serve", "m"], False),  # not the launcher (a child, or vLLM run directly)
+    (["opentelemetry-instrument", "python", "serve_vllm.py"], False),
+])
+def test_a_vllm_launch_selects_our_distro_and_configurator(argv, chosen):
+    env: dict[str, str] = {}
+    assert ev.select_ours(env, argv) is chosen
+    assert env == ({"OTEL_PYTHON_DISTRO": "vllm_startup", "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"} if chosen else {})
+
+
+@pytest.mark.parametrize("named", [{"OTEL_PYTHON_DISTRO": "distro"}, {"OTEL_PYTHON_CONFIGURATOR": "configurator"}])
+def test_the_users_choice_wins(named):
+    env = dict(named)
+    assert not ev.select_ours(env, ["opentelemetry-instrument", "vllm", "serve", "m"])
+    assert env == named
+
+
+def test_an_empty_choice_is_no_choice():
+    env = {"OTEL_PYTHON_DISTRO": ""}
+    assert ev.select_ours(env, ["opentelemetry-instrument", "vllm", "serve", "m"])
+    assert env["OTEL_PYTHON_DISTRO"] == "vllm_startup"
+
+
+def test_other_configurators_warnings_about_ours_are_dropped(caplog):
+    distro.quiet_other_configurators()
+    distro.quiet_other_configurators()  # idempotent: one filter
+    log = logging.getLogger(distro._LOAD_LOGGER)
+    assert sum(isinstance(f, distro._OtherConfiguratorNotLoaded) for f in log.filters) == 1
+    with caplog.at_level(logging.WARNING, logger=distro._LOAD_LOGGER):
+        # the two warnings opentelemetry-instrument's _load_configurators() prints when ours is chosen
+        log.warning("Configuration of %s not loaded, %s already loaded", "configurator", "vllm_startup")
+        log.warning("Configuration of %s not loaded because %s is set by %s", "configurator", "vllm_startup",
+                    "OTEL_PYTHON_CONFIGURATOR")
+        # about another configurator, or any other message: kept
+        log.warning("Configuration of %s not loaded, %s already loaded", "vllm_startup", "configurator")
+        log.warning("Configuration of %s failed", "vllm_startup")
+    assert [r.getMessage() for r in caplog.records] == [
+        "Configuration of vllm_startup not loaded, configurator already loaded",
+        "Configuration of vllm_startup failed"]
+
+
+def test_settings_are_opentelemetry_instrument_options():
+    eps = [ep for ep in entry_points(group="opentelemetry_environment_variables") if ep.name == "vllm_startup"]
+    assert len(eps) == 1 and eps[0].load() is ev
+    listed = {a for a in dir(ev) if a.startswith("OTEL_")}
+    assert listed == {s.name for s in settings.ALL if not s.internal}  # user settings, no internal hand-overs
+    assert "OTEL_PYTHON_VLLM_STARTUP_DIR" in listed and "OTEL_PYTHON_VLLM_STARTUP_TRACEPARENT" not in listed
+
+
+def test_package_declares_what_contrib_instrumentations_declare():
+    assert package._instruments_any and package._instruments == ()
+    assert package._supports_metrics is True
+    assert package._semconv_status == "development"
