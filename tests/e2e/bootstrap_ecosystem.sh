@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what tests/e2e/test_ecosystem.py needs, idempotently (after tests/e2e/bootstrap.sh):
+#   otel-distro/   opentelemetry-distro (the version matching the installed opentelemetry-instrumentation),
+#                  installed on its own, never into venv-vllm: the tests put it on PYTHONPATH in either
+#                  entry-point order
+set -euo pipefail
+HOME_DIR=${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}
+export UV_NATIVE_TLS=1 UV_CACHE_DIR="$HOME_DIR/uv-cache"
+UV="$HOME_DIR/uvtool/bin/uv"
+V="$HOME_DIR/venv-vllm"
+VER=$("$V/bin/python" -c "from opentelemetry.instrumentation.version import __version__ as v; print(v)")
+D="$HOME_DIR/otel-distro"
+if [ ! -f "$D/.ok-$VER" ]; then
+  printf '[ecosystem-bootstrap] opentelemetry-distro==%s into %s\n' "$VER" "$D" >&2
+  rm -rf "$D"
+  "$UV" pip install -q -p "$V/bin/python" --target "$D" --no-deps "opentelemetry-distro==$VER"
+  touch "$D/.ok-$VER"
+fi

@@ -1,0 +1,67 @@
+"""With opentelemetry-distro installed, as the OpenTelemetry docs tell every Python user to do, a plain
+`opentelemetry-instrument vllm serve` is configured by us in every process, in either entry-point order, with
+no warning line; and the empty OTEL_* values Helm charts render are read as unset (the spec's rule).
+
+The entry-point order is the order in which the distributions' metadata is found on sys.path (within one
+directory, the file system's listing order, which no install order controls): opentelemetry-distro is installed
+on its own (tests/e2e/bootstrap_ecosystem.sh) and put on PYTHONPATH before our metadata (its distro and
+configurator are found first) or after a copy of our metadata (ours first)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support import ci, harness
+from vllm_otel_startup import semconv as sc
+
+pytestmark = pytest.mark.e2e
+DISTRO = harness.E2E_HOME / "otel-distro"
+EMPTY = {"OTEL_TRACES_EXPORTER": "", "OTEL_METRICS_EXPORTER": "", "OTEL_LOGS_EXPORTER": "",
+         "OTEL_EXPORTER_OTLP_PROTOCOL": "", "OTEL_SERVICE_NAME": ""}
+
+
+def _our_metadata(into: Path) -> Path:
+    purelib = Path(harness.VENV / "lib").glob("python*/site-packages")
+    src = next(p for d in purelib for p in d.glob("vllm_otel_startup-*.dist-info"))
+    shutil.copytree(src, into / src.name)
+    return into
+
+
+@pytest.fixture(scope="module", params=["opentelemetry-distro first", "vllm_startup first"])
+def coexisting(request, backends, tiny_model, workdir):
+    if not (DISTRO / "opentelemetry" / "distro").is_dir():
+        ci.missing("opentelemetry-distro not installed", "tests/e2e/bootstrap_ecosystem.sh")
+    name = "distro-first" if request.param.startswith("opentelemetry") else "ours-first"
+    cache = workdir / f"ecosystem-{name}"
+    first = [str(DISTRO)] if name == "distro-first" else [str(_our_metadata(workdir / "ours-meta")), str(DISTRO)]
+    pythonpath = os.pathsep.join(first + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    start = harness.serve(tiny_model, cache, backends, args=["--enforce-eager"], name=f"ecosystem-{name}",
+                          env={**EMPTY, "PYTHONPATH": pythonpath})
+    return request.param, start
+
+
+def test_configured_by_us_in_either_order_without_warnings(coexisting, backends):
+    order, start = coexisting
+    # the trace went over OTLP although OTEL_TRACES_EXPORTER and the protocol were empty: our distro's defaults
+    # (http/protobuf to the harness's HTTP port; opentelemetry-distro's default would be gRPC)
+    spans = backends.trace_of_root(start.pid)
+    kinds = {s.attrs.get(sc.PROCESS_KIND) for s in spans}
+    assert {"api_server", "engine_core", "worker"} <= kinds, (order, kinds)
+    # the metrics carry the k8s.* resource only our configurator reads from the downward-API environment
+    series = backends.vm_query(f'vllm_startup_starts_total{{k8s_pod_name="{start.name}"}}')
+    assert series and series[0]["metric"].get("service_name") == "vllm", (order, series)
+    noise = [line for line in start.log.splitlines() if "Configuration of" in line or "not loaded" in line]
+    assert noise == [], (order, noise)
+
+
+def test_launcher_lists_our_settings():
+    out = subprocess.run([str(harness.VENV / "bin/opentelemetry-instrument"), "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    for option in ("--vllm_startup_dir", "--vllm_startup_summary", "--vllm_startup_disabled"):
+        assert option in out
+    assert "--vllm_startup_traceparent" not in out  # internal hand-overs are not options
