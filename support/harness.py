@@ -273,11 +273,12 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
           name: str | None = None, namespace: str = "vllm", on_start=None, on_ready=None,
-          bin_dir: Path | None = None) -> Start:
+          bin_dir: Path | None = None, venv: Path = VENV, cwd: Path | None = None) -> Start:
     """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
     With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped.
     ``on_start(proc)`` runs right after the launch (a fault to inject while it starts), ``on_ready(proc)`` once
-    it is ready (before it is stopped); ``bin_dir`` goes first on PATH (a wrapper ``vllm``)."""
+    it is ready (before it is stopped); ``bin_dir`` goes first on PATH (a wrapper ``vllm``); ``venv``: the
+    environment that runs it (default: the e2e environment); ``cwd``: where it runs."""
     port = port or free_port()
     name = name or f"{cache.name}-{port}"
     files = files or (cache / "starts")
@@ -286,7 +287,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
     e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
              VLLM_CACHE_ROOT=str(cache / "vllm"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
              TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files),
-             PATH=f"{f'{bin_dir}:' if bin_dir else ''}{VENV / 'bin'}:{os.environ.get('PATH', '')}")
+             PATH=f"{f'{bin_dir}:' if bin_dir else ''}{venv / 'bin'}:{os.environ.get('PATH', '')}")
     (cache / "tmp").mkdir(exist_ok=True)
     e.update(**K8S, K8S_POD_NAME=name, K8S_NAMESPACE_NAME=namespace)
     if backends is not None:
@@ -295,15 +296,15 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
         e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
                  OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
     e.update(env or {})
-    vllm = bin_dir / "vllm" if bin_dir else VENV / "bin/vllm"
+    vllm = bin_dir / "vllm" if bin_dir else venv / "bin/vllm"
     cmd = [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", "256", "--dtype", "float32", *args]
     if instrument:
-        cmd = [str(VENV / "bin/opentelemetry-instrument"), *cmd]
+        cmd = [str(venv / "bin/opentelemetry-instrument"), *cmd]
     log_path = cache / f"serve-{port}.log"
     with open(log_path, "wb") as log:
         spawn_ns = time.time_ns()
-        proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         if on_start is not None:
             on_start(proc)
         ready_ns = scraped_at = None
