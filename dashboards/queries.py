@@ -45,9 +45,8 @@ from dataclasses import dataclass
 from vllm_otel_startup import semconv as sc
 
 from . import alerts as al
-from . import generate
+from . import generate, recording
 from . import promql_ast as ast
-from . import recording
 from . import vocabulary as v
 
 SUBSTITUTIONS: dict[str, str] = {"__range": "1h", "__interval": "1h", "__rate_interval": "5m"}

@@ -96,8 +96,9 @@ def test_rules_files_pass_promtool_check():
 def test_mixin_has_the_layout_kube_prometheus_users_consume():
     """dashboards_out/ (+ the v2 form), prometheus_alerts.yaml (alerts only), prometheus_rules.yaml (recording
     rules only), as `mixtool generate all` lays a mixin out."""
-    assert sorted(p.name for p in generate.JSON_DIR.glob("*.json")) == sorted(f"{u}.json" for u in generate.dashboards())
-    assert sorted(p.name for p in generate.V2_DIR.glob("*.json")) == sorted(f"{u}.json" for u in generate.dashboards())
+    wanted = sorted(f"{uid}.json" for uid in generate.dashboards())
+    assert sorted(p.name for p in generate.JSON_DIR.glob("*.json")) == wanted
+    assert sorted(p.name for p in generate.V2_DIR.glob("*.json")) == wanted
     alert_rules = [r for g in yaml.safe_load(generate.ALERTS.read_text())["groups"] for r in g["rules"]]
     recorded = [r for g in yaml.safe_load(generate.RULES.read_text())["groups"] for r in g["rules"]]
     assert alert_rules and all("alert" in r and "record" not in r for r in alert_rules)
@@ -151,7 +152,8 @@ def test_prettified_expressions_mean_what_the_code_says():
     shipped = {r["alert"]: r["expr"] for g in yaml.safe_load(generate.ALERTS.read_text())["groups"] for r in g["rules"]}
     for a in alerts.alerts():
         assert str(generate.ast.parse(shipped[a.name])) == str(generate.ast.parse(a.expr)), a.name
-    recorded = {r["record"]: r["expr"] for g in yaml.safe_load(generate.RULES.read_text())["groups"] for r in g["rules"]}
+    groups = yaml.safe_load(generate.RULES.read_text())["groups"]
+    recorded = {r["record"]: r["expr"] for g in groups for r in g["rules"]}
     for rec in recording.RECORDINGS:
         assert str(generate.ast.parse(recorded[rec.record])) == str(generate.ast.parse(rec.expr)), rec.record
 

@@ -75,24 +75,40 @@ def shipped_rules(path: Path, interval: str = "1s") -> Path:
 FED = {r.record for r in recording.RECORDINGS if r.source != queries.v.COMPILES}
 
 
-def _wait_recorded(base: str, *, flush: bool = False, timeout: float = 30) -> None:
-    """Until the store holds every recorded series the synthetic start feeds (rules evaluated, results in);
-    ``flush``: VictoriaMetrics, make freshly written rows searchable first."""
+def _wait_recorded(base: str, *, flush: bool = False, timeout: float = 30) -> set[str]:
+    """Until the store holds the recorded series of every recording whose source series it holds (rules
+    evaluated, results in); ``flush``: VictoriaMetrics, make freshly written rows searchable first."""
+    sources = {r["metric"]["__name__"] for r in _query(base, 'count by (__name__) ({__name__=~"vllm_startup_.+"})')}
+    wanted = {r.record for r in recording.RECORDINGS if r.source in sources}
     deadline = time.monotonic() + timeout
     while True:
         if flush:
             _get(f"{base}/internal/force_flush")
         have = {r["metric"]["__name__"] for r in _query(base, 'count by (__name__) ({__name__=~"fleet:.+"})')}
-        if FED <= have:
-            return
+        if have >= wanted:
+            return wanted
         if time.monotonic() > deadline:
-            raise TimeoutError(f"recorded series missing after {timeout}s: {sorted(FED - have)}")
+            raise TimeoutError(f"recorded series missing after {timeout}s: {sorted(wanted - have)}")
         time.sleep(0.5)
+
+
+def vmalert(base: str, work: Path) -> Iterator[None]:
+    """vmalert evaluating the shipped recording rules over the VictoriaMetrics at ``base``, writing the results
+    back into it; yields once every recording fed by the stored series is in. ``work``: a directory for its
+    rules file (not the store's data directory)."""
+    port = _free_port()
+    cmd = [tools.tool("vmalert"), f"-rule={shipped_rules(work / 'rules.yaml')}", f"-datasource.url={base}",
+           f"-remoteWrite.url={base}", "-rule.evalDelay=0s", "-remoteWrite.flushInterval=500ms",
+           f"-httpListenAddr=127.0.0.1:{port}"]
+    for _ in _serve(cmd, f"http://127.0.0.1:{port}/-/ready"):
+        _wait_recorded(base, flush=True)
+        yield
 
 
 @pytest.fixture(scope="module")
 def victoriametrics(tmp_path_factory) -> Iterator[str]:
     work, port = tmp_path_factory.mktemp("vm"), _free_port()
+    rules_dir = tmp_path_factory.mktemp("vmalert")
     base = f"http://127.0.0.1:{port}"
     cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={work}",
            "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s"]
@@ -101,12 +117,7 @@ def victoriametrics(tmp_path_factory) -> Iterator[str]:
         body = synthetic.exposition(synthetic.otlp(), now - 300, now, openmetrics=False).encode()
         urllib.request.urlopen(urllib.request.Request(f"{base}/api/v1/import/prometheus", data=body), timeout=10)
         _get(f"{base}/internal/force_flush")
-        vmalert_port = _free_port()
-        vmalert = [tools.tool("vmalert"), f"-rule={shipped_rules(work / 'rules.yaml')}", f"-datasource.url={base}",
-                   f"-remoteWrite.url={base}", "-rule.evalDelay=0s", "-remoteWrite.flushInterval=500ms",
-                   f"-httpListenAddr=127.0.0.1:{vmalert_port}"]
-        for _ in _serve(vmalert, f"http://127.0.0.1:{vmalert_port}/-/ready"):
-            _wait_recorded(base, flush=True)
+        for _ in vmalert(base, rules_dir):
             yield base
 
 
@@ -124,7 +135,7 @@ def prometheus(tmp_path_factory) -> Iterator[str]:
     cmd = [tools.tool("prometheus"), f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
            f"--web.listen-address=127.0.0.1:{port}"]
     for _ in _serve(cmd, f"http://127.0.0.1:{port}/-/ready"):
-        _wait_recorded(f"http://127.0.0.1:{port}")
+        assert _wait_recorded(f"http://127.0.0.1:{port}") == FED
         yield f"http://127.0.0.1:{port}"
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 import yaml
 
 from dashboards import alerts, generate, one_start, phases, promql_ast, queries, recording
@@ -25,7 +24,8 @@ def recorded_from_defined_metrics(groups: list[dict]) -> dict[str, frozenset[str
     for g in groups:
         for rule in g["rules"]:
             used = promql_ast.used(rule["expr"])
-            assert used.series and used.series <= set(BASE), f"{rule['record']} reads undefined {used.series - set(BASE)}"
+            undefined = used.series - set(BASE)
+            assert used.series and not undefined, f"{rule['record']} reads undefined {undefined}"
             for series, labels in used.selectors:
                 assert set(labels) <= BASE[series], rule["record"]
             assert used.labels <= set().union(*(BASE[s] for s in used.series)), rule["record"]
@@ -67,7 +67,8 @@ def test_recorded_series_are_allowed_only_as_the_rules_file_defines_them():
                for g in SHIPPED_RULES]
     assert recording.RECORDINGS[0].record not in recorded_from_defined_metrics(without)
     # a recording computed from a metric the code does not define is refused
-    bad = [{"name": "g", "rules": [{"record": "fleet:made_up:sum", "expr": "sum by (le) (vllm_startup_made_up_bucket)"}]}]
+    bad = [{"name": "g", "rules": [{"record": "fleet:made_up:sum",
+                                    "expr": "sum by (le) (vllm_startup_made_up_bucket)"}]}]
     with pytest.raises(AssertionError, match="undefined"):
         recorded_from_defined_metrics(bad)
     # a recorded series does not carry a label its rule aggregated away
