@@ -1,8 +1,10 @@
 """Prometheus alert rules for slow, failing and cache-missing vLLM starts (runbooks: docs/runbooks.md).
 
 They live here, next to the dashboards, because they ask the same questions in the same vocabulary
-(startup_queries.py); ``python -m dashboards.generate`` writes them as a plain rules file
-(deploy/prometheus/vllm-startup-rules.yaml) and as a PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml).
+(startup_queries.py, which reads the recording rules' series where one answers: load mixin/prometheus_rules.yaml
+with them); ``python -m dashboards.generate`` writes them as the mixin's mixin/prometheus_alerts.yaml and, with
+the recording rules, as a PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml). Adding an alert is one
+builder in ``BUILDERS`` (its runbook: a ``## <AlertName>`` section of docs/runbooks.md).
 
 Budgets are histogram bucket boundaries (semconv.DURATION_BUCKETS) where a quantile is compared with them: then
 "p95 > budget" holds exactly when more than 5 % of starts took longer than the budget, whatever the
