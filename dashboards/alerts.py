@@ -80,10 +80,13 @@ class Alert:
     def rule(self, runbook_base: str) -> dict:
         return {"alert": self.name, "expr": self.expr, "for": self.for_, "labels": {"severity": self.severity},
                 "annotations": {"summary": self.summary, "description": self.description,
-                                "runbook_url": f"{runbook_base}#{self.anchor}"}}
+                                "runbook_url": RUNBOOK_URL.format(base=runbook_base, anchor=self.anchor)}}
 
 
 READINESS, PHASES = "vllm-startup.readiness", "vllm-startup.phases"
+# Every alert's runbook_url: one pattern over a base set once (generate --runbook-base) and the alert's anchor,
+# the GitHub heading anchor of its "## <AlertName>" section in docs/runbooks.md.
+RUNBOOK_URL = "{base}#{anchor}"
 GROUP_INTERVALS = {READINESS: "1m", PHASES: "5m"}  # the phase group looks back days: evaluate it less often
 
 

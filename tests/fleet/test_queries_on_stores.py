@@ -209,5 +209,5 @@ def test_synthetic_series_use_the_vocabulary():
 
 
 def test_stores_are_real_binaries():
-    for name in ("victoria-metrics", "prometheus", "promtool"):
+    for name in ("victoria-metrics", "vmalert", "prometheus", "promtool"):
         assert Path(tools.tool(name)).exists()
