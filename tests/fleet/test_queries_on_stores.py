@@ -211,3 +211,26 @@ def test_synthetic_series_use_the_vocabulary():
 def test_stores_are_real_binaries():
     for name in ("victoria-metrics", "vmalert", "prometheus", "promtool"):
         assert Path(tools.tool(name)).exists()
+
+
+def _samples_read(base: str, expr: str, start: float, end: float) -> tuple[int, list]:
+    params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": "1s", "stats": "all"}
+    doc = json.loads(_get(f"{base}/api/v1/query_range?{urllib.parse.urlencode(params)}"))
+    assert doc["status"] == "success" and doc["data"]["result"], doc
+    return int(doc["data"]["stats"]["samples"]["totalQueryableSamples"]), doc["data"]["result"]
+
+
+def test_a_per_hour_panel_reads_far_fewer_samples_from_the_recording(prometheus, capsys):
+    """What the recording rules buy, counted by Prometheus (query stats, not a clock): the time-to-ready p95
+    panel over 3 s (4 points) from the recorded series vs from the raw buckets, one synthetic start. The raw form
+    reads every bucket sample of the 1h window (and of the hour before) at each point, the recorded form the
+    latest recorded sample per bucket; with more starts, the raw form grows with the starts, the recorded one
+    with the fleets."""
+    q = next(x for x in RECORDED if x.source == "dashboard/vllm-startup-fleet/Time to ready p50 / p95 / p99/B")
+    time.sleep(3)  # the recorded series (evaluated every second since the fixture) span the whole range
+    end = time.time()
+    (recorded, a), (raw, b) = (_samples_read(prometheus, expr, end - 3, end) for expr in (q.expr, q.raw))
+    assert [len(s["values"]) for s in a] == [len(s["values"]) for s in b] == [4]  # the same points answered
+    with capsys.disabled():
+        print(f"\n{q.source}, 4 points: {recorded} samples read from the recording, {raw} from the raw series")
+    assert recorded * 10 < raw
