@@ -28,10 +28,16 @@ fires; its ``checks`` are listed separately as ``alert/<name>/<check>`` and retu
 ``paths``: the ingest paths whose store can answer: ``otlp`` (VictoriaMetrics fed over OTLP) and ``scrape``
 (Prometheus scraping vLLM's /metrics, which has no resource fingerprint and no failed starts; kube-state-metrics
 series are scraped too).
+
+``recorded``: the recording rules' series the query reads (recording.py; the store must evaluate
+mixin/prometheus_rules.yaml: Prometheus rule_files, vmalert over VictoriaMetrics); ``raw``: the same query with
+every recording replaced by the raw series it is computed from (== ``expr`` when ``recorded`` is empty). Both
+answer alike: the proof on the stores compares them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +45,7 @@ from dataclasses import dataclass
 from vllm_otel_startup import semconv as sc
 
 from . import alerts as al
-from . import generate
+from . import generate, recording
 from . import promql_ast as ast
 from . import vocabulary as v
 
@@ -62,6 +68,11 @@ class Query:
     needs: frozenset[str]  # inputs besides one ready start (module docstring)
     paths: frozenset[str]  # ingest paths whose store can answer
     template: str  # the expression as the dashboard or rule has it
+    raw: str = ""  # the concrete query on raw series only (module docstring)
+
+    @property
+    def recorded(self) -> frozenset[str]:
+        return frozenset(ast.used(self.expr).series & set(recording.BY_RECORD))
 
 
 def substitute(expr: str, variables: set[str]) -> str:
@@ -81,17 +92,18 @@ def substitute(expr: str, variables: set[str]) -> str:
 def derived_needs(expr: str) -> tuple[frozenset[str], frozenset[str]]:
     """(needs, paths) a query's series and matchers imply."""
     u = ast.used(expr)
+    series = recording.sources(u.series)
     needs, paths = set(), {OTLP, SCRAPE}
-    if u.series & _RESOURCE:
+    if series & _RESOURCE:
         paths = {OTLP}
-    if u.series & {v.GPU_MEMORY_USAGE, v.GPU_MEMORY_LIMIT, v.GPU_UTILIZATION}:
+    if series & {v.GPU_MEMORY_USAGE, v.GPU_MEMORY_LIMIT, v.GPU_UTILIZATION}:
         needs.add(al.GPU)
-    if v.CGROUP_THROTTLED in u.series:
+    if v.CGROUP_THROTTLED in series:
         needs.add(CGROUP)
-    if u.series & set(v.KSM_SERIES):
+    if series & set(v.KSM_SERIES):
         needs.add(al.KSM)
         paths = {SCRAPE}  # Prometheus scraping kube-state-metrics
-    if v.COMPILES in u.series:
+    if v.COMPILES in series:
         needs.add(al.COMPILE)
     for _series, lbl, op, value in u.matchers:
         if op != "Equal":
@@ -110,7 +122,7 @@ def expected_labels(expr: str) -> frozenset[str]:
     out = ast.output_labels(expr)
     if out is None:
         raise ValueError(f"query does not promise a label set (aggregate it): {expr}")
-    if v.LAST_START in ast.used(expr).series:
+    if v.LAST_START in recording.sources(ast.used(expr).series):
         out -= v.MAY_BE_EMPTY  # the per-start series' cause labels (empty when the start skipped the phase)
     return frozenset(out)
 
@@ -126,8 +138,8 @@ def _panels(panels: list[dict]) -> Iterator[dict]:
         yield from _panels(panel.get("panels") or [])
 
 
-def dashboard_queries() -> Iterator[Query]:
-    for uid, doc in generate.dashboards().items():
+def dashboard_queries(recorded: bool = True) -> Iterator[Query]:
+    for uid, doc in generate.dashboards(recorded).items():
         variables = {var["name"] for var in doc.get("templating", {}).get("list", [])}
         for panel in _panels(doc.get("panels", [])):
             for t in panel.get("targets") or []:
@@ -146,7 +158,9 @@ def alert_queries(budgets: al.Budgets | None = None) -> Iterator[Query]:
 
 def all_queries() -> list[Query]:
     """Every PromQL expression of every dashboard panel and alert rule (module docstring)."""
-    return [*dashboard_queries(), *alert_queries()]
+    with recording.raw_queries():
+        raw = {q.source: q.expr for q in [*dashboard_queries(recorded=False), *alert_queries()]}
+    return [dataclasses.replace(q, raw=raw[q.source]) for q in [*dashboard_queries(), *alert_queries()]]
 
 
 def variable_queries() -> Iterator[tuple[str, str]]:

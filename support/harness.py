@@ -7,6 +7,8 @@ Backends (installed by tests/e2e/bootstrap.sh, started here on 127.0.0.1 with fr
   VictoriaMetrics an OTLP metrics store with the Prometheus query API (Prometheus's own OTLP receiver is
                   patched out of Debian's build)
   Prometheus      scraping each running vLLM server's own GET /metrics (file-based discovery, 1 s interval)
+  vmalert         evaluating the mixin's recording rules over VictoriaMetrics and writing the results back into
+                  it (Prometheus evaluates them itself, rule_files); both every 2 s instead of every minute
 Phoenix's REST API does not return resource attributes, so starts also write the local OTLP-JSON file
 (OTEL_TRACES_EXPORTER=otlp,vllm_startup_file): resource-level checks read that real export.
 """
@@ -36,6 +38,17 @@ E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-s
 VENV = E2E_HOME / "venv-vllm"
 BACKENDS = E2E_HOME / "venv-backends"
 PKG_BIN = E2E_HOME / "pkgroot/usr/bin"
+MIXIN_RULES = Path(__file__).resolve().parents[1] / "mixin" / "prometheus_rules.yaml"
+RULE_INTERVAL = "2s"
+
+
+def recording_rules(path: Path, interval: str = RULE_INTERVAL) -> Path:
+    """The shipped recording rules (mixin/prometheus_rules.yaml), evaluated every ``interval``."""
+    import yaml
+
+    groups = yaml.safe_load(MIXIN_RULES.read_text())["groups"]
+    path.write_text(yaml.safe_dump({"groups": [{**g, "interval": interval} for g in groups]}))
+    return path
 
 
 def free_port() -> int:
@@ -85,6 +98,7 @@ class Backends:
     otlp_http: int = field(default_factory=free_port)
     vm_http: int = field(default_factory=free_port)
     prom_http: int = field(default_factory=free_port)
+    vmalert_http: int = field(default_factory=free_port)
     procs: list[subprocess.Popen] = field(default_factory=list)
     logs: list = field(default_factory=list)
 
@@ -116,10 +130,12 @@ class Backends:
              f"-storageDataPath={self.workdir / 'vm'}", "-opentelemetry.usePrometheusNaming",
              "-search.latencyOffset=0s", "-search.maxStalenessInterval=2h"],
             start_new_session=True, stdout=self._log("victoria-metrics"), stderr=subprocess.STDOUT))
+        rules = recording_rules(self.workdir / "recording-rules.yaml")
         self.targets = self.workdir / "targets"
         self.targets.mkdir(exist_ok=True)
         (self.workdir / "prometheus.yml").write_text(
             "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
+            f"rule_files: ['{rules}']\n"
             "scrape_configs:\n"
             "  - job_name: vllm\n"
             f"    file_sd_configs: [{{files: ['{self.targets}/*.json'], refresh_interval: 1s}}]\n")
@@ -131,6 +147,12 @@ class Backends:
         wait_until(lambda: _listening(self.otlp_http), 30, "rotel")
         wait_until(lambda: http_get(f"http://127.0.0.1:{self.vm_http}/health")[0] == 200, 30, "VictoriaMetrics")
         wait_until(lambda: http_get(f"http://127.0.0.1:{self.prom_http}/-/ready")[0] == 200, 30, "Prometheus")
+        self.procs.append(subprocess.Popen(
+            [str(PKG_BIN / "vmalert"), f"-rule={rules}", f"-datasource.url=http://127.0.0.1:{self.vm_http}",
+             f"-remoteWrite.url=http://127.0.0.1:{self.vm_http}", "-rule.evalDelay=0s",
+             "-remoteWrite.flushInterval=500ms", f"-httpListenAddr=127.0.0.1:{self.vmalert_http}"],
+            start_new_session=True, stdout=self._log("vmalert"), stderr=subprocess.STDOUT))
+        wait_until(lambda: http_get(f"http://127.0.0.1:{self.vmalert_http}/-/ready")[0] == 200, 30, "vmalert")
         return self
 
     def _log(self, name: str):

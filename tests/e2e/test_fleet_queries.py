@@ -7,6 +7,10 @@ downloaded from the hub, days of history, an alert that is firing) is listed and
 runs those queries on synthetic series. kube-state-metrics cannot run here (no Kubernetes): a stand-in
 exporter serves the pod series it would serve for these starts' pods (creation = the spawn of `vllm serve`,
 ready = the first 200 on /health), scraped by the same Prometheus; that is the only fake in this file.
+
+Queries of the per-hour panels and of most alerts read recording-rule series (dashboards/recording.py): the
+stores evaluate the shipped mixin/prometheus_rules.yaml (Prometheus itself, vmalert over VictoriaMetrics; see
+support/harness.py), and each such query must answer, and answer exactly what its raw form answers.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import re
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -77,7 +82,27 @@ def stores(backends, eager, compiled_cold, compiled_warm, tensor_parallel, bad_m
         at = backends.scrape("kube-state-metrics", ksm.port, until="kube_pod_created", hold=2.5)
     finally:
         ksm.close()
+    _wait_until_recorded(lambda expr: backends.vm_query(expr))
     return backends, at
+
+
+def _starts(query) -> tuple[float, float]:
+    """(starts in the recorded series, starts in the raw series) of the last hour."""
+    rec = dq.recording.Recording(dq.v.LAST_START, "count")
+    recorded, raw = query(f"sum({rec.record})"), query(f"sum({rec.expr})")
+    return (float(recorded[0]["value"][1]) if recorded else 0.0), (float(raw[0]["value"][1]) if raw else 0.0)
+
+
+def _wait_until_recorded(query, timeout: float = 60) -> None:
+    """Until the rules' latest evaluation has seen every start the store holds (vmalert every 2 s)."""
+    deadline = time.monotonic() + timeout
+    while (counts := _starts(query))[0] != counts[1] or not counts[1]:
+        assert time.monotonic() < deadline, f"recorded starts {counts[0]:g} != raw starts {counts[1]:g}"
+        time.sleep(0.5)
+
+
+def _values(result: list[dict]) -> dict[tuple, float]:
+    return {tuple(sorted((k, v) for k, v in r["metric"].items() if v)): float(r["value"][1]) for r in result}
 
 
 def _answerable() -> list[dq.Query]:
@@ -87,11 +112,15 @@ def _answerable() -> list[dq.Query]:
 @pytest.mark.parametrize("path", [dq.OTLP, dq.SCRAPE])
 def test_every_answerable_query_returns_data_with_its_labels(stores, path):
     backends, at = stores
-    failures, ran = [], 0
+
+    def query(expr: str) -> list[dict]:
+        return backends.vm_query(expr) if path == dq.OTLP else backends.prom_query(expr, at=at)
+
+    failures, ran, recorded = [], 0, 0
     for q in _answerable():
         if path not in q.paths:
             continue
-        result = backends.vm_query(q.expr) if path == dq.OTLP else backends.prom_query(q.expr, at=at)
+        result = query(q.expr)
         ran += 1
         if not result:
             failures.append(f"{q.source}: no data\n    {q.expr}")
@@ -101,8 +130,14 @@ def test_every_answerable_query_returns_data_with_its_labels(stores, path):
             if missing:
                 failures.append(f"{q.source}: series without {missing}: {series['metric']}")
                 break
-    print(f"{path}: {ran} queries ran, {len(failures)} failed")
-    assert ran >= 20 and not failures, "\n".join(failures)
+        if q.recorded:  # read from the rules' output: the same answer as the raw series give
+            recorded += 1
+            got, raw = _values(result), _values(query(q.raw))
+            if got.keys() != raw.keys() or any(abs(got[k] - raw[k]) > 1e-9 * max(1.0, abs(raw[k])) for k in raw):
+                failures.append(f"{q.source}: recorded {got} != raw {raw}")
+    print(f"{path}: {ran} queries ran ({recorded} of them on recording-rule series, compared with their raw "
+          f"form), {len(failures)} failed")
+    assert ran >= 20 and recorded >= 5 and not failures, "\n".join(failures)
 
 
 def test_queries_left_out_are_only_those_no_start_here_can_feed():
@@ -162,6 +197,19 @@ def _template_vars() -> set[str]:
     from dashboards import generate
 
     return {v["name"] for doc in generate.dashboards().values() for v in doc.get("templating", {}).get("list", [])}
+
+
+def test_recording_rules_ran_on_both_stores_over_every_start(stores):
+    """Prometheus (rule_files) and vmalert (over VictoriaMetrics) recorded the four ready starts and the failed
+    one (OTLP; the scrape path has no failed start) — and any other start of the session —, with no per-start
+    label left."""
+    backends, at = stores
+    for query, n in ((backends.vm_query, 5), (lambda e: backends.prom_query(e, at=at), 4)):
+        recorded, raw = _starts(query)
+        assert recorded == raw >= n, (recorded, raw)
+        for rec in dq.recording.RECORDINGS:
+            for series in query(rec.record):
+                assert not {dq.v.POD, dq.v.TRACE_ID, dq.v.PROCESS_PID} & set(series["metric"]), series["metric"]
 
 
 def test_kube_state_stand_in_matches_the_starts(stores):
