@@ -80,6 +80,11 @@ COMPILE_FACTOR_CONFIG = "vllm.compile.factors.config_hash"  # str: VllmConfig.co
 COMPILE_FACTOR_CODE = "vllm.compile.factors.code_hash"  # str: hash of the traced source files
 COMPILE_FACTOR_COMPILER = "vllm.compile.factors.compiler_hash"  # str: the compiler's (torch/Inductor) hash
 COMPILE_FACTORS_SOURCE = "vllm.compile.factors.source"  # str: where the factors were read (or why not)
+# per-factor digests (name -> 6 hex of the value's sha256, compact JSON): diffable, never the raw values
+COMPILE_FACTOR_ENV_DIGEST = "vllm.compile.factors.env_digest"  # str JSON: env factor name -> digest
+COMPILE_FACTOR_CONFIG_DIGEST = "vllm.compile.factors.config_digest"  # str JSON: sub-config -> {"#": hash, field: digest}
+COMPILE_NEAREST_KEY = "vllm.compile.nearest_cached_key"  # str: the other key on this cache root closest to this one
+COMPILE_CHANGED_FACTORS = "vllm.compile.changed_factors"  # str[]: env:NAME | config | code | compiler vs that key
 
 COMPILE_CACHE_HIT = "vllm.compile.cache_hit"  # bool: compiled code came from a cache (no compile work)
 COMPILE_FX_HITS = "vllm.compile.inductor_cache_hits"  # int

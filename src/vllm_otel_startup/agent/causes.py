@@ -189,6 +189,18 @@ class AotSave(Probe):
             span.set_attribute(sc.COMPILE_AOT_BYTES, size)
 
 
+class CompileKey(Probe):
+    """VllmBackend.__call__ (inside torch.compile): vLLM's cache key, its factor hashes and per-factor digests
+    (compile_key.py), pending for the torch.compile span."""
+
+    name = "compile_key"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        from vllm_otel_startup.agent import compile_key  # lazy: only a compiling process gets here
+
+        rt.add_pending("torch_compile", compile_key.record(call.instance))
+
+
 def _file_size(path: Any) -> int | None:
     try:
         return os.path.getsize(os.fspath(path)) if path is not None else None
@@ -331,7 +343,7 @@ class CudaGraphCount(Probe):
 
 
 PROBES: tuple[type[Probe], ...] = (ConfigFacts, ModelInspection, KvCacheProfile, PrepareWeights, AotLoad, AotSave,
-                                   Capture, CaptureMode, CompileCache, WeightsThroughput, CudaGraphCount)
+                                   CompileKey, Capture, CaptureMode, CompileCache, WeightsThroughput, CudaGraphCount)
 CALL_PROBE_NAMES = frozenset(p.name for p in PROBES if p.name)
 
 
