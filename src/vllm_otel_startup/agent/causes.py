@@ -364,7 +364,8 @@ class CudaGraphCount(Probe):
 
 
 PROBES: tuple[type[Probe], ...] = (ConfigFacts, ModelInspection, KvCacheProfile, PrepareWeights, AotLoad, AotSave,
-                                   CompileKey, AotKeyFactors, Capture, CaptureMode, CompileCache, WeightsThroughput, CudaGraphCount)
+                                   CompileKey, AotKeyFactors, Capture, CaptureMode, CompileCache, WeightsThroughput,
+                                   CudaGraphCount)
 CALL_PROBE_NAMES = frozenset(p.name for p in PROBES if p.name)
 
 

@@ -11,8 +11,8 @@ from vLLM's ``envs.compile_factors()`` (checked: vLLM's ``hash_factors`` of it i
 writes no factor file on this path, so we leave one of digests only (``vllm_otel_startup_factors.json``, no raw
 value) in the key's directory: the next start on this root can name what differs from it.
 
-Backend key (``torch_compile_cache/<key>``): read in the compiling process right after ``VllmBackend.__call__`` returned (it has then chosen
-``compilation_config.cache_dir`` = ``<VLLM_CACHE_ROOT>/torch_compile_cache/<key>`` and written
+Backend key (``torch_compile_cache/<key>``): read in the compiling process right after ``VllmBackend.__call__``
+returned (it has then chosen ``compilation_config.cache_dir`` = ``<VLLM_CACHE_ROOT>/torch_compile_cache/<key>`` and written
 ``cache_key_factors.json`` next to the compiled graphs: the raw env factors and the config, code and compiler
 hashes). Nothing is re-derived: the env hash is vLLM's ``hash_factors`` over the env factors vLLM persisted,
 and the key is only *checked* against the four hashes (``factors.source`` says whether it matched).
