@@ -22,8 +22,9 @@ labels on the Prometheus scrape job, as deploy/ does through relabelling).
 ``kube_state_metrics`` (KSM series), ``gpu`` (NVML ``hw_*`` series), ``cgroup`` (cgroup v2 cpu.stat),
 ``failed_start`` (a start that failed before ready), ``compile`` (a torch.compile'd, non-eager start),
 ``compile_cache_miss``, ``compile_key`` (the compile span carries vLLM's cache key), ``hub_download`` (weights
-fetched from the hub during the start), ``history`` (starts older than the alert's recent window, up to days), ``firing`` (a full alert expression: data only while the alert
-fires; its ``checks`` are listed separately as ``alert/<name>/<check>`` and return data on their own).
+fetched from the hub during the start), ``history`` (starts older than the alert's recent window, up to days),
+``firing`` (a full alert expression: data only while the alert fires; its ``checks`` are listed separately as
+``alert/<name>/<check>`` and return data on their own).
 
 ``paths``: the ingest paths whose store can answer: ``otlp`` (VictoriaMetrics fed over OTLP) and ``scrape``
 (Prometheus scraping vLLM's /metrics, which has no resource fingerprint and no failed starts; kube-state-metrics
