@@ -15,7 +15,8 @@ Backend key (``torch_compile_cache/<key>``): read in the compiling process right
 returned (it has then chosen ``compilation_config.cache_dir`` =
 ``<VLLM_CACHE_ROOT>/torch_compile_cache/<key>`` and written ``cache_key_factors.json`` next to the compiled
 graphs: the raw env factors and the config, code and compiler hashes). Nothing is re-derived: the env hash is
-vLLM's ``hash_factors`` over the env factors vLLM persisted, and the key is only *checked* against the four hashes (``factors.source`` says whether it matched).
+vLLM's ``hash_factors`` over the env factors vLLM persisted, and the key is only
+*checked* against the four hashes (``factors.source`` says whether it matched).
 
 Why the file and not vLLM's ``torch.compile cache factors: env=… cfg=…`` log line: it is a DEBUG record, and
 at vLLM's default INFO level the logger never creates it; lowering vLLM's level would change its output.
