@@ -94,8 +94,8 @@ def _config_diff(a: dict[str, dict[str, str]], b: dict[str, dict[str, str]]) -> 
 
 
 def from_changed(changed: tuple[str, ...] | list[str]) -> list[str]:
-    """The span's own ``changed_factors`` (env:NAME, config, code, compiler) in key_diff's wording."""
-    return [f"env {c[4:]}" if c.startswith("env:") else c for c in changed]
+    """The span's own ``changed_factors`` (env:NAME, config:sub.field, code, compiler) in key_diff's wording."""
+    return [c.replace(":", " ", 1) for c in changed]
 
 
 def pin_hint(factors: list[str]) -> str:
