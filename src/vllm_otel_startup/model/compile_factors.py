@@ -95,7 +95,8 @@ def _config_diff(a: dict[str, dict[str, str]], b: dict[str, dict[str, str]]) -> 
 
 def from_changed(changed: tuple[str, ...] | list[str]) -> list[str]:
     """The span's own ``changed_factors`` (env:NAME, config:sub.field, code, compiler) in key_diff's wording."""
-    return [c.replace(":", " ", 1) for c in changed]
+    out = [c.replace(":", " ", 1) for c in changed]
+    return ["config vLLM version" if c == "config vllm" else c for c in out]
 
 
 def pin_hint(factors: list[str]) -> str:
@@ -112,7 +113,7 @@ def pin_hint(factors: list[str]) -> str:
         fields = ", ".join(cfg)
         parts.append(f"the config differs in {fields}: keep it identical across restarts, or pre-warm one cache "
                      "per value (one start at image build)")
-    if any(f.startswith(("env (", "config (")) for f in factors):
+    if any(f.startswith(("env (", "config (")) or f in ("env", "config") for f in factors):
         parts.append("keep the environment and the compilation-relevant config identical across restarts")
     if "code" in factors:
         parts.append("the traced vLLM/model source changed: start the same image (vLLM build, model code)")
