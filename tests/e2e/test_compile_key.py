@@ -107,7 +107,7 @@ def test_fleet_panel_counts_the_keys_in_both_stores(three, backends):
     from dashboards import promql as q  # the panel's own query, on these starts' namespace
     from dashboards import startup_queries as sq
 
-    expr = sq.compile_keys([q.eq("k8s_namespace_name", "compiled")])
+    expr = sq.compile_keys([q.eq("k8s_namespace_name", "compiled")], "1h")
     deadline, result = time.monotonic() + 30, []
     while time.monotonic() < deadline:
         result = backends.vm_query(expr)
