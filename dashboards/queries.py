@@ -21,9 +21,10 @@ labels on the Prometheus scrape job, as deploy/ does through relabelling).
 ``needs``: what the query needs besides one instrumented ready start, or it rightly returns nothing:
 ``kube_state_metrics`` (KSM series), ``gpu`` (NVML ``hw_*`` series), ``cgroup`` (cgroup v2 cpu.stat),
 ``failed_start`` (a start that failed before ready), ``compile`` (a torch.compile'd, non-eager start),
-``compile_cache_miss``, ``hub_download`` (weights fetched from the hub during the start), ``history`` (starts
-older than the alert's recent window, up to days), ``firing`` (a full alert expression: data only while the alert
-fires; its ``checks`` are listed separately as ``alert/<name>/<check>`` and return data on their own).
+``compile_cache_miss``, ``compile_key`` (the compile span carries vLLM's cache key), ``hub_download`` (weights
+fetched from the hub during the start), ``history`` (starts older than the alert's recent window, up to days),
+``firing`` (a full alert expression: data only while the alert fires; its ``checks`` are listed separately as
+``alert/<name>/<check>`` and return data on their own).
 
 ``paths``: the ingest paths whose store can answer: ``otlp`` (VictoriaMetrics fed over OTLP) and ``scrape``
 (Prometheus scraping vLLM's /metrics, which has no resource fingerprint and no failed starts; kube-state-metrics
@@ -53,7 +54,8 @@ SUBSTITUTIONS: dict[str, str] = {"__range": "1h", "__interval": "1h", "__rate_in
 ALL = ".*"
 OTLP, SCRAPE = "otlp", "scrape"
 CGROUP = "cgroup"
-NEEDS = frozenset({al.KSM, al.GPU, CGROUP, al.FAILED_START, al.COMPILE, al.COMPILE_MISS, al.HUB_DOWNLOAD,
+COMPILE_KEY = "compile_key"  # a start whose torch.compile span carries vLLM's cache key (vLLM >= 0.18 here)
+NEEDS = frozenset({al.KSM, al.GPU, CGROUP, COMPILE_KEY, al.FAILED_START, al.COMPILE, al.COMPILE_MISS, al.HUB_DOWNLOAD,
                    al.HISTORY, al.FIRING})
 
 _VAR = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
@@ -103,8 +105,10 @@ def derived_needs(expr: str) -> tuple[frozenset[str], frozenset[str]]:
     if series & set(v.KSM_SERIES):
         needs.add(al.KSM)
         paths = {SCRAPE}  # Prometheus scraping kube-state-metrics
-    if v.COMPILES in series:
+    if series & {v.COMPILES, v.COMPILE_KEYS}:
         needs.add(al.COMPILE)
+    if v.COMPILE_KEYS in series:
+        needs.add(COMPILE_KEY)
     for _series, lbl, op, value in u.matchers:
         if op != "Equal":
             continue

@@ -114,6 +114,14 @@ def compiles(matchers: Matchers, window: str, labels: Sequence[str], *extra: str
     return _over_new("sum", labels, v.COMPILES, matchers, window, *extra)
 
 
+def compile_keys(matchers: Matchers, window: str, labels: Sequence[str] = (v.MODEL, v.VLLM_VERSION)) -> str:
+    """Distinct compile-cache keys seen in the window (cache fragmentation): one per configuration that
+    compiled; more than one per model and version means restarts did not share a cache."""
+    matchers = [m for m in matchers if not m.startswith(v.MODE)]  # the series has no mode: one per key
+    keys = q.agg("count", [*labels, v.COMPILE_CACHE_KEY], q.seen_in(q.selector(v.COMPILE_KEYS, matchers), window))
+    return q.agg("count", labels, keys)
+
+
 def model_inspection_hit_ratio(matchers: Matchers, window: str, labels: Sequence[str] = ()) -> str:
     """Share of starts whose model inspection came from the modelinfo cache (no subprocess)."""
     hit = starts(matchers, window, labels, q.eq(v.MODEL_INSPECTION_CACHE_HIT, v.TRUE))

@@ -153,3 +153,20 @@ def tensor_parallel(backends, tiny_model, workdir) -> Observed:
 def bad_model(backends, workdir) -> Observed:
     start = harness.serve(workdir / "no-such-model", workdir / "bad", backends, expect_ready=False, timeout=300)
     return _observe(backends, start)
+
+
+# compile-cache forensics (tests/e2e/test_compile_key.py): compiled starts on compiled_cold's cache root, each
+# changing one thing: a host-like env value vLLM folds into the key (should not matter), the model length (should)
+P2P_HOST = "10.42.7.19"  # a pod-IP-like value for VLLM_P2P_SIDE_CHANNEL_HOST, which vLLM 0.32 hashes
+
+
+@pytest.fixture(scope="session")
+def compiled_env_changed(backends, tiny_model, workdir, compiled_cold) -> Observed:
+    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled",
+                                            env={"VLLM_P2P_SIDE_CHANNEL_HOST": P2P_HOST}))
+
+
+@pytest.fixture(scope="session")
+def compiled_len_changed(backends, tiny_model, workdir, compiled_cold, compiled_env_changed) -> Observed:
+    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled",
+                                            args=["--max-model-len", "128"]))  # the tiny model allows <= 256

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the dashboards p
 from dashboards import queries as dq  # noqa: E402
 
 pytestmark = pytest.mark.e2e
-CAN = frozenset({"compile", "compile_cache_miss", "failed_start", "cgroup", "kube_state_metrics"})
+CAN = frozenset({"compile", "compile_cache_miss", "compile_key", "failed_start", "cgroup", "kube_state_metrics"})
 CANNOT = {"gpu": "no GPU on the CI machine (tests/fleet/test_gpu_queries.py runs them on a recorded H100 start)",
           "hub_download": "no model hub reachable from here",
           "history": "days of earlier starts",

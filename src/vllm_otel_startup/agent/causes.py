@@ -173,6 +173,14 @@ class AotLoad(Probe):
         if size is not None:
             span.set_attribute(sc.COMPILE_AOT_BYTES, size)
         span.set_attribute(sc.COMPILE_AOT_LOADED, call.result is not None)
+        model, path = call.arg(0, "model"), call.arg(1, "aot_compilation_path")
+        if model is not None and path:
+            from vllm_otel_startup.agent import compile_key  # the AOT key: on this span and the compile that follows
+
+            key = compile_key.record_aot(model, str(path))
+            span.set_attributes(key)
+            if call.result is None:
+                rt.add_pending("torch_compile", key)
         if call.result is None and sc.COMPILE_AOT_LOAD_ERROR not in (span.attributes or {}):
             span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, "FileNotFoundError: no AOT artifact yet" if size is None
                                else "not loaded (no reason given)")
@@ -187,6 +195,31 @@ class AotSave(Probe):
         size = _file_size(call.arg(0, "path"))
         if span is not None and size is not None:
             span.set_attribute(sc.COMPILE_AOT_BYTES, size)
+
+
+class CompileKey(Probe):
+    """VllmBackend.__call__ (inside torch.compile): vLLM's cache key, its factor hashes and per-factor digests
+    (compile_key.py), pending for the torch.compile span."""
+
+    name = "compile_key"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        from vllm_otel_startup.agent import compile_key  # lazy: only a compiling process gets here
+
+        if sc.COMPILE_CACHE_KEY in rt.pending.get("torch_compile", {}):
+            return  # the AOT key (recorded at the AOT load) governs this compile; the backend's is inside it
+        rt.add_pending("torch_compile", compile_key.record(call.instance))
+
+
+class AotKeyFactors(Probe):
+    """aot_compile_hash_factors(vllm_config) -> the factors vLLM hashes into the AOT key (kept for AotLoad)."""
+
+    name = "aot_key_factors"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        from vllm_otel_startup.agent import compile_key
+
+        compile_key.keep_aot_factors(call.result)
 
 
 def _file_size(path: Any) -> int | None:
@@ -331,7 +364,8 @@ class CudaGraphCount(Probe):
 
 
 PROBES: tuple[type[Probe], ...] = (ConfigFacts, ModelInspection, KvCacheProfile, PrepareWeights, AotLoad, AotSave,
-                                   Capture, CaptureMode, CompileCache, WeightsThroughput, CudaGraphCount)
+                                   CompileKey, AotKeyFactors, Capture, CaptureMode, CompileCache, WeightsThroughput,
+                                   CudaGraphCount)
 CALL_PROBE_NAMES = frozenset(p.name for p in PROBES if p.name)
 
 

@@ -12,6 +12,7 @@ from html import escape
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import html_page
 from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit
+from vllm_otel_startup.model import compile_factors as cf
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.facts import KIND_LABEL, kind_of, no_aot_artifact_yet, phase_of, seconds
 from vllm_otel_startup.model.formatting import signed_seconds as _signed
@@ -129,8 +130,19 @@ def compare(a: list[Start], b: list[Start], *, a_label: str = "A", b_label: str 
     modes_b = Counter(st.root.attrs.get(sc.MODE) for st in b)
     if modes_a.most_common(1)[0][0] != modes_b.most_common(1)[0][0]:
         start_changes.append(f"cache root {modes_a.most_common(1)[0][0]} → {modes_b.most_common(1)[0][0]}")
+    start_changes += _compile_key_changes(a, b)
     model = ma[0] if ma == mb and len(ma) == 1 else ", ".join(sorted(set(ma + mb)))
     return Comparison(a_label, b_label, len(a), len(b), model, rows, start_changes)
+
+
+def _compile_key_changes(a: list[Start], b: list[Start]) -> list[str]:
+    """The compile-cache key of each side's first start that has one, and the factors that differ."""
+    ka = next((k for st in a if (k := cf.key_info(st.spans)) is not None), None)
+    kb = next((k for st in b if (k := cf.key_info(st.spans)) is not None), None)
+    if ka is None or kb is None or ka.key == kb.key:
+        return []
+    diff = cf.key_diff(ka, kb)
+    return [f"compile cache key {ka.key} → {kb.key}: {cf.describe(diff)} changed; pin: {cf.pin_hint(diff)}"]
 
 
 def _tree_order(starts: list[Start]) -> dict[tuple[str, str], tuple[float, int, str]]:

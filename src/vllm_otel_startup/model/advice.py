@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model import compile_factors as cf
 from vllm_otel_startup.model.facts import Facts, human_bytes, no_aot_artifact_yet, phase_of, seconds
 from vllm_otel_startup.model.spanmodel import Span
 
@@ -93,12 +94,20 @@ def _fresh_cache_root(f: Facts, spans: list[Span]) -> Advice | None:
 def _compile_key_changed(f: Facts, spans: list[Span]) -> Advice | None:
     if f.mode != "warm" or f.compile_hit is not False:
         return None
-    return Advice("compile_key_changed", "torch.compile",
-                  f"the cache root had entries (mode=warm) but torch.compile missed ({seconds(f.compile_s)}"
-                  + (f", {f.cpp_builds} C++ builds" if f.cpp_builds else "") + ")",
-                  "the compile cache key changed since the cached start: keep vLLM and torch versions, model, "
-                  "dtype, parallel sizes and compilation config identical across restarts, or pre-warm the "
-                  "cache for this configuration (one start at image build)",
+    evidence = (f"the cache root had entries (mode=warm) but torch.compile missed ({seconds(f.compile_s)}"
+                + (f", {f.cpp_builds} C++ builds" if f.cpp_builds else "") + ")")
+    change = ("the compile cache key changed since the cached start: keep vLLM and torch versions, model, "
+              "dtype, parallel sizes and compilation config identical across restarts, or pre-warm the "
+              "cache for this configuration (one start at image build)")
+    info = cf.key_info(spans)
+    if info is not None and info.nearest and info.changed:
+        changed = cf.from_changed(info.changed)
+        evidence += (f"; key {info.key}, the nearest key cached on this root is {info.nearest}: "
+                     f"{cf.describe(changed)} differ{'s' if len(changed) == 1 else ''}")
+        change = f"the compile cache key changed: {cf.pin_hint(changed)}"
+    elif info is not None:
+        evidence += f"; key {info.key} (no other key with a factor file on this root)"
+    return Advice("compile_key_changed", "torch.compile", evidence, change,
                   COMPILE_WARM_SAVING * f.compile_s,
                   f"{int(COMPILE_WARM_SAVING * 100)} % of torch.compile, as on a cache hit")
 
