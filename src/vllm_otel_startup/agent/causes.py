@@ -308,6 +308,58 @@ class WeightsThroughput(Probe):
                 span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
 
 
+def hub_cache_dir() -> str | None:
+    """huggingface_hub's cache folder as the process resolved it (HF_HUB_CACHE, else HF_HOME/hub)."""
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None and getattr(constants, "HF_HUB_CACHE", None):
+        return str(constants.HF_HUB_CACHE)
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+
+
+def blobs_written_since(cache: str, since_ns: int) -> tuple[int, int]:
+    """(files, bytes) of hub-cache blobs (finished, or ``.incomplete`` partial ones) last written at or after
+    ``since_ns``: what arrived from the hub since then. Blobs a cache hit reuses are not written."""
+    files = total = 0
+    try:
+        repos = [e.path for e in os.scandir(cache) if e.is_dir() and "--" in e.name]
+    except OSError:
+        return 0, 0
+    for repo in repos:
+        try:
+            entries = list(os.scandir(os.path.join(repo, "blobs")))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_mtime_ns >= since_ns:
+                files += 1
+                total += st.st_size
+    return files, total
+
+
+class HubDownload(Probe):
+    """Download weights - HF (vLLM's span around download_weights_from_hf): the hub-cache blobs written during
+    the span are what arrived; their bytes over the span's duration are the download throughput."""
+
+    phase = "weights_download"
+
+    def on_ending(self, rt: Runtime, span: Any) -> None:
+        start = getattr(span, "start_time", None)
+        cache = hub_cache_dir()
+        if not start or not cache:
+            return
+        files, nbytes = blobs_written_since(cache, start)
+        attrs: dict[str, Any] = {sc.DOWNLOAD_FILES: files, sc.DOWNLOAD_BYTES: nbytes}
+        seconds = (time.time_ns() - start) / 1e9
+        if nbytes and seconds > 0:
+            attrs[sc.DOWNLOAD_GBPS] = round(nbytes / seconds / 1e9, 4)
+        span.set_attributes(attrs)
+
+
 class CudaGraphCount(Probe):
     """Capture model: CUDAGraph.capture_begin calls during the span. Installed in the process that captures,
     when its capture span starts: torch.cuda is never touched elsewhere (never imported by us)."""
@@ -331,7 +383,7 @@ class CudaGraphCount(Probe):
 
 
 PROBES: tuple[type[Probe], ...] = (ConfigFacts, ModelInspection, KvCacheProfile, PrepareWeights, AotLoad, AotSave,
-                                   Capture, CaptureMode, CompileCache, WeightsThroughput, CudaGraphCount)
+                                   Capture, CaptureMode, CompileCache, WeightsThroughput, HubDownload, CudaGraphCount)
 CALL_PROBE_NAMES = frozenset(p.name for p in PROBES if p.name)
 
 
