@@ -40,7 +40,8 @@ def build(out: Path, layers: int = 2, hidden: int = 128, vocab: int | None = Non
     fast.save_pretrained(out)
     torch.manual_seed(0)
     cfg = LlamaConfig(
-        vocab_size=max(len(fast), vocab or 0), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        vocab_size=max(len(fast), vocab or 0), hidden_size=hidden, intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
         num_attention_heads=hidden // 32, num_key_value_heads=max(1, hidden // 64), head_dim=32,
         max_position_embeddings=256,
         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,

@@ -129,6 +129,25 @@ class KvCacheProfile(Probe):
             span.set_attribute(sc.KV_CACHE_BYTES, call.result)
 
 
+def filesystem_of(path: str) -> str | None:
+    """The file-system type of the mount holding ``path`` (its real path), as /proc/self/mounts names it."""
+    try:
+        real = os.path.realpath(path)
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    best, fs_type = -1, None
+    for m in mounts:
+        if len(m) < 3:
+            continue
+        point = m[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, fs_type = len(point), m[2]
+    return fs_type
+
+
 class PrepareWeights(Probe):
     """DefaultModelLoader._prepare_weights(model_name_or_path, ...) -> (folder, files, use_safetensors)."""
 
@@ -137,7 +156,7 @@ class PrepareWeights(Probe):
     def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
         model, result = call.arg(0, "model_name_or_path"), call.result
         files = list(result[1]) if isinstance(result, tuple) and len(result) > 1 else []
-        total = fresh = 0
+        total = fresh = fresh_files = 0
         for f in files:
             try:
                 st = os.stat(f)  # follows hub-cache symlinks to the blob
@@ -146,15 +165,20 @@ class PrepareWeights(Probe):
             total += st.st_size
             if st.st_mtime_ns >= rt.info.create_ns:  # written during this start: downloaded now
                 fresh += st.st_size
+                fresh_files += 1
         source = "local_dir" if model and os.path.isdir(str(model)) else ("hub_download" if fresh else "hub_cache")
         attrs: dict[str, Any] = {sc.WEIGHTS_SOURCE: source, sc.WEIGHTS_FILES: len(files), sc.WEIGHTS_BYTES: total}
         if source == "hub_download":
             attrs[sc.DOWNLOAD_BYTES] = fresh
+            attrs[sc.DOWNLOAD_FILES] = fresh_files
+        fs_type = filesystem_of(files[0]) if files else None
+        if fs_type:
+            attrs[sc.WEIGHTS_FILESYSTEM] = fs_type
         lc = getattr(call.instance, "load_config", None)
         if lc is not None and getattr(lc, "load_format", None) is not None:
             attrs[sc.WEIGHTS_LOAD_FORMAT] = str(getattr(lc.load_format, "value", lc.load_format))
         prev = rt.pending.get("weights_load", {})
-        for key in (sc.WEIGHTS_BYTES, sc.WEIGHTS_FILES, sc.DOWNLOAD_BYTES):  # several sources add up
+        for key in (sc.WEIGHTS_BYTES, sc.WEIGHTS_FILES, sc.DOWNLOAD_BYTES, sc.DOWNLOAD_FILES):  # several sources add up
             if key in prev and key in attrs:
                 attrs[key] += prev[key]
         rt.add_pending("weights_load", attrs)
