@@ -160,6 +160,7 @@ def bad_model(backends, workdir) -> Observed:
 HUB_REPO = "vos-e2e/tiny-llama-padded"
 HUB_RATE = 50e6  # bytes/s: the hub server's bandwidth limit (~4 s for the padded model's 206 MB)
 SLOW_RATE = 25e6  # bytes/s: the throttled FUSE mount's (~8 s)
+WEIGHTS_NS = "weights"  # their fleet (k8s.namespace.name): the dashboards' weight panels select it
 
 
 @pytest.fixture(scope="session")
@@ -182,7 +183,7 @@ def hub(padded_model):
 
 
 def _hub_serve(backends, hub, workdir) -> harness.Start:
-    return harness.serve(Path(HUB_REPO), workdir / "hub", backends, args=["--enforce-eager"],
+    return harness.serve(Path(HUB_REPO), workdir / "hub", backends, args=["--enforce-eager"], namespace=WEIGHTS_NS,
                          env={"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": hub.url,
                               "HF_HOME": str(workdir / "hf-home")})
 
@@ -216,5 +217,5 @@ def slow_storage(backends, padded_model, workdir) -> Observed:
     if importlib.util.find_spec("fuse") is None:
         ci.missing("fusepy is not installed", "tests/e2e/bootstrap_remote.sh")
     with SlowMount(padded_model, workdir / "slow-mnt", SLOW_RATE, workdir / "slow-fs.log") as mount:
-        start = harness.serve(mount.path, workdir / "slow", backends, args=["--enforce-eager"])
+        start = harness.serve(mount.path, workdir / "slow", backends, args=["--enforce-eager"], namespace=WEIGHTS_NS)
     return _observe(backends, start)
