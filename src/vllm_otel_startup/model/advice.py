@@ -152,10 +152,17 @@ def storage_reference(spans: list[Span]) -> tuple[float, str]:
     outside the weight load (a span whose process read >= 100 MB from block storage, resource sampler), else the
     field's figure for a weight load streamed from fast storage (STREAMER_GBPS). Measured beats assumed: a start
     on a slow local disk is judged by that disk, and one whose local disk read fast shows what it left unused."""
+    by_id = {s.span_id: s for s in spans}
+    around: set[str] = set()  # the weight load and the spans that contain it: their reads include the weights'
+    for w in (s for s in spans if phase_of(s) in ("weights_load", "weights_download")):
+        cur: Span | None = w
+        while cur is not None and cur.span_id not in around:
+            around.add(cur.span_id)
+            cur = by_id.get(cur.parent_id or "")
     best: tuple[float, str] | None = None
     for s in spans:
         disk, rate = _number(s.attrs.get(sc.RES_DISK_READ)), _number(s.attrs.get(sc.RES_DISK_READ_GBPS))
-        if phase_of(s) in ("weights_load", "weights_download") or not disk or disk < SLOW_MIN_BYTES or not rate:
+        if s.span_id in around or not disk or disk < SLOW_MIN_BYTES or not rate:
             continue
         if best is None or rate > best[0]:
             best = (rate, f"{s.name} read {human_bytes(disk)} from local storage at {rate:.2f} GB/s in this start")
