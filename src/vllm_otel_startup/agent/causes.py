@@ -367,7 +367,9 @@ def blobs_written_since(cache: str, since_ns: int) -> tuple[int, int]:
 
 class HubDownload(Probe):
     """Download weights - HF (vLLM's span around download_weights_from_hf): the hub-cache blobs written during
-    the span are what arrived; their bytes over the span's duration are the download throughput."""
+    the span are what arrived; their bytes over the span's duration are the download throughput. With several
+    workers, one downloads under vLLM's file lock and the others wait in their own span: they see the same blobs
+    arrive, so sum the span with the most bytes, not all of them."""
 
     phase = "weights_download"
 
