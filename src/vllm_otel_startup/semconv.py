@@ -72,6 +72,7 @@ WEIGHTS_GBPS = "vllm.weights.throughput_gb_per_s"  # float GB/s (1e9 bytes) over
 DOWNLOAD_BYTES = "vllm.weights.download_bytes"  # int By: bytes fetched from the hub during this start
 DOWNLOAD_FILES = "vllm.weights.download_files"  # int: files fetched from the hub during this start
 DOWNLOAD_GBPS = "vllm.weights.download_throughput_gb_per_s"  # float GB/s: download_bytes over the download span
+WEIGHTS_FILESYSTEM = "vllm.weights.filesystem"  # str: file-system type of the weight files (/proc/self/mounts)
 
 # compile-cache forensics: vLLM's cache key and its factors as vLLM computed them (never re-derived)
 COMPILE_CACHE_KEY = "vllm.compile.cache_key"  # str: the key (the torch_compile_cache/<key> directory)

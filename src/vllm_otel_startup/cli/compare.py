@@ -14,7 +14,7 @@ from vllm_otel_startup.cli import html_page
 from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit
 from vllm_otel_startup.model import compile_factors as cf
 from vllm_otel_startup.model.errors import ReportError
-from vllm_otel_startup.model.facts import KIND_LABEL, kind_of, no_aot_artifact_yet, phase_of, seconds
+from vllm_otel_startup.model.facts import KIND_LABEL, human_bytes, kind_of, no_aot_artifact_yet, phase_of, seconds
 from vllm_otel_startup.model.formatting import signed_seconds as _signed
 from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
@@ -82,6 +82,9 @@ def _side_values(starts: list[Start]) -> tuple[dict[tuple[str, str], list[float]
                 if attr in s.attrs:
                     v = s.attrs[attr]
                     per_key.setdefault(key, {})[label] = names.get(v, str(v)) if names else str(v)
+            if phase_of(s) == "weights_download" and isinstance(s.attrs.get(sc.DOWNLOAD_BYTES), int):
+                n = s.attrs[sc.DOWNLOAD_BYTES]  # the download span of a hub-cache hit downloads nothing
+                per_key.setdefault(key, {})["hub download"] = human_bytes(n) if n else "none (hub cache)"
             if s.attrs.get(sc.COMPILE_AOT_LOADED) is False:
                 err = str(s.attrs.get(sc.COMPILE_AOT_LOAD_ERROR) or "")
                 per_key.setdefault(key, {})["AOT artifact"] = (
