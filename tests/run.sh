@@ -7,6 +7,7 @@ bash tests/e2e/bootstrap.sh >/dev/null
 bash tests/fleet/bootstrap.sh >/dev/null
 bash tests/report/bootstrap.sh >/dev/null
 bash tests/e2e/bootstrap_ecosystem.sh >/dev/null
+bash tests/e2e/bootstrap_loaders.sh >/dev/null
 V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"
 "$V/bin/python" -m ruff check src tests scripts dashboards support
 exec "$V/bin/python" -m pytest -rA -v "${@:-tests}"
