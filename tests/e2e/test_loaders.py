@@ -127,6 +127,14 @@ def sharded_start(backends, artifacts, workdir) -> Observed:
 
 
 @pytest.fixture(scope="session")
+def runai_sharded_start(backends, artifacts, workdir) -> Observed:
+    _need("runai_model_streamer")
+    return _observe(backends, harness.serve(artifacts / "sharded", workdir / "runai-sharded", backends,
+                                            args=["--enforce-eager", "--load-format", "runai_streamer_sharded"],
+                                            env={"RUNAI_STREAMER_CONCURRENCY": "2"}))
+
+
+@pytest.fixture(scope="session")
 def dummy_start(backends, tiny_model, workdir) -> Observed:
     return _observe(backends, harness.serve(tiny_model, workdir / "dummy", backends,
                                             args=["--enforce-eager", "--load-format", "dummy"]))
@@ -180,6 +188,16 @@ def test_sharded_state(sharded_start, artifacts):
     _common(w, "sharded_state", "sharded_state", "sharded_state", "local_dir")
     shards = sorted((artifacts / "sharded").glob("model-rank-*-part-*.safetensors"))
     assert shards and (w.attrs[sc.WEIGHTS_FILES], w.attrs[sc.WEIGHTS_BYTES]) == (len(shards), _sizes(shards))
+    _gbps(w)
+
+
+def test_runai_streamer_sharded(runai_sharded_start, artifacts):
+    """runai_streamer_sharded: the sharded_state loader, reading the shards through the Run:ai streamer."""
+    w = _weights(runai_sharded_start)
+    _common(w, "sharded_state", "runai_streamer_sharded", "runai_streamer_sharded", "local_dir")
+    shards = sorted((artifacts / "sharded").glob("model-rank-*-part-*.safetensors"))
+    assert shards and (w.attrs[sc.WEIGHTS_FILES], w.attrs[sc.WEIGHTS_BYTES]) == (len(shards), _sizes(shards))
+    assert w.attrs[sc.WEIGHTS_STREAMER_CONCURRENCY] == 2
     _gbps(w)
 
 
