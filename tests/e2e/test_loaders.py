@@ -111,7 +111,7 @@ def runai_s3(backends, tiny_model, workdir, s3_server) -> Observed:
     r = subprocess.run([harness.python(), "-c", upload, str(tiny_model)], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     return _observe(backends, harness.serve(
-        Path(f"s3://{BUCKET}/tiny"), workdir / "runai-s3", backends, args=["--enforce-eager"], env=_s3_env(s3_server)))
+        f"s3://{BUCKET}/tiny", workdir / "runai-s3", backends, args=["--enforce-eager"], env=_s3_env(s3_server)))
 
 
 @pytest.fixture(scope="session")
