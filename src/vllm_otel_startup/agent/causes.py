@@ -195,11 +195,11 @@ class WeightsLoad(Probe):
     phase = "weights_load"
 
     def __init__(self) -> None:
-        self.requested: str | None = None  # load format asked for (get_model_loader)
-        self.requested_loader: str | None = None
         self._reset()
 
     def _reset(self) -> None:
+        self.requested: str | None = None  # load format asked for (get_model_loader, before this load)
+        self.requested_loader: str | None = None
         self.loader: Any = None  # the loader instance that read the weights
         self.model_path: str | None = None
         self.files: dict[str, int | None] = {}  # path or object URI -> bytes read (None: unknown yet)
