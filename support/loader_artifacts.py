@@ -8,15 +8,22 @@ model's config and tokenizer files, no other weights), as vLLM's examples do.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
 
 
 def main(model: Path, out: Path) -> None:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine and worker in this process (the patch below)
     from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.model_loader import tensorizer
     from vllm.model_executor.model_loader.tensorizer import TensorizerConfig
     from vllm.v1.engine.llm_engine import LLMEngine
+
+    # After writing model.tensors, vLLM's serializer snapshot-downloads the model's config files from the hub by
+    # served model name (a local path is no repo id, and no hub is reachable here): they are copied below instead.
+    tensorizer.serialize_extra_artifacts = lambda *args, **kwargs: None
 
     dirs = {name: out / name for name in ("tensorizer", "sharded")}
     for d in dirs.values():
@@ -24,7 +31,8 @@ def main(model: Path, out: Path) -> None:
         for f in model.iterdir():  # config + tokenizer, not the weights
             if f.is_file() and not f.name.endswith((".safetensors", ".bin", ".pt")):
                 shutil.copy2(f, d / f.name)
-    args = EngineArgs(model=str(model), enforce_eager=True, dtype="float32", max_model_len=256)
+    args = EngineArgs(model=str(model), enforce_eager=True, dtype="float32", max_model_len=256,
+                      distributed_executor_backend="uni")
     engine = LLMEngine.from_vllm_config(args.create_engine_config())
     try:
         tc = TensorizerConfig(tensorizer_dir=str(dirs["tensorizer"]))
