@@ -38,7 +38,7 @@ def weights_span(start: harness.Start) -> dict:
              for s in parse_otlp(json.loads(line)) if s.name == "Load weights"]
     assert len(spans) == 1, f"{len(spans)} Load weights spans"
     s = spans[0]
-    return {**s.attrs, "seconds": (s.end_ns - s.start_ns) / 1e9}
+    return {**s.attrs, "seconds": (s.end - s.start) / 1e9}
 
 
 def main() -> None:

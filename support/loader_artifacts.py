@@ -35,9 +35,11 @@ def main(model: Path, out: Path) -> None:
                       distributed_executor_backend="uni")
     engine = LLMEngine.from_vllm_config(args.create_engine_config())
     try:
+        engine.engine_core.save_sharded_state(path=str(dirs["sharded"]))
+        # second: serialize_vllm_model registers a meta-device marker parameter on the live model, which a
+        # later save_sharded_state could not copy ("Cannot copy out of meta tensor")
         tc = TensorizerConfig(tensorizer_dir=str(dirs["tensorizer"]))
         engine.collective_rpc("save_tensorized_model", kwargs={"tensorizer_config": tc.to_serializable()})
-        engine.engine_core.save_sharded_state(path=str(dirs["sharded"]))
     finally:
         engine.engine_core.shutdown()
     for d in dirs.values():

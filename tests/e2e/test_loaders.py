@@ -46,7 +46,7 @@ def _weights(obs: Observed) -> harness.Span:
 
 def _gbps(span: harness.Span) -> float:
     g = span.attrs[sc.WEIGHTS_GBPS]
-    nbytes, seconds = span.attrs[sc.WEIGHTS_BYTES], (span.end_ns - span.start_ns) / 1e9
+    nbytes, seconds = span.attrs[sc.WEIGHTS_BYTES], (span.end - span.start) / 1e9
     assert g > 0 and abs(g - nbytes / seconds / 1e9) <= 0.05 * g + 1e-4, (g, nbytes, seconds)
     return g
 
