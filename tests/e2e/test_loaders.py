@@ -49,6 +49,7 @@ def _gbps(span: harness.Span) -> float:
     g = span.attrs[sc.WEIGHTS_GBPS]
     nbytes, seconds = span.attrs[sc.WEIGHTS_BYTES], (span.end - span.start) / 1e9
     assert g > 0 and abs(g - nbytes / seconds / 1e9) <= 0.05 * g + 1e-4, (g, nbytes, seconds)
+    print(f"{span.attrs[sc.WEIGHTS_LOAD_FORMAT]}: {nbytes} B in {seconds:.4f} s = {g} GB/s")  # docs/results.md
     return g
 
 
