@@ -36,7 +36,9 @@ def main(model: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM
 
     serializer = TensorSerializer(str(dirs["tensorizer"] / "model.tensors"))
-    serializer.write_module(AutoModelForCausalLM.from_pretrained(model))
+    # the state dict, not write_module: that would add non-persistent buffers (rotary inv_freq), which vLLM's
+    # load_weights rejects ("There is no module or parameter named 'rotary_emb'")
+    serializer.write_state_dict(AutoModelForCausalLM.from_pretrained(model).state_dict())
     serializer.close()
 
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine and worker in this process (the patch below)
