@@ -45,6 +45,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--only", nargs="*", help="format labels to run (default: all)")
     ap.add_argument("--out")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-loaders-"))
@@ -74,9 +75,15 @@ def main() -> None:
                  ("runai_streamer_sharded", work / "art/sharded", ["--load-format", "runai_streamer_sharded"], {}),
                  ("dummy", model, ["--load-format", "dummy"], {})]
         for i, (label, path, args, extra) in enumerate(cases):
-            start = harness.serve(path, work / f"s{i}", None, args=["--enforce-eager", *args],
-                                  env={"OTEL_TRACES_EXPORTER": "vllm_startup_file", **extra})
-            w = weights_span(start)
+            if a.only and label not in a.only:
+                continue
+            try:
+                start = harness.serve(path, work / f"s{i}", None, args=["--enforce-eager", *args],
+                                      env={"OTEL_TRACES_EXPORTER": "vllm_startup_file", **extra})
+                w = weights_span(start)
+            except (AssertionError, TimeoutError) as e:  # one format failing does not lose the others' figures
+                print(json.dumps({"format": label, "error": str(e)[-300:]}), flush=True)
+                continue
             row = {"format": label, "loader": w.get(sc.WEIGHTS_LOADER), "source": w.get(sc.WEIGHTS_SOURCE),
                    "bytes": w.get(sc.WEIGHTS_BYTES), "files": w.get(sc.WEIGHTS_FILES),
                    "seconds": round(w["seconds"], 3), "gbps": w.get(sc.WEIGHTS_GBPS)}
