@@ -35,6 +35,7 @@ class Call:
     args: tuple
     kwargs: dict
     result: Any
+    kind: str | None = None  # the patch table's probe name that made this call
 
     def arg(self, index: int, name: str) -> Any:
         if name in self.kwargs:
@@ -46,6 +47,7 @@ class Probe:
     """Base: every hook does nothing. ``name``: the patch table's probe name; ``phase``: the spans it watches."""
 
     name: ClassVar[str | None] = None
+    names: ClassVar[tuple[str, ...]] = ()  # several patch-table probe names served by one probe (call.kind says which)
     phase: ClassVar[str | None] = None
 
     def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
@@ -148,40 +150,222 @@ def filesystem_of(path: str) -> str | None:
     return fs_type
 
 
-class PrepareWeights(Probe):
-    """DefaultModelLoader._prepare_weights(model_name_or_path, ...) -> (folder, files, use_safetensors)."""
+# ---- weights: one probe for every loader -------------------------------------------------------------------
+OBJECT_STORE_SCHEMES = ("s3://", "gs://", "az://")
+# loader class -> the name vllm.weights.loader carries (vLLM's load format of the same name where there is one)
+LOADER_NAMES = {
+    "DefaultModelLoader": "default", "RunaiModelStreamerLoader": "runai_streamer",
+    "ShardedStateLoader": "sharded_state", "TensorizerLoader": "tensorizer", "DummyModelLoader": "dummy",
+    "IpcModelLoader": "ipc_cache", "ModelExpressModelLoader": "modelexpress", "MxModelLoader": "modelexpress",
+    "BitsAndBytesModelLoader": "bitsandbytes", "GGUFModelLoader": "gguf",
+}
+_NO_FILES = frozenset({"dummy", "ipc_cache", "modelexpress"})  # loaders whose weights come from no file here
 
-    name = "prepare_weights"
 
+def _format_of(loader: Any) -> str | None:
+    lf = getattr(getattr(loader, "load_config", None), "load_format", None)
+    return None if lf is None else str(getattr(lf, "value", lf))
+
+
+def _paths(value: Any) -> list[str] | None:
+    """Weight file paths in a loader's return value or argument: a path, a list of them, or the first list of
+    paths in a tuple (DefaultModelLoader._prepare_weights -> (folder, files, use_safetensors, index))."""
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    if isinstance(value, list) and all(isinstance(v, (str, os.PathLike)) for v in value):
+        return [os.fspath(v) for v in value]
+    if isinstance(value, tuple):
+        return next((_paths(v) for v in value if isinstance(v, list) and _paths(v) is not None), None)
+    return None
+
+
+def _is_object_uri(path: Any) -> bool:
+    return isinstance(path, str) and path.lower().startswith(OBJECT_STORE_SCHEMES)
+
+
+def _tensor_bytes(model: Any) -> int | None:
+    """Bytes of a model's parameters and buffers (shared tensors once): what a daemon or a peer handed over."""
+    try:
+        seen, total = set(), 0
+        for t in [*model.parameters(), *model.buffers()]:
+            key = (t.data_ptr(), t.numel())
+            if key not in seen:
+                seen.add(key)
+                total += t.numel() * t.element_size()
+        return total
+    except Exception:  # noqa: BLE001 - not a module (a fake, a meta model): no figure
+        return None
+
+
+class WeightsLoad(Probe):
+    """Load weights, for every loader: which loader read what, from where, and how fast.
+
+    Call probes (patch table rows) collect during one load; the span's end writes the attributes:
+      weights_loader    get_model_loader(load_config) -> loader: the load format asked for, the loader picked
+      prepare_weights   DefaultModelLoader._prepare_weights(path, ...) -> (folder, files, use_safetensors, ...)
+      weight_files      a loader's own file list (its return value, else its first argument)
+      streamer_request  Run:ai prepare_request(fs, paths, creds) -> [(header_offset, tensors, sizes)]: the bytes
+                        the streamer reads per file or object (header + tensors: the object's size)
+      load_weights      our Load weights span of a loader: the loader instance and the model path it reads
+    The effective load format is what was read (auto -> safetensors / pt / mistral by the files found); the
+    reason says why it differs from the requested one (auto, a daemon fallback to disk)."""
+
+    names = ("weights_loader", "prepare_weights", "weight_files", "streamer_request", "load_weights")
+    phase = "weights_load"
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.requested: str | None = None  # load format asked for (get_model_loader, before this load)
+        self.requested_loader: str | None = None
+        self.loader: Any = None  # the loader instance that read the weights
+        self.model_path: str | None = None
+        self.files: dict[str, int | None] = {}  # path or object URI -> bytes read (None: unknown yet)
+        self.fresh = 0  # bytes of files written during this start (downloaded now)
+        self.fresh_files = 0
+        self.use_safetensors: bool | None = None
+        self.tensor_bytes: int | None = None  # daemon / peer: bytes of the tensors handed over
+
+    # ---- collection -------------------------------------------------------------------------------------
     def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
-        model, result = call.arg(0, "model_name_or_path"), call.result
-        files = list(result[1]) if isinstance(result, tuple) and len(result) > 1 else []
-        total = fresh = fresh_files = 0
-        for f in files:
+        name = call.kind
+        if name == "weights_loader":
+            self.requested = _format_of(call.result)  # the loader keeps the LoadConfig it was given
+            self.requested_loader = LOADER_NAMES.get(type(call.result).__name__)
+        elif name == "prepare_weights":
+            self.loader = call.instance
+            model = call.arg(0, "model_name_or_path")
+            self.model_path = None if model is None else str(model)
+            result = call.result
+            if isinstance(result, tuple) and len(result) > 2 and isinstance(result[2], bool):
+                self.use_safetensors = result[2]
+            self._add_local(rt, _paths(result) or [])
+        elif name == "weight_files":
+            self.loader = self.loader or call.instance
+            paths = _paths(call.result) or _paths(call.arg(0, "paths")) or []
+            self._add_local(rt, paths)
+        elif name == "streamer_request":
+            paths = _paths(call.arg(1, "paths")) or []
+            for path, meta in zip(paths, call.result or (), strict=False):
+                offset, _tensors, sizes = meta
+                self.files[path] = int(offset) + sum(int(s) for s in sizes)
+        elif name == "load_weights":
+            self.loader = call.instance
+            mc = call.arg(1, "model_config")
+            if mc is None:  # TensorizerLoader._load_model_serialized_cpu(vllm_config)
+                mc = getattr(call.arg(0, "vllm_config"), "model_config", None)
+            path = getattr(mc, "model_weights", None) or getattr(mc, "model", None)
+            tc = getattr(call.instance, "tensorizer_config", None)
+            uri = getattr(tc, "tensorizer_uri", None)
+            if uri:  # the tensorizer artifact (a file, or an object URI whose size is not listed here)
+                path = str(uri)
+                self._add_local(rt, [path])
+            if path:
+                self.model_path = str(path)
+            loader = LOADER_NAMES.get(type(call.instance).__name__)
+            if loader in ("ipc_cache", "modelexpress") and not self.files:
+                model = call.arg(0, "model")
+                self.tensor_bytes = _tensor_bytes(model if hasattr(model, "parameters") else call.result)
+
+    def _add_local(self, rt: Runtime, paths: list[str]) -> None:
+        for f in paths:
+            if _is_object_uri(f):
+                self.files.setdefault(f, None)
+                continue
             try:
                 st = os.stat(f)  # follows hub-cache symlinks to the blob
             except OSError:
                 continue
-            total += st.st_size
-            if st.st_mtime_ns >= rt.info.create_ns:  # written during this start: downloaded now
-                fresh += st.st_size
-                fresh_files += 1
-        source = "local_dir" if model and os.path.isdir(str(model)) else ("hub_download" if fresh else "hub_cache")
-        attrs: dict[str, Any] = {sc.WEIGHTS_SOURCE: source, sc.WEIGHTS_FILES: len(files), sc.WEIGHTS_BYTES: total}
+            if f not in self.files and st.st_mtime_ns >= rt.info.create_ns:  # written during this start
+                self.fresh += st.st_size
+                self.fresh_files += 1
+            self.files[f] = st.st_size
+
+    # ---- the span's attributes --------------------------------------------------------------------------
+    def attributes(self) -> dict[str, Any]:
+        cls = type(self.loader).__name__ if self.loader is not None else None
+        loader = LOADER_NAMES.get(cls or "", (cls or "").removesuffix("ModelLoader").lower() or None)
+        loader = loader or self.requested_loader
+        attrs: dict[str, Any] = {}
+        if loader:
+            attrs[sc.WEIGHTS_LOADER] = loader
+        requested = self.requested or _format_of(self.loader)
+        effective, reason = self._effective(loader, requested)
+        if requested:
+            attrs[sc.WEIGHTS_LOAD_FORMAT_REQUESTED] = requested
+        if effective:
+            attrs[sc.WEIGHTS_LOAD_FORMAT] = effective
+        if reason and effective != requested:
+            attrs[sc.WEIGHTS_LOAD_FORMAT_REASON] = reason
+        source = self._source(loader)
+        if source:
+            attrs[sc.WEIGHTS_SOURCE] = source
+        if loader == "dummy":
+            attrs[sc.WEIGHTS_BYTES], attrs[sc.WEIGHTS_FILES] = 0, 0
+        elif self.files:
+            known = [b for b in self.files.values() if b is not None]
+            attrs[sc.WEIGHTS_FILES] = len(self.files)
+            if len(known) == len(self.files):
+                attrs[sc.WEIGHTS_BYTES] = sum(known)
+        elif self.tensor_bytes is not None:
+            attrs[sc.WEIGHTS_BYTES] = self.tensor_bytes
         if source == "hub_download":
-            attrs[sc.DOWNLOAD_BYTES] = fresh
-            attrs[sc.DOWNLOAD_FILES] = fresh_files
-        fs_type = filesystem_of(files[0]) if files else None
-        if fs_type:
+            attrs[sc.DOWNLOAD_BYTES], attrs[sc.DOWNLOAD_FILES] = self.fresh, self.fresh_files
+        local = next((f for f in self.files if not _is_object_uri(f)), None)
+        fs_type = filesystem_of(local) if local else None
+        if fs_type:  # the advice names the storage a slow load read from
             attrs[sc.WEIGHTS_FILESYSTEM] = fs_type
-        lc = getattr(call.instance, "load_config", None)
-        if lc is not None and getattr(lc, "load_format", None) is not None:
-            attrs[sc.WEIGHTS_LOAD_FORMAT] = str(getattr(lc.load_format, "value", lc.load_format))
-        prev = rt.pending.get("weights_load", {})
-        for key in (sc.WEIGHTS_BYTES, sc.WEIGHTS_FILES, sc.DOWNLOAD_BYTES, sc.DOWNLOAD_FILES):  # several sources add up
-            if key in prev and key in attrs:
-                attrs[key] += prev[key]
-        rt.add_pending("weights_load", attrs)
+        if loader == "runai_streamer" or effective == "runai_streamer_sharded":
+            conc = os.environ.get("RUNAI_STREAMER_CONCURRENCY", "")  # the loader puts its extra config here
+            if conc.strip().isdigit():
+                attrs[sc.WEIGHTS_STREAMER_CONCURRENCY] = int(conc)
+        return attrs
+
+    def _effective(self, loader: str | None, requested: str | None) -> tuple[str | None, str | None]:
+        own = _format_of(self.loader) or requested
+        if loader == "default" and own in ("auto", "hf") and self.files:
+            names = [os.path.basename(f) for f in self.files]
+            if self.use_safetensors and names and all(n.startswith("consolidated") for n in names) and own == "auto":
+                fmt = "mistral"
+            else:
+                fmt = "safetensors" if self.use_safetensors or all(n.endswith(".safetensors") for n in names) else "pt"
+            why = f"{own}: {fmt} files found"
+        else:
+            fmt, why = own, None
+        if self.requested_loader and loader and self.requested_loader != loader and loader == "default":
+            why = (f"{self.requested}: fell back to disk loading through the default loader ({own}"
+                   f"{f' -> {fmt}' if fmt != own else ''})")
+        return fmt, why
+
+    def _source(self, loader: str | None) -> str | None:
+        if loader == "dummy":
+            return "dummy"
+        if loader == "ipc_cache":
+            return "daemon"
+        if loader == "modelexpress" and not self.files:
+            return "peer"
+        if any(_is_object_uri(f) for f in self.files) or _is_object_uri(self.model_path):
+            return "object_store"
+        if not self.files:
+            return None
+        if self.model_path and (os.path.isdir(self.model_path) or os.path.isfile(self.model_path)):
+            return "local_dir"
+        return "hub_download" if self.fresh else "hub_cache"
+
+    # ---- the span -----------------------------------------------------------------------------------------
+    def on_ending(self, rt: Runtime, span: Any) -> None:
+        try:
+            attrs = {k: v for k, v in self.attributes().items() if k not in (span.attributes or {})}
+            span.set_attributes(attrs)
+            nbytes = (span.attributes or {}).get(sc.WEIGHTS_BYTES)
+            start = getattr(span, "start_time", None)
+            if nbytes and start:
+                seconds = (time.time_ns() - start) / 1e9
+                if seconds > 0:
+                    span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
+        finally:
+            self._reset()
 
 
 class AotLoad(Probe):
@@ -351,20 +535,6 @@ class CompileCache(Probe):
         self.cpp_builds.uninstall()
 
 
-class WeightsThroughput(Probe):
-    """Load weights: bytes over the span's duration."""
-
-    phase = "weights_load"
-
-    def on_ending(self, rt: Runtime, span: Any) -> None:
-        nbytes = (span.attributes or {}).get(sc.WEIGHTS_BYTES)
-        start = getattr(span, "start_time", None)
-        if nbytes and start:
-            seconds = (time.time_ns() - start) / 1e9
-            if seconds > 0:
-                span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
-
-
 def hub_cache_dir() -> str | None:
     """huggingface_hub's cache folder as the process resolved it (HF_HUB_CACHE, else HF_HOME/hub)."""
     constants = sys.modules.get("huggingface_hub.constants")
@@ -441,10 +611,10 @@ class CudaGraphCount(Probe):
         self.captures.uninstall()
 
 
-PROBES: tuple[type[Probe], ...] = (ConfigFacts, ModelInspection, KvCacheProfile, PrepareWeights, AotLoad, AotSave,
-                                   CompileKey, AotKeyFactors, Capture, CaptureMode, CompileCache, WeightsThroughput,
-                                   HubDownload, CudaGraphCount)
-CALL_PROBE_NAMES = frozenset(p.name for p in PROBES if p.name)
+PROBES: tuple[type[Probe], ...] = (ConfigFacts, ModelInspection, KvCacheProfile, WeightsLoad, AotLoad, AotSave,
+                                   CompileKey, AotKeyFactors, Capture, CaptureMode, CompileCache, HubDownload,
+                                   CudaGraphCount)
+CALL_PROBE_NAMES = frozenset(n for p in PROBES for n in (p.names or (p.name,)) if n)
 
 
 class Probes:
@@ -453,7 +623,7 @@ class Probes:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.all = [cls() for cls in PROBES]
-        self.by_name = {p.name: p for p in self.all if p.name}
+        self.by_name = {n: p for p in self.all for n in (p.names or (p.name,)) if n}
         self.by_phase = {p.phase: p for p in self.all if p.phase}
 
     def _safe(self, probe: Probe | None, hook: str, *args: Any) -> None:
@@ -465,6 +635,8 @@ class Probes:
             failed(SPANS, f"probe {type(probe).__name__}.{hook}")
 
     def after_call(self, name: str | None, span: Any, call: Call) -> None:
+        if call.kind is None:
+            call = Call(call.instance, call.args, call.kwargs, call.result, name)
         self._safe(self.by_name.get(name or ""), "after_call", span, call)
 
     def on_start(self, phase: str, span: Any) -> None:

