@@ -106,8 +106,9 @@ class Live:
         out = [self.snapshot(now)]
         for c in self.children:
             moved = max(0, now - int(c.get("at_ns") or now)) / 1e9
+            stack = [dict(e, elapsed_s=round(e["elapsed_s"] + moved, 3)) for e in c.get("stack", [])]
             c = dict(c, elapsed_s=round(c["elapsed_s"] + moved, 3),
-                     phase_elapsed_s=round(c["phase_elapsed_s"] + moved, 3), stack=[dict(e, elapsed_s=round(e["elapsed_s"] + moved, 3)) for e in c.get("stack", [])])
+                     phase_elapsed_s=round(c["phase_elapsed_s"] + moved, 3), stack=stack)
             out.append(c)
         return sorted(out, key=lambda p: (_KIND_ORDER.get(p["process_kind"], 9), p.get("rank") or 0))
 
