@@ -48,7 +48,7 @@ ALL = ".*"
 OTLP, SCRAPE = "otlp", "scrape"
 CGROUP = "cgroup"
 NEEDS = frozenset({al.KSM, al.GPU, CGROUP, al.FAILED_START, al.COMPILE, al.COMPILE_MISS, al.HUB_DOWNLOAD,
-                   al.HISTORY, al.FIRING})
+                   al.HISTORY, al.FIRING, al.STARTING})
 
 _VAR = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
 _RESOURCE = {sc.prom_name(m) for m in sc.RESOURCE_METRICS}
@@ -93,6 +93,8 @@ def derived_needs(expr: str) -> tuple[frozenset[str], frozenset[str]]:
         paths = {SCRAPE}  # Prometheus scraping kube-state-metrics
     if v.COMPILES in u.series:
         needs.add(al.COMPILE)
+    if u.series & v.IN_PROGRESS:
+        needs.add(al.STARTING)
     for _series, lbl, op, value in u.matchers:
         if op != "Equal":
             continue

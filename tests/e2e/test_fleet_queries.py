@@ -32,7 +32,8 @@ CAN = frozenset({"compile", "compile_cache_miss", "failed_start", "cgroup", "kub
 CANNOT = {"gpu": "no GPU on the CI machine (tests/fleet/test_gpu_queries.py runs them on a recorded H100 start)",
           "hub_download": "no model hub reachable from here",
           "history": "days of earlier starts",
-          "firing": "a full alert expression returns data only while it fires (promtool tests cover it)"}
+          "firing": "a full alert expression returns data only while it fires (promtool tests cover it)",
+          "starting": "the in-progress series exist only while a start runs (tests/e2e/test_live.py queries them then)"}
 
 
 class KubeStateStandIn:
