@@ -3,6 +3,9 @@
 # (which already holds vmalert: Debian's victoria-metrics package ships it), idempotently:
 #   live/pkgroot/usr/bin/prometheus-alertmanager   Debian trixie's Alertmanager, unpacked (the system's apt
 #                                                  setup is untouched)
+#   /usr/share/prometheus/alertmanager/*.tmpl      its notification templates, copied from the package when absent:
+#                                                  Debian's build reads them from that fixed path (without them it
+#                                                  refuses its configuration)
 # Prints the home directory.
 set -euo pipefail
 HOME_DIR=${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}
@@ -22,6 +25,11 @@ if [ ! -f "$P/.ok" ]; then
   rm -rf "$A"
   [ -x "$P/usr/bin/prometheus-alertmanager" ] || { echo "no prometheus-alertmanager in the package" >&2; exit 1; }
   touch "$P/.ok"
+fi
+T=/usr/share/prometheus/alertmanager
+if [ ! -f "$T/default.tmpl" ]; then
+  log "installing Alertmanager's templates into $T"
+  mkdir -p "$T" && cp "$P$T"/*.tmpl "$T"/
 fi
 log "live tools ready"
 echo "$HOME_DIR"
