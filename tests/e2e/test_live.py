@@ -219,6 +219,10 @@ def live(backends, tiny_model, workdir):
 def test_every_sign_came_while_the_start_was_still_in_the_phase(live):
     w, st = live["watch"], live["start"]
     assert not w.errors, w.errors
+    t0 = st.spawn_ns / 1e9
+    print("seconds after spawn: " + ", ".join(f"{k} {w.seen[k]['at'] - t0:.1f}" for k in w.seen)
+          + f", ready {(st.ready_ns - st.spawn_ns) / 1e9:.1f}, resolved "
+          f"{live['alerting'].webhook.alerts('resolved')[-1][0] - t0:.1f}")
     for what in ("status", "prometheus", "victoriametrics", "queries", "firing", "trace"):
         seen = w.seen[what]
         assert seen["ready"] is False, f"{what}: the server was already ready"
