@@ -1,8 +1,10 @@
 """Prometheus alert rules for slow, failing and cache-missing vLLM starts (runbooks: docs/runbooks.md).
 
 They live here, next to the dashboards, because they ask the same questions in the same vocabulary
-(startup_queries.py); ``python -m dashboards.generate`` writes them as a plain rules file
-(deploy/prometheus/vllm-startup-rules.yaml) and as a PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml).
+(startup_queries.py, which reads the recording rules' series where one answers: load mixin/prometheus_rules.yaml
+with them); ``python -m dashboards.generate`` writes them as the mixin's mixin/prometheus_alerts.yaml and, with
+the recording rules, as a PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml). Adding an alert is one
+builder in ``BUILDERS`` (its runbook: a ``## <AlertName>`` section of docs/runbooks.md).
 
 Budgets are histogram bucket boundaries (semconv.DURATION_BUCKETS) where a quantile is compared with them: then
 "p95 > budget" holds exactly when more than 5 % of starts took longer than the budget, whatever the
@@ -85,10 +87,13 @@ class Alert:
     def rule(self, runbook_base: str) -> dict:
         return {"alert": self.name, "expr": self.expr, "for": self.for_, "labels": {"severity": self.severity},
                 "annotations": {"summary": self.summary, "description": self.description,
-                                "runbook_url": f"{runbook_base}#{self.anchor}"}}
+                                "runbook_url": RUNBOOK_URL.format(base=runbook_base, anchor=self.anchor)}}
 
 
 READINESS, PHASES = "vllm-startup.readiness", "vllm-startup.phases"
+# Every alert's runbook_url: one pattern over a base set once (generate --runbook-base) and the alert's anchor,
+# the GitHub heading anchor of its "## <AlertName>" section in docs/runbooks.md.
+RUNBOOK_URL = "{base}#{anchor}"
 GROUP_INTERVALS = {READINESS: "1m", PHASES: "5m"}  # the phase group looks back days: evaluate it less often
 
 

@@ -94,6 +94,11 @@ def build() -> db.Dashboard:
         "Compile-cache hit ratio by model", "Share of torch.compile runs served from the compile cache.",
         [(sq.compile_hit_ratio(m, RANGE, [v.MODEL]), f"{{{{{v.MODEL}}}}}")], "percentunit", max_value=1))
     d = d.with_panel(p.bargauge_panel(
+        "Compile-cache keys per model and version", "Distinct torch.compile cache keys in the time range: one "
+        "per configuration that compiled. More than one for a model and version means restarts compiled afresh; "
+        "the start's compile_key_changed advice (or compare of two starts) names the factor that differed.",
+        [(sq.compile_keys(m, RANGE), f"{{{{{v.MODEL}}}}} {{{{{v.VLLM_VERSION}}}}}")], "short"))
+    d = d.with_panel(p.bargauge_panel(
         "Modelinfo-cache hit ratio by model", "Share of starts whose model inspection came from "
         "$VLLM_CACHE_ROOT/modelinfos (no inspection subprocess).",
         [(sq.model_inspection_hit_ratio(m, RANGE, [v.MODEL]), f"{{{{{v.MODEL}}}}}")], "percentunit",

@@ -21,17 +21,24 @@ labels on the Prometheus scrape job, as deploy/ does through relabelling).
 ``needs``: what the query needs besides one instrumented ready start, or it rightly returns nothing:
 ``kube_state_metrics`` (KSM series), ``gpu`` (NVML ``hw_*`` series), ``cgroup`` (cgroup v2 cpu.stat),
 ``failed_start`` (a start that failed before ready), ``compile`` (a torch.compile'd, non-eager start),
-``compile_cache_miss``, ``hub_download`` (weights fetched from the hub during the start), ``history`` (starts
-older than the alert's recent window, up to days), ``firing`` (a full alert expression: data only while the alert
-fires; its ``checks`` are listed separately as ``alert/<name>/<check>`` and return data on their own).
+``compile_cache_miss``, ``compile_key`` (the compile span carries vLLM's cache key), ``hub_download`` (weights
+fetched from the hub during the start), ``history`` (starts older than the alert's recent window, up to days),
+``firing`` (a full alert expression: data only while the alert fires; its ``checks`` are listed separately as
+``alert/<name>/<check>`` and return data on their own).
 
 ``paths``: the ingest paths whose store can answer: ``otlp`` (VictoriaMetrics fed over OTLP) and ``scrape``
 (Prometheus scraping vLLM's /metrics, which has no resource fingerprint and no failed starts; kube-state-metrics
 series are scraped too).
+
+``recorded``: the recording rules' series the query reads (recording.py; the store must evaluate
+mixin/prometheus_rules.yaml: Prometheus rule_files, vmalert over VictoriaMetrics); ``raw``: the same query with
+every recording replaced by the raw series it is computed from (== ``expr`` when ``recorded`` is empty). Both
+answer alike: the proof on the stores compares them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +46,7 @@ from dataclasses import dataclass
 from vllm_otel_startup import semconv as sc
 
 from . import alerts as al
-from . import generate
+from . import generate, recording
 from . import promql_ast as ast
 from . import vocabulary as v
 
@@ -47,7 +54,8 @@ SUBSTITUTIONS: dict[str, str] = {"__range": "1h", "__interval": "1h", "__rate_in
 ALL = ".*"
 OTLP, SCRAPE = "otlp", "scrape"
 CGROUP = "cgroup"
-NEEDS = frozenset({al.KSM, al.GPU, CGROUP, al.FAILED_START, al.COMPILE, al.COMPILE_MISS, al.HUB_DOWNLOAD,
+COMPILE_KEY = "compile_key"  # a start whose torch.compile span carries vLLM's cache key (vLLM >= 0.18 here)
+NEEDS = frozenset({al.KSM, al.GPU, CGROUP, COMPILE_KEY, al.FAILED_START, al.COMPILE, al.COMPILE_MISS, al.HUB_DOWNLOAD,
                    al.HISTORY, al.FIRING, al.STARTING})
 
 _VAR = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
@@ -62,6 +70,11 @@ class Query:
     needs: frozenset[str]  # inputs besides one ready start (module docstring)
     paths: frozenset[str]  # ingest paths whose store can answer
     template: str  # the expression as the dashboard or rule has it
+    raw: str = ""  # the concrete query on raw series only (module docstring)
+
+    @property
+    def recorded(self) -> frozenset[str]:
+        return frozenset(ast.used(self.expr).series & set(recording.BY_RECORD))
 
 
 def substitute(expr: str, variables: set[str]) -> str:
@@ -81,19 +94,22 @@ def substitute(expr: str, variables: set[str]) -> str:
 def derived_needs(expr: str) -> tuple[frozenset[str], frozenset[str]]:
     """(needs, paths) a query's series and matchers imply."""
     u = ast.used(expr)
+    series = recording.sources(u.series)
     needs, paths = set(), {OTLP, SCRAPE}
-    if u.series & _RESOURCE:
+    if series & _RESOURCE:
         paths = {OTLP}
-    if u.series & {v.GPU_MEMORY_USAGE, v.GPU_MEMORY_LIMIT, v.GPU_UTILIZATION}:
+    if series & {v.GPU_MEMORY_USAGE, v.GPU_MEMORY_LIMIT, v.GPU_UTILIZATION}:
         needs.add(al.GPU)
-    if v.CGROUP_THROTTLED in u.series:
+    if v.CGROUP_THROTTLED in series:
         needs.add(CGROUP)
-    if u.series & set(v.KSM_SERIES):
+    if series & set(v.KSM_SERIES):
         needs.add(al.KSM)
         paths = {SCRAPE}  # Prometheus scraping kube-state-metrics
-    if v.COMPILES in u.series:
+    if series & {v.COMPILES, v.COMPILE_KEYS}:
         needs.add(al.COMPILE)
-    if u.series & v.IN_PROGRESS:
+    if v.COMPILE_KEYS in series:
+        needs.add(COMPILE_KEY)
+    if series & v.IN_PROGRESS:
         needs.add(al.STARTING)
     for _series, lbl, op, value in u.matchers:
         if op != "Equal":
@@ -112,7 +128,7 @@ def expected_labels(expr: str) -> frozenset[str]:
     out = ast.output_labels(expr)
     if out is None:
         raise ValueError(f"query does not promise a label set (aggregate it): {expr}")
-    if v.LAST_START in ast.used(expr).series:
+    if v.LAST_START in recording.sources(ast.used(expr).series):
         out -= v.MAY_BE_EMPTY  # the per-start series' cause labels (empty when the start skipped the phase)
     return frozenset(out)
 
@@ -128,8 +144,8 @@ def _panels(panels: list[dict]) -> Iterator[dict]:
         yield from _panels(panel.get("panels") or [])
 
 
-def dashboard_queries() -> Iterator[Query]:
-    for uid, doc in generate.dashboards().items():
+def dashboard_queries(recorded: bool = True) -> Iterator[Query]:
+    for uid, doc in generate.dashboards(recorded).items():
         variables = {var["name"] for var in doc.get("templating", {}).get("list", [])}
         for panel in _panels(doc.get("panels", [])):
             for t in panel.get("targets") or []:
@@ -148,7 +164,9 @@ def alert_queries(budgets: al.Budgets | None = None) -> Iterator[Query]:
 
 def all_queries() -> list[Query]:
     """Every PromQL expression of every dashboard panel and alert rule (module docstring)."""
-    return [*dashboard_queries(), *alert_queries()]
+    with recording.raw_queries():
+        raw = {q.source: q.expr for q in [*dashboard_queries(recorded=False), *alert_queries()]}
+    return [dataclasses.replace(q, raw=raw[q.source]) for q in [*dashboard_queries(), *alert_queries()]]
 
 
 def variable_queries() -> Iterator[tuple[str, str]]:

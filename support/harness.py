@@ -7,6 +7,8 @@ Backends (installed by tests/e2e/bootstrap.sh, started here on 127.0.0.1 with fr
   VictoriaMetrics an OTLP metrics store with the Prometheus query API (Prometheus's own OTLP receiver is
                   patched out of Debian's build)
   Prometheus      scraping each running vLLM server's own GET /metrics (file-based discovery, 1 s interval)
+  vmalert         evaluating the mixin's recording rules over VictoriaMetrics and writing the results back into
+                  it (Prometheus evaluates them itself, rule_files); both every 2 s instead of every minute
 Phoenix's REST API does not return resource attributes, so starts also write the local OTLP-JSON file
 (OTEL_TRACES_EXPORTER=otlp,vllm_startup_file): resource-level checks read that real export.
 """
@@ -36,6 +38,17 @@ E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-s
 VENV = E2E_HOME / "venv-vllm"
 BACKENDS = E2E_HOME / "venv-backends"
 PKG_BIN = E2E_HOME / "pkgroot/usr/bin"
+MIXIN_RULES = Path(__file__).resolve().parents[1] / "mixin" / "prometheus_rules.yaml"
+RULE_INTERVAL = "2s"
+
+
+def recording_rules(path: Path, interval: str = RULE_INTERVAL) -> Path:
+    """The shipped recording rules (mixin/prometheus_rules.yaml), evaluated every ``interval``."""
+    import yaml
+
+    groups = yaml.safe_load(MIXIN_RULES.read_text())["groups"]
+    path.write_text(yaml.safe_dump({"groups": [{**g, "interval": interval} for g in groups]}))
+    return path
 
 
 def free_port() -> int:
@@ -85,6 +98,7 @@ class Backends:
     otlp_http: int = field(default_factory=free_port)
     vm_http: int = field(default_factory=free_port)
     prom_http: int = field(default_factory=free_port)
+    vmalert_http: int = field(default_factory=free_port)
     procs: list[subprocess.Popen] = field(default_factory=list)
     logs: list = field(default_factory=list)
 
@@ -116,10 +130,12 @@ class Backends:
              f"-storageDataPath={self.workdir / 'vm'}", "-opentelemetry.usePrometheusNaming",
              "-search.latencyOffset=0s", "-search.maxStalenessInterval=2h"],
             start_new_session=True, stdout=self._log("victoria-metrics"), stderr=subprocess.STDOUT))
+        rules = recording_rules(self.workdir / "recording-rules.yaml")
         self.targets = self.workdir / "targets"
         self.targets.mkdir(exist_ok=True)
         (self.workdir / "prometheus.yml").write_text(
             "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
+            f"rule_files: ['{rules}']\n"
             "scrape_configs:\n"
             "  - job_name: vllm\n"
             f"    file_sd_configs: [{{files: ['{self.targets}/*.json'], refresh_interval: 1s}}]\n")
@@ -131,6 +147,12 @@ class Backends:
         wait_until(lambda: _listening(self.otlp_http), 30, "rotel")
         wait_until(lambda: http_get(f"http://127.0.0.1:{self.vm_http}/health")[0] == 200, 30, "VictoriaMetrics")
         wait_until(lambda: http_get(f"http://127.0.0.1:{self.prom_http}/-/ready")[0] == 200, 30, "Prometheus")
+        self.procs.append(subprocess.Popen(
+            [str(PKG_BIN / "vmalert"), f"-rule={rules}", f"-datasource.url=http://127.0.0.1:{self.vm_http}",
+             f"-remoteWrite.url=http://127.0.0.1:{self.vm_http}", "-rule.evalDelay=0s",
+             "-remoteWrite.flushInterval=500ms", f"-httpListenAddr=127.0.0.1:{self.vmalert_http}"],
+            start_new_session=True, stdout=self._log("vmalert"), stderr=subprocess.STDOUT))
+        wait_until(lambda: http_get(f"http://127.0.0.1:{self.vmalert_http}/-/ready")[0] == 200, 30, "vmalert")
         return self
 
     def _log(self, name: str):
@@ -273,11 +295,12 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
           name: str | None = None, namespace: str = "vllm", on_start=None, on_ready=None,
-          bin_dir: Path | None = None) -> Start:
+          bin_dir: Path | None = None, venv: Path = VENV, cwd: Path | None = None) -> Start:
     """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
     With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped.
     ``on_start(proc)`` runs right after the launch (a fault to inject while it starts), ``on_ready(proc)`` once
-    it is ready (before it is stopped); ``bin_dir`` goes first on PATH (a wrapper ``vllm``)."""
+    it is ready (before it is stopped); ``bin_dir`` goes first on PATH (a wrapper ``vllm``); ``venv``: the
+    environment that runs it (default: the e2e environment); ``cwd``: where it runs."""
     port = port or free_port()
     name = name or f"{cache.name}-{port}"
     files = files or (cache / "starts")
@@ -286,7 +309,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
     e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
              VLLM_CACHE_ROOT=str(cache / "vllm"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
              TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files),
-             PATH=f"{f'{bin_dir}:' if bin_dir else ''}{VENV / 'bin'}:{os.environ.get('PATH', '')}")
+             PATH=f"{f'{bin_dir}:' if bin_dir else ''}{venv / 'bin'}:{os.environ.get('PATH', '')}")
     (cache / "tmp").mkdir(exist_ok=True)
     e.update(**K8S, K8S_POD_NAME=name, K8S_NAMESPACE_NAME=namespace)
     if backends is not None:
@@ -295,15 +318,15 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
         e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
                  OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
     e.update(env or {})
-    vllm = bin_dir / "vllm" if bin_dir else VENV / "bin/vllm"
+    vllm = bin_dir / "vllm" if bin_dir else venv / "bin/vllm"
     cmd = [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", "256", "--dtype", "float32", *args]
     if instrument:
-        cmd = [str(VENV / "bin/opentelemetry-instrument"), *cmd]
+        cmd = [str(venv / "bin/opentelemetry-instrument"), *cmd]
     log_path = cache / f"serve-{port}.log"
     with open(log_path, "wb") as log:
         spawn_ns = time.time_ns()
-        proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         if on_start is not None:
             on_start(proc)
         ready_ns = scraped_at = None

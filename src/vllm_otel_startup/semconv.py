@@ -73,6 +73,7 @@ WEIGHTS_GBPS = "vllm.weights.throughput_gb_per_s"  # float GB/s (1e9 bytes) over
 DOWNLOAD_BYTES = "vllm.weights.download_bytes"  # int By: bytes fetched from the hub during this start
 DOWNLOAD_FILES = "vllm.weights.download_files"  # int: files fetched from the hub during this start
 DOWNLOAD_GBPS = "vllm.weights.download_throughput_gb_per_s"  # float GB/s: download_bytes over the download span
+WEIGHTS_FILESYSTEM = "vllm.weights.filesystem"  # str: file-system type of the weight files (/proc/self/mounts)
 
 # compile-cache forensics: vLLM's cache key and its factors as vLLM computed them (never re-derived)
 COMPILE_CACHE_KEY = "vllm.compile.cache_key"  # str: the key (the torch_compile_cache/<key> directory)
@@ -81,6 +82,11 @@ COMPILE_FACTOR_CONFIG = "vllm.compile.factors.config_hash"  # str: VllmConfig.co
 COMPILE_FACTOR_CODE = "vllm.compile.factors.code_hash"  # str: hash of the traced source files
 COMPILE_FACTOR_COMPILER = "vllm.compile.factors.compiler_hash"  # str: the compiler's (torch/Inductor) hash
 COMPILE_FACTORS_SOURCE = "vllm.compile.factors.source"  # str: where the factors were read (or why not)
+# per-factor digests (name -> 6 hex of the value's sha256, compact JSON): diffable, never the raw values
+COMPILE_FACTOR_ENV_DIGEST = "vllm.compile.factors.env_digest"  # str JSON: env factor name -> digest
+COMPILE_FACTOR_CONFIG_DIGEST = "vllm.compile.factors.config_digest"  # str JSON: sub-config -> {"#": h, field: h}
+COMPILE_NEAREST_KEY = "vllm.compile.nearest_cached_key"  # str: the other key on this cache root closest to this one
+COMPILE_CHANGED_FACTORS = "vllm.compile.changed_factors"  # str[]: env:NAME | config | code | compiler vs that key
 
 COMPILE_CACHE_HIT = "vllm.compile.cache_hit"  # bool: compiled code came from a cache (no compile work)
 COMPILE_FX_HITS = "vllm.compile.inductor_cache_hits"  # int
@@ -326,6 +332,10 @@ STARTUP_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "vllm.startup.starts": ("counter", "{start}", (OUTCOME,), "starts, by outcome (ready, failed or exited)"),
     "vllm.startup.compiles": ("counter", "{compile}", (COMPILE_CACHE_HIT,),
                               "torch.compile runs at startup, by compile-cache hit (true or false)"),
+    "vllm.startup.compile_keys": ("counter", "{compile}", (COMPILE_CACHE_KEY,),
+                                  "torch.compile runs by the compile-cache key they used (fleet labels but "
+                                  "vllm.startup.mode: one series per key); distinct keys per model and version = "
+                                  "compile-cache fragmentation"),
     "vllm.startup.weights.bytes": ("counter", "By", (WEIGHTS_SOURCE,), "weight bytes loaded, by source"),
     "vllm.startup.weights.load_time": ("counter", "s", (WEIGHTS_SOURCE,),
                                        "time spent in Load weights, by source (bytes / time = GB/s)"),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what tests/e2e/test_ecosystem.py needs, idempotently (after tests/e2e/bootstrap.sh):
+# Installs what tests/e2e/test_distro_coexistence.py needs, idempotently (after tests/e2e/bootstrap.sh):
 #   otel-distro/   opentelemetry-distro (the version matching the installed opentelemetry-instrumentation),
 #                  installed on its own, never into venv-vllm: the tests put it on PYTHONPATH in either
 #                  entry-point order

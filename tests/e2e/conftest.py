@@ -5,6 +5,7 @@ Each start runs once per session and is shared by the tests that read it (a star
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -152,4 +153,86 @@ def tensor_parallel(backends, tiny_model, workdir) -> Observed:
 @pytest.fixture(scope="session")
 def bad_model(backends, workdir) -> Observed:
     start = harness.serve(workdir / "no-such-model", workdir / "bad", backends, expect_ready=False, timeout=300)
+    return _observe(backends, start)
+
+
+# compile-cache forensics (tests/e2e/test_compile_key.py): compiled starts on compiled_cold's cache root, each
+# changing one thing: a host-like env value vLLM folds into the key (should not matter), the model length (should)
+P2P_HOST = "10.42.7.19"  # a pod-IP-like value for VLLM_P2P_SIDE_CHANNEL_HOST, which vLLM 0.32 hashes
+
+
+@pytest.fixture(scope="session")
+def compiled_env_changed(backends, tiny_model, workdir, compiled_cold) -> Observed:
+    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled",
+                                            env={"VLLM_P2P_SIDE_CHANNEL_HOST": P2P_HOST}))
+
+
+@pytest.fixture(scope="session")
+def compiled_len_changed(backends, tiny_model, workdir, compiled_cold, compiled_env_changed) -> Observed:
+    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled",
+                                            args=["--max-model-len", "128"]))  # the tiny model allows <= 256
+
+
+# ---- weights from the hub and from slow storage (tests/e2e/test_weight_sources.py) -------------------------------
+HUB_REPO = "vos-e2e/tiny-llama-padded"
+HUB_RATE = 50e6  # bytes/s: the hub server's bandwidth limit (~4 s for the padded model's 206 MB)
+SLOW_RATE = 25e6  # bytes/s: the throttled FUSE mount's (~8 s)
+WEIGHTS_NS = "weights"  # their fleet (k8s.namespace.name): the dashboards' weight panels select it
+
+
+@pytest.fixture(scope="session")
+def padded_model(workdir) -> Path:
+    """The tiny model with its embedding and LM head padded to 200000 rows: 206 MB of weights to move."""
+    out = workdir / "padded-model"
+    subprocess.run([harness.python(), str(Path(harness.__file__).parent / "make_tiny_model.py"), str(out),
+                    "--vocab", "200000"], check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def hub(padded_model):
+    """A hub-protocol server on 127.0.0.1 (support/hub_server.py) serving the padded model at HUB_RATE."""
+    from support.hub_server import HubServer
+
+    server = HubServer({HUB_REPO: padded_model}, rate=HUB_RATE).start()
+    yield server
+    server.stop()
+
+
+def _hub_serve(backends, hub, workdir) -> harness.Start:
+    return harness.serve(Path(HUB_REPO), workdir / "hub", backends, args=["--enforce-eager"], namespace=WEIGHTS_NS,
+                         env={"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": hub.url,
+                              "HF_HOME": str(workdir / "hf-home")})
+
+
+@pytest.fixture(scope="session")
+def hub_download(backends, hub, workdir) -> Observed:
+    """`vllm serve ORG/NAME` with an empty HF_HOME: the weights come down from the hub server."""
+    obs = _observe(backends, _hub_serve(backends, hub, workdir))
+    obs.hub_bytes_sent = hub.bytes_sent
+    return obs
+
+
+@pytest.fixture(scope="session")
+def hub_cached(backends, hub, workdir, hub_download) -> Observed:
+    """The same start again with the same HF_HOME: the hub cache has the weights."""
+    before = hub.bytes_sent
+    obs = _observe(backends, _hub_serve(backends, hub, workdir))
+    obs.hub_bytes_sent = hub.bytes_sent - before
+    return obs
+
+
+@pytest.fixture(scope="session")
+def slow_storage(backends, padded_model, workdir) -> Observed:
+    """The padded model served from a throttled FUSE passthrough mount (support/slow_fs.py) at SLOW_RATE."""
+    from support import ci
+    from support.slow_fs import SlowMount, unusable
+
+    why = unusable()
+    if why is not None:
+        ci.missing(f"no throttled FUSE mount possible: {why}", "tests/e2e/bootstrap_remote.sh (and /dev/fuse)")
+    if importlib.util.find_spec("fuse") is None:
+        ci.missing("fusepy is not installed", "tests/e2e/bootstrap_remote.sh")
+    with SlowMount(padded_model, workdir / "slow-mnt", SLOW_RATE, workdir / "slow-fs.log") as mount:
+        start = harness.serve(mount.path, workdir / "slow", backends, args=["--enforce-eager"], namespace=WEIGHTS_NS)
     return _observe(backends, start)

@@ -1,12 +1,18 @@
 """Every Prometheus query of every dashboard panel and every alert rule, run against the real metrics stores
-after the session's real instrumented starts (eager, compiled cold, compiled warm, tensor-parallel, failed):
+after the session's real instrumented starts (eager, compiled cold, compiled warm, tensor-parallel, failed, and the
+weight-source starts: a hub download through the local hub server, its hub-cache rerun, slow FUSE storage):
 VictoriaMetrics fed over OTLP through the collector, and Prometheus scraping each server's own /metrics.
 
-A query is run where its needs are met by these starts; what no start here can produce (a GPU, weights
-downloaded from the hub, days of history, an alert that is firing) is listed and left to tests/fleet, which
-runs those queries on synthetic series. kube-state-metrics cannot run here (no Kubernetes): a stand-in
-exporter serves the pod series it would serve for these starts' pods (creation = the spawn of `vllm serve`,
-ready = the first 200 on /health), scraped by the same Prometheus; that is the only fake in this file.
+A query is run where its needs are met by these starts; what no start here can produce (a GPU, days of history, an
+alert that is firing) is listed and left to tests/fleet, which runs those queries on synthetic series; the
+weights-downloaded alert is evaluated in full here, on the real download. kube-state-metrics cannot run here (no
+Kubernetes): a stand-in exporter serves the pod series it would serve for these starts' pods (creation = the spawn
+of `vllm serve`, ready = the first 200 on /health), scraped by the same Prometheus; that is the only fake in this
+file.
+
+Queries of the per-hour panels and of most alerts read recording-rule series (dashboards/recording.py): the
+stores evaluate the shipped mixin/prometheus_rules.yaml (Prometheus itself, vmalert over VictoriaMetrics; see
+support/harness.py), and each such query must answer, and answer exactly what its raw form answers.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import json
 import re
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -28,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the dashboards p
 from dashboards import queries as dq  # noqa: E402
 
 pytestmark = pytest.mark.e2e
-CAN = frozenset({"compile", "compile_cache_miss", "failed_start", "cgroup", "kube_state_metrics"})
+CAN = frozenset({"compile", "compile_cache_miss", "compile_key", "failed_start", "cgroup", "kube_state_metrics",
+                 "hub_download"})
 CANNOT = {"gpu": "no GPU on the CI machine (tests/fleet/test_gpu_queries.py runs them on a recorded H100 start)",
-          "hub_download": "no model hub reachable from here",
           "history": "days of earlier starts",
           "firing": "a full alert expression returns data only while it fires (promtool tests cover it)",
           "starting": "the in-progress series exist only while a start runs (tests/e2e/test_live.py queries them then)"}
@@ -70,15 +77,37 @@ class KubeStateStandIn:
 
 
 @pytest.fixture(scope="module")
-def stores(backends, eager, compiled_cold, compiled_warm, tensor_parallel, bad_model):
+def stores(backends, eager, compiled_cold, compiled_warm, tensor_parallel, bad_model, hub_download, hub_cached,
+           slow_storage):
     """The stores once every start is in them (and kube-state-metrics' stand-in has been scraped)."""
-    starts = [o.start for o in (eager, compiled_cold, compiled_warm, tensor_parallel, bad_model)]
+    starts = [o.start for o in (eager, compiled_cold, compiled_warm, tensor_parallel, bad_model, hub_download,
+                                hub_cached, slow_storage)]
     ksm = KubeStateStandIn(starts)
     try:
         at = backends.scrape("kube-state-metrics", ksm.port, until="kube_pod_created", hold=2.5)
     finally:
         ksm.close()
+    _wait_until_recorded(lambda expr: backends.vm_query(expr))
     return backends, at
+
+
+def _starts(query) -> tuple[float, float]:
+    """(starts in the recorded series, starts in the raw series) of the last hour."""
+    rec = dq.recording.Recording(dq.v.LAST_START, "count")
+    recorded, raw = query(f"sum({rec.record})"), query(f"sum({rec.expr})")
+    return (float(recorded[0]["value"][1]) if recorded else 0.0), (float(raw[0]["value"][1]) if raw else 0.0)
+
+
+def _wait_until_recorded(query, timeout: float = 60) -> None:
+    """Until the rules' latest evaluation has seen every start the store holds (vmalert every 2 s)."""
+    deadline = time.monotonic() + timeout
+    while (counts := _starts(query))[0] != counts[1] or not counts[1]:
+        assert time.monotonic() < deadline, f"recorded starts {counts[0]:g} != raw starts {counts[1]:g}"
+        time.sleep(0.5)
+
+
+def _values(result: list[dict]) -> dict[tuple, float]:
+    return {tuple(sorted((k, v) for k, v in r["metric"].items() if v)): float(r["value"][1]) for r in result}
 
 
 def _answerable() -> list[dq.Query]:
@@ -88,11 +117,15 @@ def _answerable() -> list[dq.Query]:
 @pytest.mark.parametrize("path", [dq.OTLP, dq.SCRAPE])
 def test_every_answerable_query_returns_data_with_its_labels(stores, path):
     backends, at = stores
-    failures, ran = [], 0
+
+    def query(expr: str) -> list[dict]:
+        return backends.vm_query(expr) if path == dq.OTLP else backends.prom_query(expr, at=at)
+
+    failures, ran, recorded = [], 0, 0
     for q in _answerable():
         if path not in q.paths:
             continue
-        result = backends.vm_query(q.expr) if path == dq.OTLP else backends.prom_query(q.expr, at=at)
+        result = query(q.expr)
         ran += 1
         if not result:
             failures.append(f"{q.source}: no data\n    {q.expr}")
@@ -102,8 +135,14 @@ def test_every_answerable_query_returns_data_with_its_labels(stores, path):
             if missing:
                 failures.append(f"{q.source}: series without {missing}: {series['metric']}")
                 break
-    print(f"{path}: {ran} queries ran, {len(failures)} failed")
-    assert ran >= 20 and not failures, "\n".join(failures)
+        if q.recorded:  # read from the rules' output: the same answer as the raw series give
+            recorded += 1
+            got, raw = _values(result), _values(query(q.raw))
+            if got.keys() != raw.keys() or any(abs(got[k] - raw[k]) > 1e-9 * max(1.0, abs(raw[k])) for k in raw):
+                failures.append(f"{q.source}: recorded {got} != raw {raw}")
+    print(f"{path}: {ran} queries ran ({recorded} of them on recording-rule series, compared with their raw "
+          f"form), {len(failures)} failed")
+    assert ran >= 20 and recorded >= 5 and not failures, "\n".join(failures)
 
 
 def test_queries_left_out_are_only_those_no_start_here_can_feed():
@@ -165,9 +204,55 @@ def _template_vars() -> set[str]:
     return {v["name"] for doc in generate.dashboards().values() for v in doc.get("templating", {}).get("list", [])}
 
 
+def test_recording_rules_ran_on_both_stores_over_every_start(stores):
+    """Prometheus (rule_files) and vmalert (over VictoriaMetrics) recorded the four ready starts and the failed
+    one (OTLP; the scrape path has no failed start) — and any other start of the session —, with no per-start
+    label left."""
+    backends, at = stores
+    for query, n in ((backends.vm_query, 5), (lambda e: backends.prom_query(e, at=at), 4)):
+        recorded, raw = _starts(query)
+        assert recorded == raw >= n, (recorded, raw)
+        for rec in dq.recording.RECORDINGS:
+            for series in query(rec.record):
+                assert not {dq.v.POD, dq.v.TRACE_ID, dq.v.PROCESS_PID} & set(series["metric"]), series["metric"]
+
+
 def test_kube_state_stand_in_matches_the_starts(stores):
     """Pod creation to ready, as the readiness alert computes it, is each ready start's stopwatch time."""
     backends, at = stores
     res = backends.prom_query("kube_pod_status_ready_time - on(pod) kube_pod_created", at=at)
-    assert len(res) == 4  # the four ready starts (the failed one never became ready)
+    assert len(res) == 7  # the seven ready starts (the failed one never became ready)
     assert all(20 < float(r["value"][1]) < 900 for r in res)
+
+
+def test_weights_downloaded_alert_fires_on_the_real_download(stores, hub_download):
+    """The full alert expression (data = firing) on both stores: the download start's fleet and model, with the
+    bytes it downloaded (the weights; config and tokenizer files are not weights)."""
+    from conftest import HUB_REPO, WEIGHTS_NS
+
+    from dashboards import alerts as al
+
+    backends, at = stores
+    [alert] = [a for a in al.alerts() if a.name == "VllmStartupWeightsDownloaded"]
+    w = hub_download.one("Load weights")
+    for path, result in ((dq.OTLP, backends.vm_query(alert.expr)), (dq.SCRAPE, backends.prom_query(alert.expr, at=at))):
+        assert len(result) == 1, (path, result)
+        labels, value = result[0]["metric"], float(result[0]["value"][1])
+        assert labels[sc.prom_label(sc.MODEL)] == HUB_REPO and labels["k8s_namespace_name"] == WEIGHTS_NS
+        assert value == w.attrs[sc.WEIGHTS_BYTES], (path, result)
+
+
+def test_throughput_panel_shows_each_source_at_its_speed(stores, slow_storage, hub_cached):
+    """The fleet dashboard's GB/s-by-source panel on the weight-source fleet: the slow FUSE start (local_dir) at its
+    link's limit, the hub-cache rerun (local disk) far faster, the download (hub_download) in between."""
+    from conftest import SLOW_RATE, WEIGHTS_NS
+
+    backends, _ = stores
+    expr = _select(_panel("dashboard/vllm-startup-fleet/Weight load throughput by source (GB/s)/A"),
+                   {"namespace": WEIGHTS_NS})
+    gbps = {r["metric"][sc.prom_label(sc.WEIGHTS_SOURCE)]: float(r["value"][1]) for r in backends.vm_query(expr)}
+    print(gbps)
+    assert set(gbps) == {"hub_download", "hub_cache", "local_dir"}, gbps
+    assert gbps["local_dir"] == pytest.approx(slow_storage.one("Load weights").attrs[sc.WEIGHTS_GBPS], rel=0.02)
+    assert 0.85 * SLOW_RATE / 1e9 <= gbps["local_dir"] <= 1.05 * SLOW_RATE / 1e9
+    assert gbps["hub_cache"] > 5 * gbps["local_dir"] and gbps["hub_cache"] > gbps["hub_download"]

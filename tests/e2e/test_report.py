@@ -18,6 +18,7 @@ from vllm_otel_startup.model import summary
 from vllm_otel_startup.model.advice import advise
 from vllm_otel_startup.model.facts import facts, link, seconds
 
+pytestmark = pytest.mark.e2e
 ROW = re.compile(r"^\s*(\S+ s)\s+(\d+)%\s\s(API server|EngineCore|worker(?: \d+)?)\s+(\S.*?)(?:  \((.*))?$")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

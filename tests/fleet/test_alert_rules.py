@@ -1,5 +1,6 @@
-"""The alert rules: valid for promtool, shipped identically as a rules file and a PrometheusRule, documented in
-docs/runbooks.md, and firing exactly when they should (promtool rule unit tests on synthetic series).
+"""The alert and recording rules: valid for promtool, shipped identically as the mixin's rules files and a
+PrometheusRule, documented in docs/runbooks.md, and firing exactly when they should (promtool rule unit tests on
+synthetic series, with the recording rules the alerts read evaluated alongside).
 
 Series in these tests look like the stores hold them: a start's series appear at the minute the start got
 ready and keep their value (a scrape of a running server, or repeated OTLP exports); counters never increase
@@ -18,7 +19,7 @@ import pytest
 import tools
 import yaml
 
-from dashboards import alerts, generate
+from dashboards import alerts, generate, recording
 from dashboards import vocabulary as v
 from vllm_otel_startup import semconv as sc
 
@@ -70,9 +71,10 @@ def assert_alerts(tmp_path: Path, alert: str, input_series: list[dict], at: int,
     for g in groups:
         for rule in g["rules"]:
             rule.pop("annotations")
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
+    (tmp_path / "alerts.yaml").write_text(yaml.safe_dump({"groups": groups}))
+    (tmp_path / "rules.yaml").write_text(generate.RULES.read_text())  # the recording rules alerts read
     severity = next(r["labels"]["severity"] for g in groups for r in g["rules"] if r["alert"] == alert)
-    test = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m",
+    test = {"rule_files": ["rules.yaml", "alerts.yaml"], "evaluation_interval": "1m",
             "tests": [{"interval": "1m", "input_series": input_series,
                        "alert_rule_test": [{"eval_time": f"{at}m", "alertname": alert,
                                             "exp_alerts": [{"exp_labels": {**e, "severity": severity}}
@@ -84,9 +86,50 @@ def assert_alerts(tmp_path: Path, alert: str, input_series: list[dict], at: int,
 
 # --- the shipped files --------------------------------------------------------------------------------------
 
-def test_rules_file_passes_promtool_check():
-    r = tools.run(tools.tool(PROMTOOL), "check", "rules", str(generate.RULES))
+def test_rules_files_pass_promtool_check():
+    r = tools.run(tools.tool(PROMTOOL), "check", "rules", str(generate.ALERTS))
     assert r.returncode == 0 and f"SUCCESS: {len(alerts.alerts())} rules found" in r.stdout, r.stdout + r.stderr
+    r = tools.run(tools.tool(PROMTOOL), "check", "rules", str(generate.RULES))
+    assert r.returncode == 0 and f"SUCCESS: {len(recording.RECORDINGS)} rules found" in r.stdout, r.stdout + r.stderr
+
+
+def test_mixin_has_the_layout_kube_prometheus_users_consume():
+    """dashboards_out/ (+ the v2 form), prometheus_alerts.yaml (alerts only), prometheus_rules.yaml (recording
+    rules only), as `mixtool generate all` lays a mixin out."""
+    wanted = sorted(f"{uid}.json" for uid in generate.dashboards())
+    assert sorted(p.name for p in generate.JSON_DIR.glob("*.json")) == wanted
+    assert sorted(p.name for p in generate.V2_DIR.glob("*.json")) == wanted
+    alert_rules = [r for g in yaml.safe_load(generate.ALERTS.read_text())["groups"] for r in g["rules"]]
+    recorded = [r for g in yaml.safe_load(generate.RULES.read_text())["groups"] for r in g["rules"]]
+    assert alert_rules and all("alert" in r and "record" not in r for r in alert_rules)
+    assert recorded and all("record" in r and "alert" not in r for r in recorded)
+
+
+def test_runbook_urls_follow_one_pattern(tmp_path):
+    """Every runbook_url is <runbook base>#<alert name, lowercased>, the base set once (--runbook-base), and the
+    anchor is the GitHub anchor of the alert's section in docs/runbooks.md."""
+    base = "https://example.com/vllm-otel-startup/blob/main/docs/runbooks.md"
+    shipped = yaml.safe_load(generate.alerts_file(runbook_base=base))
+    for g in shipped["groups"]:
+        for rule in g["rules"]:
+            assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
+    headings = {line[3:].strip().lower() for line in RUNBOOKS.read_text().splitlines() if line.startswith("## ")}
+    for a in alerts.alerts():
+        assert a.anchor in headings, a.name
+
+
+def test_recording_rules_are_used_and_computed_from_defined_metrics():
+    """Each recording is read by some dashboard or alert (no dead rule), and its expression selects only
+    vocabulary series (what tests/fleet/test_vocabulary.py then accepts queries to select)."""
+    from dashboards import queries
+
+    read = set().union(*(q.recorded for q in queries.all_queries()))
+    assert read == {r.record for r in recording.RECORDINGS}
+    allowed = v.allowed_series()
+    for r in recording.RECORDINGS:
+        used = generate.ast.used(r.expr)
+        assert used.series == {r.source} and r.source in allowed, r.record
+        assert set(r.keep) <= allowed[r.source], set(r.keep) - allowed[r.source]
 
 
 def test_promtool_rejects_a_broken_rule(tmp_path):
@@ -95,20 +138,24 @@ def test_promtool_rejects_a_broken_rule(tmp_path):
     assert tools.run(tools.tool(PROMTOOL), "check", "rules", str(bad)).returncode == 1
 
 
-def test_prometheus_rule_ships_the_same_groups_as_the_rules_file(tmp_path):
-    plain = yaml.safe_load(generate.RULES.read_text())
+def test_prometheus_rule_ships_the_same_groups_as_the_rules_files(tmp_path):
+    plain = yaml.safe_load(generate.RULES.read_text())["groups"] + yaml.safe_load(generate.ALERTS.read_text())["groups"]
     resource = yaml.safe_load(generate.PROMETHEUS_RULE.read_text())
     assert resource["apiVersion"] == "monitoring.coreos.com/v1" and resource["kind"] == "PrometheusRule"
-    assert resource["spec"]["groups"] == plain["groups"]
+    assert resource["spec"]["groups"] == plain
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(resource["spec"]))
     assert tools.run(tools.tool(PROMTOOL), "check", "rules", str(spec)).returncode == 0
 
 
 def test_prettified_expressions_mean_what_the_code_says():
-    shipped = {r["alert"]: r["expr"] for g in yaml.safe_load(generate.RULES.read_text())["groups"] for r in g["rules"]}
+    shipped = {r["alert"]: r["expr"] for g in yaml.safe_load(generate.ALERTS.read_text())["groups"] for r in g["rules"]}
     for a in alerts.alerts():
         assert str(generate.ast.parse(shipped[a.name])) == str(generate.ast.parse(a.expr)), a.name
+    groups = yaml.safe_load(generate.RULES.read_text())["groups"]
+    recorded = {r["record"]: r["expr"] for g in groups for r in g["rules"]}
+    for rec in recording.RECORDINGS:
+        assert str(generate.ast.parse(recorded[rec.record])) == str(generate.ast.parse(rec.expr)), rec.record
 
 
 @pytest.mark.parametrize("alert", alerts.alerts(), ids=lambda a: a.name)

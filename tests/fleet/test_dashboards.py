@@ -35,7 +35,7 @@ def test_committed_files_match_the_code():
 
 def test_check_mode_reports_drift(monkeypatch, capsys):
     real = generate.files()
-    drifted = {**real, generate.RULES: real[generate.RULES].replace("for: 0m", "for: 5m")}
+    drifted = {**real, generate.ALERTS: real[generate.ALERTS].replace("for: 0m", "for: 5m")}
     monkeypatch.setattr(generate, "files", lambda runbook_base: drifted)
     assert generate.main(["--check"]) == 1
     assert "for: 5m" in capsys.readouterr().out
@@ -143,3 +143,63 @@ def test_one_start_has_traceql_search_trace_view_and_fingerprint():
     assert {"CPU cores busy", "Resident memory", "GPU memory", "Disk read"} <= titles
     tempo_queries = [t["query"] for p in _panels(doc) for t in p.get("targets") or [] if t.get("queryType")]
     assert one_start.SLOW_STARTS in tempo_queries and "$trace_id" in tempo_queries
+
+
+# --- schema v2 (dashboard.grafana.app/v2beta1) ------------------------------------------------------------
+
+DASHBOARDS_V2 = generate.dashboards_v2()
+
+
+@pytest.fixture(scope="module")
+def validator_v2() -> jsonschema.Draft7Validator:
+    schema = json.loads(tools.data_file(tools.GRAFANA_SCHEMA_V2).read_text())
+    return jsonschema.Draft7Validator(schema)
+
+
+@pytest.mark.parametrize("uid", sorted(DASHBOARDS))
+def test_v2_dashboard_validates_against_grafana_schema(uid, validator_v2):
+    """The v2 form's spec against @grafana/schema's v2beta1 ``Spec`` type (additionalProperties false)."""
+    doc = DASHBOARDS_V2[uid]
+    assert doc["apiVersion"] == "dashboard.grafana.app/v2beta1" and doc["kind"] == "Dashboard"
+    assert doc["metadata"] == {"name": uid}
+    errors = [f"{e.json_path}: {e.message[:200]}" for e in validator_v2.iter_errors(doc["spec"])]
+    assert not errors, errors
+    assert json.loads((generate.V2_DIR / f"{uid}.json").read_text()) == doc
+
+
+def test_v2_schema_rejects_a_broken_dashboard(validator_v2):
+    broken = copy.deepcopy(DASHBOARDS_V2[fleet_overview.UID]["spec"])
+    broken["titel"] = "typo"
+    broken["cursorSync"] = "Sometimes"
+    element = next(iter(broken["elements"].values()))
+    element["spec"]["vizConfig"]["spec"]["fieldConfig"]["defaults"]["unitt"] = "s"
+    broken["layout"]["spec"]["rows"][0]["spec"]["layout"]["spec"]["items"][0]["spec"]["width"] = "six"
+    messages = " ".join(e.message for e in validator_v2.iter_errors(broken))
+    for wanted in ("titel", "'Sometimes'", "unitt", "'six'"):
+        assert wanted in messages, (wanted, messages[:2000])
+
+
+@pytest.mark.parametrize("uid", sorted(DASHBOARDS))
+def test_v2_form_holds_every_panel_query_variable_and_position_of_v1(uid):
+    v1, v2 = DASHBOARDS[uid], DASHBOARDS_V2[uid]["spec"]
+    panels = [p for p in _panels(v1) if p["type"] != "row"]
+    assert len(v2["elements"]) == len(panels)
+    placed = {}
+    for row, v1_row in zip(v2["layout"]["spec"]["rows"], [p for p in v1["panels"] if p["type"] == "row"],
+                           strict=True):
+        assert row["spec"]["title"] == v1_row["title"]
+        for item in row["spec"]["layout"]["spec"]["items"]:
+            placed[item["spec"]["element"]["name"]] = (item["spec"], v1_row["gridPos"]["y"] + 1)
+    for p in panels:
+        el = v2["elements"][f"panel-{p['id']}"]["spec"]
+        assert el["title"] == p["title"] and el["vizConfig"]["group"] == p["type"]
+        queries = el["data"]["spec"]["queries"]
+        assert [q["spec"]["refId"] for q in queries] == [t["refId"] for t in p["targets"]]
+        for q, t in zip(queries, p["targets"], strict=True):
+            assert q["spec"]["query"]["group"] == t["datasource"]["type"]
+            assert q["spec"]["query"]["datasource"] == {"name": t["datasource"]["uid"]}
+            assert q["spec"]["query"]["spec"].get("expr") == t.get("expr")
+        spec, y0 = placed[f"panel-{p['id']}"]
+        g = p["gridPos"]
+        assert (spec["x"], spec["y"] + y0, spec["width"], spec["height"]) == (g["x"], g["y"], g["w"], g["h"])
+    assert [x["spec"]["name"] for x in v2["variables"]] == [x["name"] for x in v1["templating"]["list"]]

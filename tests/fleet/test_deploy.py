@@ -1,7 +1,8 @@
 """deploy/: every kustomize overlay builds and passes kubernetes-validate --strict offline; the manifests say what
 the issue asks (instrumented start, OTEL_* and downward-API env, persistent cache, probes, collector pipeline,
-operator variant, rules, dashboards from dashboards/); the scrape gives the OTLP path's label names; the local
-compose stack is a valid Compose file."""
+operator variant, recording and alert rules and dashboards from the mixin, mixin/); the scrape gives the OTLP
+path's label names; every Prometheus config loads the mixin's two rules files; the local compose stack is a valid
+Compose file."""
 
 from __future__ import annotations
 
@@ -185,6 +186,9 @@ def test_operator_variant_uses_an_instrumentation_resource():
 def test_rules_and_dashboards_in_the_build_are_the_generated_files():
     rule = one("base", "PrometheusRule", "vllm-startup")
     assert rule["spec"] == yaml.safe_load(generate.PROMETHEUS_RULE.read_text())["spec"]
+    groups = {g["name"] for g in rule["spec"]["groups"]}
+    for path in (generate.RULES, generate.ALERTS):  # recording and alerting groups, as the mixin ships them
+        assert {g["name"] for g in yaml.safe_load(path.read_text())["groups"]} <= groups
     for uid in generate.dashboards():
         cm = one("base", "ConfigMap", f"grafana-dashboard-{uid}")
         assert cm["metadata"]["labels"] == generate.SIDECAR_LABEL
@@ -216,20 +220,32 @@ def test_pod_monitor_relabels_to_the_otlp_label_names():
     assert _relabel_targets(endpoint["relabelings"], "targetLabel") == IDENTITY
 
 
-def test_plain_prometheus_scrape_relabels_to_the_otlp_label_names():
-    config = yaml.safe_load((tools.REPO / "deploy/prometheus/prometheus-kubernetes.yaml").read_text())
-    (job,) = config["scrape_configs"]
+MIXIN_RULES = {generate.RULES.name: generate.RULES, generate.ALERTS.name: generate.ALERTS}
+
+
+def _check_config_with_the_mixin_rules(path: Path, tmp_path: Path) -> None:
+    """The config loads exactly the mixin's recording and alerting rules files (mounted at its rule_files
+    paths); promtool checks the config with them in place."""
+    config = yaml.safe_load(path.read_text())
+    assert sorted(Path(f).name for f in config["rule_files"]) == sorted(MIXIN_RULES)
+    config["rule_files"] = [str(MIXIN_RULES[Path(f).name]) for f in config["rule_files"]]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    r = tools.run(tools.tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml"))
+    assert r.returncode == 0 and r.stdout.count("SUCCESS") >= 3, r.stdout + r.stderr
+
+
+def test_plain_prometheus_scrape_relabels_to_the_otlp_label_names(tmp_path):
+    path = tools.REPO / "deploy/prometheus/prometheus-kubernetes.yaml"
+    (job,) = yaml.safe_load(path.read_text())["scrape_configs"]
     assert _relabel_targets(job["relabel_configs"], "target_label") == IDENTITY
-    r = tools.run(tools.tool("promtool"), "check", "config", "deploy/prometheus/prometheus-kubernetes.yaml")
-    assert r.returncode == 0, r.stdout + r.stderr
+    _check_config_with_the_mixin_rules(path, tmp_path)
 
 
-def test_local_prometheus_labels_the_host_target_like_the_otlp_path():
+def test_local_prometheus_labels_the_host_target_like_the_otlp_path(tmp_path):
     config = yaml.safe_load((COMPOSE / "prometheus.yml").read_text())
     (job,) = config["scrape_configs"]
     assert set(job["static_configs"][0]["labels"]) <= IDENTITY
-    r = tools.run(tools.tool("promtool"), "check", "config", "--syntax-only", str(COMPOSE / "prometheus.yml"))
-    assert r.returncode == 0, r.stdout + r.stderr
+    _check_config_with_the_mixin_rules(COMPOSE / "prometheus.yml", tmp_path)
 
 
 def test_startup_metrics_reach_each_store_once():
@@ -257,7 +273,11 @@ def test_compose_file_is_valid_and_mounts_the_generated_files():
     for src in mounted:
         if src.startswith("."):
             assert (COMPOSE / src).exists(), src
-    assert "../../dashboards/json" in mounted and "../prometheus/vllm-startup-rules.yaml" in mounted
+    assert "../../mixin/dashboards_out" in mounted
+    assert {"../../mixin/prometheus_rules.yaml", "../../mixin/prometheus_alerts.yaml"} <= set(mounted)
+    prometheus_mounts = dict(m.split(":")[:2] for m in compose["services"]["prometheus"]["volumes"])
+    rule_files = yaml.safe_load((COMPOSE / "prometheus.yml").read_text())["rule_files"]
+    assert sorted(prometheus_mounts[f"../../mixin/{name}"] for name in MIXIN_RULES) == sorted(rule_files)
 
 
 def test_local_collector_and_grafana_provisioning_fit_together():
@@ -268,7 +288,7 @@ def test_local_collector_and_grafana_provisioning_fit_together():
     provider = yaml.safe_load((COMPOSE / "grafana/provisioning/dashboards/vllm-startup.yaml").read_text())
     compose = yaml.safe_load((COMPOSE / "compose.yaml").read_text())
     grafana_mounts = dict(m.split(":")[:2] for m in compose["services"]["grafana"]["volumes"])
-    assert grafana_mounts["../../dashboards/json"] == provider["providers"][0]["options"]["path"]
+    assert grafana_mounts["../../mixin/dashboards_out"] == provider["providers"][0]["options"]["path"]
 
 
 def test_image_bakes_the_package_in():

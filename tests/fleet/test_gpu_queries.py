@@ -4,7 +4,8 @@ The series are the last point of every metric the recorded H100 start (tests/dat
 8B-shaped, cold) exported over OTLP, as its independent receiver stored them; they are imported the way
 VictoriaMetrics stores OTLP with -opentelemetry.usePrometheusNaming (the OTLP name by semconv.prom_name,
 attributes and resource attributes as labels). That VM had no Kubernetes: the replay adds the pod identity
-the downward API would have given it (IDENTITY), which is the only thing not recorded.
+the downward API would have given it (IDENTITY), which is the only thing not recorded. vmalert evaluates the
+mixin's recording rules over it, as over the synthetic start (test_queries_on_stores.py).
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def victoriametrics(tmp_path_factory) -> Iterator[str]:
                        for t in range(now_ms - 300_000, now_ms + 1, 15_000)).encode()
         urllib.request.urlopen(urllib.request.Request(f"{url}/api/v1/import/prometheus", data=body), timeout=10)
         base._get(f"{url}/internal/force_flush")
-        yield url
+        for _ in base.vmalert(url, tmp_path_factory.mktemp("vmalert-gpu")):
+            yield url
 
 
 GPU_FED = [q for q in queries.all_queries() if q.needs <= FED and queries.OTLP in q.paths]

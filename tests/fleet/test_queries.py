@@ -109,3 +109,22 @@ def test_one_ready_start_answers_most_queries():
     assert len(answerable) >= 0.6 * len(QUERIES)
     assert any(q.source.startswith("dashboard/vllm-startup-compare/") for q in answerable)
     assert any(q.source.startswith("dashboard/vllm-startup-one-start/") for q in answerable)
+
+
+def test_per_hour_panels_and_hour_alerts_read_the_recording_rules_and_range_panels_do_not():
+    """Sliding 1h windows (time series, alerts over Budgets.recent) read recorded series; instant panels over
+    the dashboard's range and per-start alerts read raw series (recording.py says why). ``raw`` is the same
+    query with no recording."""
+    from dashboards import recording
+
+    ttr = BY_SOURCE["dashboard/vllm-startup-fleet/Time to ready p50 / p95 / p99/B"]
+    assert ttr.recorded == {recording.Recording(v.bucket(v.DURATION), "sum").record}
+    assert BY_SOURCE["alert/VllmStartupSlow"].recorded
+    for source in ("dashboard/vllm-startup-fleet/Time to ready/A", "dashboard/vllm-startup-fleet/Slowest starts/A",
+                   "alert/VllmStartupPhaseOverBudget", "alert/VllmStartupCrashLooping"):
+        assert not BY_SOURCE[source].recorded and BY_SOURCE[source].raw == BY_SOURCE[source].expr, source
+    for q in QUERIES:
+        assert not promql_ast.used(q.raw).series & set(recording.BY_RECORD), q.source
+        assert (q.raw != q.expr) == bool(q.recorded), q.source
+        if q.recorded:  # same question: the same result labels
+            assert promql_ast.output_labels(q.raw) == promql_ast.output_labels(q.expr), q.source

@@ -1,17 +1,40 @@
-"""Every dashboard and alert query uses only names the code defines (as vLLM checks its own dashboards)."""
+"""Every dashboard and alert query uses only names the code defines (as vLLM checks its own dashboards): metrics
+of semconv.METRICS, and recording-rule series only where the shipped rules file (mixin/prometheus_rules.yaml)
+records them from such metrics."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+import yaml
 
-from dashboards import alerts, one_start, phases, promql_ast, queries
+from dashboards import alerts, generate, one_start, phases, promql_ast, queries, recording
 from dashboards import vocabulary as v
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.distro import K8S_ENV
 
-ALLOWED = v.allowed_series()
+BASE = v.allowed_series()
+
+
+def recorded_from_defined_metrics(groups: list[dict]) -> dict[str, frozenset[str]]:
+    """The rules file's recorded series whose expressions select only defined series and labels (else the
+    test fails here), with the labels they carry."""
+    recorded = recording.recorded_series(groups)
+    for g in groups:
+        for rule in g["rules"]:
+            used = promql_ast.used(rule["expr"])
+            undefined = used.series - set(BASE)
+            assert used.series and not undefined, f"{rule['record']} reads undefined {undefined}"
+            for series, labels in used.selectors:
+                assert set(labels) <= BASE[series], rule["record"]
+            assert used.labels <= set().union(*(BASE[s] for s in used.series)), rule["record"]
+            assert recorded[rule["record"]] <= set().union(*(BASE[s] for s in used.series)), rule["record"]
+    return recorded
+
+
+SHIPPED_RULES = yaml.safe_load(generate.RULES.read_text())["groups"]
+ALLOWED = {**BASE, **recorded_from_defined_metrics(SHIPPED_RULES)}
 QUERIES = queries.all_queries()
 IDS = [q.source for q in QUERIES]
 
@@ -35,6 +58,22 @@ def test_every_query_uses_only_defined_labels(query):
 def test_label_replace_only_renames_kube_state_metrics_to_our_identity_names():
     for q in QUERIES:
         assert promql_ast.used(q.expr).created <= {v.NAMESPACE, v.POD, v.PHASE}, q.source
+
+
+def test_recorded_series_are_allowed_only_as_the_rules_file_defines_them():
+    assert {r.record for r in recording.RECORDINGS} <= set(ALLOWED) - set(BASE)
+    # a rules file without a recording: queries reading it would select an undefined series
+    without = [{**g, "rules": [r for r in g["rules"] if r["record"] != recording.RECORDINGS[0].record]}
+               for g in SHIPPED_RULES]
+    assert recording.RECORDINGS[0].record not in recorded_from_defined_metrics(without)
+    # a recording computed from a metric the code does not define is refused
+    bad = [{"name": "g", "rules": [{"record": "fleet:made_up:sum",
+                                    "expr": "sum by (le) (vllm_startup_made_up_bucket)"}]}]
+    with pytest.raises(AssertionError, match="undefined"):
+        recorded_from_defined_metrics(bad)
+    # a recorded series does not carry a label its rule aggregated away
+    starts = next(r.record for r in recording.RECORDINGS if r.source == v.LAST_START)
+    assert v.POD not in ALLOWED[starts] and v.TRACE_ID not in ALLOWED[starts] and v.MODEL in ALLOWED[starts]
 
 
 def test_a_query_with_an_unknown_metric_or_label_is_caught():

@@ -14,13 +14,16 @@ REPO = Path(__file__).resolve().parents[2]
 HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e"))
 VENV_BIN = Path(sys.executable).parent
 GRAFANA_SCHEMA = HOME / "fleet" / "grafana-schema" / "dashboard.schema.json"
+GRAFANA_SCHEMA_V2 = HOME / "fleet" / "grafana-schema" / "dashboard-v2beta1-spec.schema.json"
 COMPOSE_SCHEMA = HOME / "fleet" / "compose-schema" / "compose-spec.json"
 KUBERNETES_VERSION = "1.32.0"
 FAST_LANE = False  # set by conftest.py for `pytest -m "not e2e"`: a missing validator skips instead of failing
 
 
 def _missing(what: str) -> None:
-    if FAST_LANE:
+    from support import ci
+
+    if FAST_LANE and not ci.in_ci():  # in CI a validator that could not be installed fails, in every lane
         pytest.skip(f"{what} (fast lane: run tests/fleet/bootstrap.sh for these)")
     pytest.fail(what)
 

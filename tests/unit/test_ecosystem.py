@@ -2,7 +2,7 @@
 distro and configurator are chosen for a vLLM launch with opentelemetry-distro installed, the other
 configurators' "not loaded" warnings about ours are dropped, settings are listed by `opentelemetry-instrument
 --help`, and package.py declares what contrib instrumentations declare. (The same, in a real environment with
-opentelemetry-distro in both entry-point orders: tests/e2e/test_ecosystem.py.)"""
+opentelemetry-distro in both entry-point orders: tests/e2e/test_distro_coexistence.py.)"""
 
 from __future__ import annotations
 

@@ -129,6 +129,25 @@ class KvCacheProfile(Probe):
             span.set_attribute(sc.KV_CACHE_BYTES, call.result)
 
 
+def filesystem_of(path: str) -> str | None:
+    """The file-system type of the mount holding ``path`` (its real path), as /proc/self/mounts names it."""
+    try:
+        real = os.path.realpath(path)
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    best, fs_type = -1, None
+    for m in mounts:
+        if len(m) < 3:
+            continue
+        point = m[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > best:
+            best, fs_type = len(point), m[2]
+    return fs_type
+
+
 class PrepareWeights(Probe):
     """DefaultModelLoader._prepare_weights(model_name_or_path, ...) -> (folder, files, use_safetensors)."""
 
@@ -137,7 +156,7 @@ class PrepareWeights(Probe):
     def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
         model, result = call.arg(0, "model_name_or_path"), call.result
         files = list(result[1]) if isinstance(result, tuple) and len(result) > 1 else []
-        total = fresh = 0
+        total = fresh = fresh_files = 0
         for f in files:
             try:
                 st = os.stat(f)  # follows hub-cache symlinks to the blob
@@ -146,15 +165,20 @@ class PrepareWeights(Probe):
             total += st.st_size
             if st.st_mtime_ns >= rt.info.create_ns:  # written during this start: downloaded now
                 fresh += st.st_size
+                fresh_files += 1
         source = "local_dir" if model and os.path.isdir(str(model)) else ("hub_download" if fresh else "hub_cache")
         attrs: dict[str, Any] = {sc.WEIGHTS_SOURCE: source, sc.WEIGHTS_FILES: len(files), sc.WEIGHTS_BYTES: total}
         if source == "hub_download":
             attrs[sc.DOWNLOAD_BYTES] = fresh
+            attrs[sc.DOWNLOAD_FILES] = fresh_files
+        fs_type = filesystem_of(files[0]) if files else None
+        if fs_type:
+            attrs[sc.WEIGHTS_FILESYSTEM] = fs_type
         lc = getattr(call.instance, "load_config", None)
         if lc is not None and getattr(lc, "load_format", None) is not None:
             attrs[sc.WEIGHTS_LOAD_FORMAT] = str(getattr(lc.load_format, "value", lc.load_format))
         prev = rt.pending.get("weights_load", {})
-        for key in (sc.WEIGHTS_BYTES, sc.WEIGHTS_FILES, sc.DOWNLOAD_BYTES):  # several sources add up
+        for key in (sc.WEIGHTS_BYTES, sc.WEIGHTS_FILES, sc.DOWNLOAD_BYTES, sc.DOWNLOAD_FILES):  # several sources add up
             if key in prev and key in attrs:
                 attrs[key] += prev[key]
         rt.add_pending("weights_load", attrs)
@@ -173,6 +197,14 @@ class AotLoad(Probe):
         if size is not None:
             span.set_attribute(sc.COMPILE_AOT_BYTES, size)
         span.set_attribute(sc.COMPILE_AOT_LOADED, call.result is not None)
+        model, path = call.arg(0, "model"), call.arg(1, "aot_compilation_path")
+        if model is not None and path:
+            from vllm_otel_startup.agent import compile_key  # the AOT key: on this span and the compile that follows
+
+            key = compile_key.record_aot(model, str(path))
+            span.set_attributes(key)
+            if call.result is None:
+                rt.add_pending("torch_compile", key)
         if call.result is None and sc.COMPILE_AOT_LOAD_ERROR not in (span.attributes or {}):
             span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, "FileNotFoundError: no AOT artifact yet" if size is None
                                else "not loaded (no reason given)")
@@ -187,6 +219,31 @@ class AotSave(Probe):
         size = _file_size(call.arg(0, "path"))
         if span is not None and size is not None:
             span.set_attribute(sc.COMPILE_AOT_BYTES, size)
+
+
+class CompileKey(Probe):
+    """VllmBackend.__call__ (inside torch.compile): vLLM's cache key, its factor hashes and per-factor digests
+    (compile_key.py), pending for the torch.compile span."""
+
+    name = "compile_key"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        from vllm_otel_startup.agent import compile_key  # lazy: only a compiling process gets here
+
+        if sc.COMPILE_CACHE_KEY in rt.pending.get("torch_compile", {}):
+            return  # the AOT key (recorded at the AOT load) governs this compile; the backend's is inside it
+        rt.add_pending("torch_compile", compile_key.record(call.instance))
+
+
+class AotKeyFactors(Probe):
+    """aot_compile_hash_factors(vllm_config) -> the factors vLLM hashes into the AOT key (kept for AotLoad)."""
+
+    name = "aot_key_factors"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        from vllm_otel_startup.agent import compile_key
+
+        compile_key.keep_aot_factors(call.result)
 
 
 def _file_size(path: Any) -> int | None:
@@ -308,6 +365,60 @@ class WeightsThroughput(Probe):
                 span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
 
 
+def hub_cache_dir() -> str | None:
+    """huggingface_hub's cache folder as the process resolved it (HF_HUB_CACHE, else HF_HOME/hub)."""
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None and getattr(constants, "HF_HUB_CACHE", None):
+        return str(constants.HF_HUB_CACHE)
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+
+
+def blobs_written_since(cache: str, since_ns: int) -> tuple[int, int]:
+    """(files, bytes) of hub-cache blobs (finished, or ``.incomplete`` partial ones) last written at or after
+    ``since_ns``: what arrived from the hub since then. Blobs a cache hit reuses are not written."""
+    files = total = 0
+    try:
+        repos = [e.path for e in os.scandir(cache) if e.is_dir() and "--" in e.name]
+    except OSError:
+        return 0, 0
+    for repo in repos:
+        try:
+            entries = list(os.scandir(os.path.join(repo, "blobs")))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_mtime_ns >= since_ns:
+                files += 1
+                total += st.st_size
+    return files, total
+
+
+class HubDownload(Probe):
+    """Download weights - HF (vLLM's span around download_weights_from_hf): the hub-cache blobs written during
+    the span are what arrived; their bytes over the span's duration are the download throughput. With several
+    workers, one downloads under vLLM's file lock and the others wait in their own span: they see the same blobs
+    arrive, so sum the span with the most bytes, not all of them."""
+
+    phase = "weights_download"
+
+    def on_ending(self, rt: Runtime, span: Any) -> None:
+        start = getattr(span, "start_time", None)
+        cache = hub_cache_dir()
+        if not start or not cache:
+            return
+        files, nbytes = blobs_written_since(cache, start)
+        attrs: dict[str, Any] = {sc.DOWNLOAD_FILES: files, sc.DOWNLOAD_BYTES: nbytes}
+        seconds = (time.time_ns() - start) / 1e9
+        if nbytes and seconds > 0:
+            attrs[sc.DOWNLOAD_GBPS] = round(nbytes / seconds / 1e9, 4)
+        span.set_attributes(attrs)
+
+
 class CudaGraphCount(Probe):
     """Capture model: CUDAGraph.capture_begin calls during the span. Installed in the process that captures,
     when its capture span starts: torch.cuda is never touched elsewhere (never imported by us)."""
@@ -331,7 +442,8 @@ class CudaGraphCount(Probe):
 
 
 PROBES: tuple[type[Probe], ...] = (ConfigFacts, ModelInspection, KvCacheProfile, PrepareWeights, AotLoad, AotSave,
-                                   Capture, CaptureMode, CompileCache, WeightsThroughput, CudaGraphCount)
+                                   CompileKey, AotKeyFactors, Capture, CaptureMode, CompileCache, WeightsThroughput,
+                                   HubDownload, CudaGraphCount)
 CALL_PROBE_NAMES = frozenset(p.name for p in PROBES if p.name)
 
 

@@ -55,6 +55,10 @@ def span_observations(spans: Iterable[Span], fleet: dict[str, str]) -> list[Obs]
         if phase == "torch_compile":
             hit = {sc.COMPILE_CACHE_HIT: label_value(a.get(sc.COMPILE_CACHE_HIT))}
             out.append(Obs("vllm.startup.compiles", 1, {**fleet, **hit}, *ids))
+            if a.get(sc.COMPILE_CACHE_KEY):  # bounded: one series per key (a key fixes every other fleet label)
+                keyed = {**{k: v for k, v in fleet.items() if k != sc.MODE},
+                         sc.COMPILE_CACHE_KEY: label_value(a[sc.COMPILE_CACHE_KEY])}
+                out.append(Obs("vllm.startup.compile_keys", 1, keyed, *ids))
         elif phase == "weights_load":
             src = {**fleet, sc.WEIGHTS_SOURCE: label_value(a.get(sc.WEIGHTS_SOURCE))}
             if sc.WEIGHTS_BYTES in a:

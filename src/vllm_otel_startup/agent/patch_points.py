@@ -198,6 +198,10 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     # ---- torch.compile ---------------------------------------------------------------------------------
     P("vllm.compilation.monitor:monitor_torch_compile", "torch.compile", "torch_compile", ANY, ">=0.18",
       "ctx"),
+    # the backend chose the cache key and wrote its factor file: read both (no span: the torch.compile span gets them)
+    P("vllm.compilation.backends:VllmBackend.__call__", "", "torch_compile", ANY, hook="enrich", probe="compile_key"),
+    P("vllm.compilation.caching:aot_compile_hash_factors", "", "aot_load", ANY, ">=0.18", hook="enrich",
+      probe="aot_key_factors"),
     P("vllm.compilation.decorators:_try_load_aot_compiled_fn", sc.AOT_LOAD_SPAN, "aot_load", ANY, ">=0.18",
       probe="aot_load"),
     P("torch._dynamo.aot_compile:AOTCompiledFunction.save_compiled_function", "AOT artifact save", "aot_save",

