@@ -105,10 +105,14 @@ class Alerting:
                               "-rule.evalDelay=0s", f"-httpListenAddr=127.0.0.1:{self.vmalert_port}"],
                              stdout=open(workdir / "vmalert.log", "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
                              start_new_session=True)]
-        harness.wait_until(lambda: harness.http_get(f"http://127.0.0.1:{self.am_port}/-/ready")[0] == 200, 60,
-                           "Alertmanager")
-        harness.wait_until(lambda: harness.http_get(f"http://127.0.0.1:{self.vmalert_port}/health")[0] == 200, 60,
-                           "vmalert")
+        try:
+            harness.wait_until(lambda: harness.http_get(f"http://127.0.0.1:{self.am_port}/-/ready")[0] == 200, 60,
+                               "Alertmanager")
+            harness.wait_until(lambda: harness.http_get(f"http://127.0.0.1:{self.vmalert_port}/health")[0] == 200,
+                               60, "vmalert")
+        except BaseException:
+            self.stop()  # no servers left behind
+            raise
 
     def stop(self) -> None:
         for p in self.procs:
