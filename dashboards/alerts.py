@@ -29,6 +29,7 @@ from . import vocabulary as v
 KSM, GPU, FAILED_START, COMPILE, COMPILE_MISS, HUB_DOWNLOAD, HISTORY, FIRING = (
     "kube_state_metrics", "gpu", "failed_start", "compile", "compile_cache_miss", "hub_download", "history",
     "firing")
+STARTING = "starting"  # a start still in progress (the in-progress series exist only then)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,12 @@ class Budgets:
     crash_window: str = "30m"
     crash_starts: int = 3
     container: str = "vllm"  # the vLLM container's name (deploy/kubernetes/base/vllm-deployment.yaml)
+    # a start still in progress, in one phase: over stuck_factor x the fleet's p95 of that phase (baseline) and
+    # stuck_min_s longer than it; without such history, over its budget (stuck_s, else phase_s, else the default)
+    stuck_factor: float = 3.0
+    stuck_min_s: float = 60
+    stuck_s: dict[str, float] | None = None
+    stuck_default_s: float = 900
 
 
 @dataclass(frozen=True)
@@ -232,8 +239,38 @@ def crash_looping(b: Budgets) -> Alert:
         checks=(Check("starts_per_pod", ours), Check("restarts_per_pod", ksm, frozenset({KSM}))))
 
 
+def stuck_in_phase(b: Budgets) -> Alert:
+    keys = [*v.START_KEYS, v.MODEL, v.PROCESS_KIND, v.PHASE, v.TRACE_ID]
+    fleet = [v.CLUSTER, v.MODEL, v.PROCESS_KIND, v.PHASE]
+    # a process that only waits for another is not where the start is stuck: the other one alerts
+    working = q.nre(v.PHASE, ph.regex(ph.WAITING_PHASES))
+    cur = sq.in_progress(v.IN_PROGRESS_PHASE_ELAPSED, [], keys, working)
+    usual = sq.phase_fleet_usual(0.95, b.baseline, fleet, working)
+    budgets = b.stuck_s if b.stuck_s is not None else b.phase_s
+    table = " or ".join(f'label_replace(vector({s:g}), "{v.PHASE}", "{phase}", "", "")'
+                        for phase, s in budgets.items())
+    on = q.on(fleet)
+    no_history = f"({cur} unless {on} {usual})"
+    expr = (f"(({cur}) > {on} group_left () ({b.stuck_factor:g} * {usual})"
+            f" and ({cur}) - {on} group_left () {usual} > {b.stuck_min_s:g})"
+            f" or ({no_history} > {q.on([v.PHASE])} group_left () ({table}))"
+            f" or (({no_history} unless {q.on([v.PHASE])} ({table})) > {b.stuck_default_s:g})")
+    return Alert(
+        "VllmStartupStuckInPhase", READINESS, expr,
+        f"vLLM start of {_lbl(v.MODEL)} on {_lbl(v.POD)} stuck in phase {_lbl(v.PHASE)}",
+        f"Pod {_lbl(v.NAMESPACE)}/{_lbl(v.POD)} ({_lbl(v.MODEL)}) is still starting and its {_lbl(v.PROCESS_KIND)} "
+        f"has been in phase {_lbl(v.PHASE)} for {{{{ $value | humanizeDuration }}}}: over {b.stuck_factor:g}x "
+        f"(and {b.stuck_min_s:g}s more than) the p95 of that phase in this model's fleet over the last "
+        f"{b.baseline}, or over its budget when the fleet has no such history. Its status endpoint and the "
+        f"trace's 'Startup in progress' records show the open phases of every process.",
+        checks=(Check("in_progress_phase_seconds", cur, frozenset({STARTING})),
+                Check("fleet_phase_usual", usual, frozenset({HISTORY})),
+                Check("stuck_budgets", table)),
+        needs=frozenset({STARTING}))
+
+
 BUILDERS: tuple[Callable[[Budgets], Alert], ...] = (
-    pod_slow_to_ready, startup_slow, startup_failed, crash_looping,
+    pod_slow_to_ready, startup_slow, startup_failed, crash_looping, stuck_in_phase,
     phase_over_budget, phase_regressed, compile_cache_miss, weights_downloaded)
 
 

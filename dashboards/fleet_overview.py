@@ -9,6 +9,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 
 from . import panels as p
 from . import phases as ph
+from . import promql as q
 from . import startup_queries as sq
 from . import vocabulary as v
 from .variables import HOUR, INTERVAL, RANGE, fleet_matchers, fleet_variables
@@ -113,4 +114,31 @@ def build() -> db.Dashboard:
     d = d.with_panel(p.bargauge_panel(
         "Weight GB/s by source over the range", "", [(sq.weights_gbps(m, RANGE), f"{{{{{v.WEIGHTS_SOURCE}}}}}")],
         "none"))
+    return starting_now(d, m)
+
+
+STARTING_KEYS = (v.CLUSTER, v.NAMESPACE, v.POD, v.MODEL, v.TRACE_ID)
+
+
+def starting_now(d: db.Dashboard, m: list[str]) -> db.Dashboard:
+    """Starts in flight right now (the in-progress series: each process reports them until its ready point)."""
+    d = d.with_row(p.row("Starting now"))
+    elapsed = sq.in_progress(v.IN_PROGRESS_ELAPSED, m, STARTING_KEYS, q.eq(v.PROCESS_KIND, v.API_SERVER))
+    remaining = sq.in_progress(v.IN_PROGRESS_REMAINING, m, STARTING_KEYS)
+    d = d.with_panel(p.table_panel(
+        "Starting now", "Each start still in progress: time since its API server was created and the expected time "
+        "to ready (from that node's recorded starts of the same model and configuration; empty: no such history).",
+        [(elapsed, ""), (remaining, "")], w=10, h=8,
+        transformations=p.merge_columns({"Value #A": "elapsed", "Value #B": "expected remaining"}))
+        .override_by_name("elapsed", [dm.DynamicConfigValue(id_val="unit", value="s")])
+        .override_by_name("expected remaining", [dm.DynamicConfigValue(id_val="unit", value="s")]))
+    in_phase = sq.in_progress(v.IN_PROGRESS_PHASE_ELAPSED, m, [*STARTING_KEYS, v.PROCESS_KIND, v.PHASE])
+    d = d.with_panel(p.table_panel(
+        "Starting now: the phase of each process", "The innermost open phase of every process of each start in "
+        "progress and how long it has been in it (engine_wait / worker_wait: the process waits for the next one).",
+        [(in_phase, "")], w=14, h=8,
+        transformations=[p.transformation("organize", {"excludeByName": {"Time": True},
+                                                       "renameByName": {"Value": "in phase"}})])
+        .sort_by([cb.TableSortByFieldState().display_name("in phase").desc(True)])
+        .override_by_name("in phase", [dm.DynamicConfigValue(id_val="unit", value="s")]))
     return d

@@ -10,6 +10,7 @@ covers (``kv_cache_profile`` outside ``torch_compile``, the handshake, ...) show
 from __future__ import annotations
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.patch_points import SPAN_PHASES, WAITING_SPANS
 
 from . import vocabulary as v
 
@@ -24,6 +25,10 @@ STACKED_PHASES: tuple[str, ...] = sc.STACKED_GROUPS["stacked"]
 # Phases the regression alert compares against the fleet's own recent p95: the stack plus the composite phases
 # the field's playbook talks about (download, KV-cache profiling, model inspection).
 REGRESSION_PHASES: tuple[str, ...] = STACKED_PHASES + ("weights_download", "kv_cache_profile", "model_inspection")
+
+# Phases whose span only waits for another process (engine_wait, worker_wait): a start is never stuck there, the
+# process it waits for is in the phase to blame (the stuck-in-phase alert leaves them out).
+WAITING_PHASES: tuple[str, ...] = tuple(sorted({SPAN_PHASES[name] for name in WAITING_SPANS if name in SPAN_PHASES}))
 
 # Detail spans (semconv.DETAIL_PHASES: PyTorch's compile regions, garbage collections, imports) run inside any
 # phase; they are never stacked.

@@ -56,7 +56,7 @@ OTLP, SCRAPE = "otlp", "scrape"
 CGROUP = "cgroup"
 COMPILE_KEY = "compile_key"  # a start whose torch.compile span carries vLLM's cache key (vLLM >= 0.18 here)
 NEEDS = frozenset({al.KSM, al.GPU, CGROUP, COMPILE_KEY, al.FAILED_START, al.COMPILE, al.COMPILE_MISS, al.HUB_DOWNLOAD,
-                   al.HISTORY, al.FIRING})
+                   al.HISTORY, al.FIRING, al.STARTING})
 
 _VAR = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
 _RESOURCE = {sc.prom_name(m) for m in sc.RESOURCE_METRICS}
@@ -109,6 +109,8 @@ def derived_needs(expr: str) -> tuple[frozenset[str], frozenset[str]]:
         needs.add(al.COMPILE)
     if v.COMPILE_KEYS in series:
         needs.add(COMPILE_KEY)
+    if series & v.IN_PROGRESS:
+        needs.add(al.STARTING)
     for _series, lbl, op, value in u.matchers:
         if op != "Equal":
             continue

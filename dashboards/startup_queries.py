@@ -103,6 +103,20 @@ def phase_spans(matchers: Matchers, window: str, labels: Sequence[str], phases: 
     return q.agg("sum", labels, q.seen_in(sel, window, offset))
 
 
+def in_progress(metric: str, matchers: Matchers, labels: Sequence[str], *extra: str) -> str:
+    """Starts still in progress: an in-progress series' latest value per ``labels`` (include the trace id to keep
+    starts apart), starts that already ended (a ``last_start`` series with their trace id) left out: over OTLP
+    a finished process's last point stays in the store for its staleness window."""
+    sel = q.selector(metric, [*matchers, *extra])
+    return q.agg("max", labels, f"{sel} unless {q.on([v.TRACE_ID])} {v.LAST_START}")
+
+
+def phase_fleet_usual(quantile: float, window: str, labels: Sequence[str], *extra: str) -> str:
+    """Quantile of every phase's span durations over the series present in the last ``window`` (the fleet's
+    usual time of each phase, by ``labels``)."""
+    return q.histogram_quantile(quantile, q.seen_in(q.selector(v.bucket(v.PHASE_DURATION), extra), window), labels)
+
+
 def compile_hit_ratio(matchers: Matchers, window: str, labels: Sequence[str] = ()) -> str:
     """Share of torch.compile runs served from the compile cache."""
     hit = _over_new("sum", labels, v.COMPILES, matchers, window, q.eq(v.COMPILE_CACHE_HIT, v.TRUE))

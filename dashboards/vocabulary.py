@@ -38,6 +38,12 @@ WEIGHTS_BYTES = _metric("vllm.startup.weights.bytes")
 WEIGHTS_LOAD_TIME = _metric("vllm.startup.weights.load_time")
 LAST_START = _metric("vllm.startup.last_start.duration")  # gauge: one series per start, with its trace id
 
+# --- a start in progress (gauges, until each process's ready point) ---------------------------------------
+IN_PROGRESS_ELAPSED = _metric("vllm.startup.in_progress.elapsed")
+IN_PROGRESS_PHASE_ELAPSED = _metric("vllm.startup.in_progress.phase_elapsed")
+IN_PROGRESS_REMAINING = _metric("vllm.startup.in_progress.remaining")
+IN_PROGRESS: frozenset[str] = frozenset({IN_PROGRESS_ELAPSED, IN_PROGRESS_PHASE_ELAPSED, IN_PROGRESS_REMAINING})
+
 # --- resource fingerprint (OTLP only) --------------------------------------------------------------------
 CPU_TIME = _metric("process.cpu.time")
 MEMORY_USAGE = _metric("process.memory.usage")
@@ -137,7 +143,7 @@ def allowed_series() -> dict[str, frozenset[str]]:
     out: dict[str, frozenset[str]] = {}
     for name, (kind, _unit, labels, _doc) in sc.METRICS.items():
         own = {label(x) for x in labels} | IDENTITY_LABELS
-        if name in sc.STARTUP_METRICS:
+        if name in sc.STARTUP_METRICS or name in sc.LIVE_METRICS:
             own |= set(FLEET_LABELS)
         prom = sc.prom_name(name)
         if kind == "histogram":

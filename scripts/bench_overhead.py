@@ -5,7 +5,10 @@
    This is what every helper process (resource tracker, compile workers) pays. And against plain
    `python -c pass`: what OpenTelemetry's launcher and auto-instrumentation cost every process started under
    `opentelemetry-instrument` (the API server and each spawned vLLM process pay it on the critical path).
-2. The resource sampler's steady-state CPU cost at 10 Hz (API server and EngineCore/worker kinds).
+2. The resource sampler's steady-state CPU cost at 10 Hz (API server and EngineCore/worker kinds). The same way,
+   the in-progress machinery of a start (agent/live.py: its thread at the default interval, the gauges read at
+   each metrics export, the API server's estimate, progress message and status server): an otherwise idle API
+   server runtime in a fresh process with it on vs off (sampler off in both), the CPU difference per second.
 3. Whole-start overhead: the same real `opentelemetry-instrument vllm serve` of the tiny model, with and
    without our instrumentor, alternating (order flipped every pair), warm caches, stopwatch spawn -> first
    200 on /health. Median of the per-pair ratios.
@@ -188,11 +191,81 @@ def starts(n: int, mode: str, workdir: Path) -> dict:
             "ready_point_wait_ms": {k: statistics.median(w.get(k, 0) for w in waits) for k in kinds}}
 
 
+LIVE_CHILD = """
+import os, sys, time
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from vllm_otel_startup.agent.process import ProcessInfo
+from vllm_otel_startup.agent.runtime import Runtime
+
+import threading
+metrics.set_meter_provider(MeterProvider([PeriodicExportingMetricReader(
+    ConsoleMetricExporter(out=open(os.devnull, "w")), 3_600_000)]))
+if sys.argv[3] == "off":  # no in-progress state at all: no thread, no server, no gauges
+    Runtime._start_live = lambda self: None
+
+
+def export():  # the start's metrics export every METRICS_FLUSH_MS (the sampler's thread does it in a real start)
+    while True:
+        time.sleep(5)
+        metrics.get_meter_provider().force_flush()
+
+
+threading.Thread(target=export, daemon=True).start()
+p = TracerProvider()
+now = time.time_ns()
+info = ProcessInfo(kind="api_server", pid=os.getpid(), create_ns=now, create_source="proc", hook_ns=now,
+                   argv=["vllm", "serve", "/work/recorded/tiny-model"])
+rt = Runtime(info, trace.get_tracer("bench", tracer_provider=p), p)
+rt.start()
+rt.facts.update({"vllm.enforce_eager": False})
+span = rt.tracer.start_span("torch.compile")  # a start held in one phase
+time.sleep(float(sys.argv[1]))  # setup: the first ticks (history read once) are not counted
+c0, t0 = time.process_time(), time.monotonic()
+time.sleep(float(sys.argv[2]))
+print(time.process_time() - c0, time.monotonic() - t0)
+assert (rt.live is not None) == (sys.argv[3] == "on")
+"""
+
+
+def settings_interval() -> str:
+    sys.path.insert(0, str(HERE.parent / "src"))
+    from vllm_otel_startup import settings
+
+    return settings.LIVE_INTERVAL_MS.default
+
+
+def live_cost(seconds: float) -> dict:
+    """CPU per second of an idle API-server runtime held in one phase, exporting its metrics every 5 s: in-progress
+    machinery on (default interval, status server, history from tests/data/starts/dev) vs off (none of it: no
+    thread, no server, no gauges); sampler off in both. Alternating runs."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    base.update(PYTHONPATH=str(HERE.parent / "src"), OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ="0")
+    out: dict[str, list[float]] = {"on": [], "off": []}
+    with tempfile.TemporaryDirectory(prefix="vos-live-") as d:
+        for i in range(4):
+            for mode in (("on", "off") if i % 2 == 0 else ("off", "on")):
+                env = dict(base, TMPDIR=d, OTEL_PYTHON_VLLM_STARTUP_DIR=str(Path(d) / "starts"))
+                if mode == "on":
+                    env.update(OTEL_PYTHON_VLLM_STARTUP_STATUS_PORT=f"127.0.0.1:{harness.free_port()}",
+                               OTEL_PYTHON_VLLM_STARTUP_HISTORY=str(HERE.parent / "tests/data/starts/dev"))
+                r = subprocess.run([sys.executable, "-c", LIVE_CHILD, "6", str(seconds / 4), mode], env=env, check=True,
+                                   capture_output=True, text=True)
+                cpu, wall = map(float, r.stdout.split()[-2:])
+                out[mode].append(cpu / wall)
+    on, off = statistics.median(out["on"]), statistics.median(out["off"])
+    return {"seconds_each": seconds, "cpu_per_s_on": on, "cpu_per_s_off": off, "share_of_one_core": on - off,
+            "runs": out}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--interp", type=int, default=40, help="pairs of `python -c pass` runs")
     ap.add_argument("--sampler", type=float, default=20, help="seconds of sampler measurement (0 to skip)")
     ap.add_argument("--starts", type=int, default=3, help="pairs of real vllm serve starts (0 to skip)")
+    ap.add_argument("--live", type=float, default=0, help="seconds of in-progress measurement, each mode (0 to skip)")
     ap.add_argument("--mode", choices=["eager", "compiled"], default="eager")
     ap.add_argument("--out", help="write the figures as JSON here")
     args = ap.parse_args()
@@ -215,6 +288,11 @@ def main() -> None:
             result[f"sampler_{'host' if host else 'process'}"] = m = sampler_cost(args.sampler, host)
             print(f"  sampler at 10 Hz, {'API server' if host else 'EngineCore/worker'}: "
                   f"{100 * m['share_of_one_core']:.3f} % of one core ({m['samples']} samples, NVML={m['nvml']})")
+    if args.live:
+        result["live"] = lv = live_cost(args.live)
+        print(f"  in-progress state (API server, {settings_interval()} ms interval, status server on): "
+              f"{100 * lv['share_of_one_core']:.3f} % of one core (on {100 * lv['cpu_per_s_on']:.3f} %, "
+              f"off {100 * lv['cpu_per_s_off']:.3f} %)")
     if args.starts:
         print(f"whole start ({args.mode}), {args.starts} pairs ...", flush=True)
         with tempfile.TemporaryDirectory(prefix="vos-bench-") as d:

@@ -60,7 +60,8 @@ def settings_table() -> str:
 def render(text: str) -> str:
     tables = (("phases", phases_table()), ("patch-points", patch_table()), ("settings", settings_table()),
               ("startup-metrics", metrics_table(sc.STARTUP_METRICS, True)),
-              ("resource-metrics", metrics_table(sc.RESOURCE_METRICS, False)))
+              ("resource-metrics", metrics_table(sc.RESOURCE_METRICS, False)),
+              ("live-metrics", metrics_table(sc.LIVE_METRICS, True)))
     for name, table in tables:
         start, end = f"<!-- generated:{name} -->", f"<!-- /generated:{name} -->"
         head, rest = text.split(start, 1)

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tests/e2e/bootstrap.sh >/dev/null
+bash tests/e2e/bootstrap_live.sh >/dev/null
 bash tests/fleet/bootstrap.sh >/dev/null
 bash tests/report/bootstrap.sh >/dev/null
 bash tests/e2e/bootstrap_remote.sh >/dev/null

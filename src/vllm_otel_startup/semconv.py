@@ -21,6 +21,7 @@ PROCESS_ENTRY_SPAN = "Process entry"
 AOT_LOAD_SPAN = "AOT cache load"
 GC_SPAN = "Garbage collection"
 IMPORT_SPAN = "Module import"
+PROGRESS_SPAN = "Startup in progress"  # a zero-length record of a start still running (agent/live.py)
 
 # --- attributes -------------------------------------------------------------------------------------
 PHASE = "vllm.startup.phase"  # str: stable phase id
@@ -111,6 +112,14 @@ CUDAGRAPH_MODE = "vllm.cudagraph.mode"  # str: the runtime mode captured (FULL, 
 CUDAGRAPH_SHAPES = "vllm.cudagraph.shapes"  # int: batch shapes captured (in this mode)
 CUDAGRAPH_SHAPES_FULL = "vllm.cudagraph.shapes.full"  # int: batch shapes captured as FULL graphs
 CUDAGRAPH_SHAPES_PIECEWISE = "vllm.cudagraph.shapes.piecewise"  # int: batch shapes captured piecewise
+
+# --- a start in progress (agent/live.py): on the "Startup in progress" span, the status endpoint, the live series
+LIVE_PHASE = "vllm.startup.live.phase"  # str: the innermost open phase of this process
+LIVE_PHASE_STACK = "vllm.startup.live.phase_stack"  # str[]: the open phases, outermost first
+LIVE_ELAPSED_S = "vllm.startup.live.elapsed_s"  # float s: since this process was created
+LIVE_PHASE_ELAPSED_S = "vllm.startup.live.phase_elapsed_s"  # float s: since the innermost open phase began
+LIVE_REMAINING_S = "vllm.startup.live.remaining_s"  # float s: expected time to ready (history; API server)
+LIVE_HISTORY = "vllm.startup.live.history"  # int: recorded starts the estimate is made from (0: no estimate)
 
 ERROR_TYPE = "error.type"  # OTel semconv
 COMMAND_ARGS = "process.command_args"  # str[] on process spans: argv with secrets redacted
@@ -350,7 +359,20 @@ RESOURCE_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "hw.gpu.io": ("counter", "By", (HW_ID, HW_NAME, HW_VENDOR, NETWORK_IO_DIRECTION), "PCIe traffic (OTel semconv)"),
     "hw.power": ("gauge", "W", (HW_ID, HW_NAME, HW_VENDOR, HW_TYPE), "GPU power draw (OTel semconv, hw.type=gpu)"),
 }
-METRICS = {**STARTUP_METRICS, **RESOURCE_METRICS}
+# A start in progress: reported by each process from its start until its ready point (then absent), with the
+# fleet labels; the trace id tells a start still running from a finished one (vllm.startup.last_start.duration).
+LIVE_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    "vllm.startup.in_progress.elapsed": ("gauge", "s", (PROCESS_KIND, PHASE, TRACE_ID),
+                                         "seconds since this process was created, while it starts, labelled with "
+                                         "its innermost open phase"),
+    "vllm.startup.in_progress.phase_elapsed": ("gauge", "s", (PROCESS_KIND, PHASE, TRACE_ID),
+                                               "seconds this process has been in its innermost open phase"),
+    "vllm.startup.in_progress.remaining": ("gauge", "s", (PHASE, TRACE_ID),
+                                           "API server: expected seconds to ready from this node's recorded starts "
+                                           "of the same model and configuration (absent without such history); "
+                                           "phase: the start's current phase the estimate is made from"),
+}
+METRICS = {**STARTUP_METRICS, **RESOURCE_METRICS, **LIVE_METRICS}
 
 _UNITS = {"s": "seconds", "By": "bytes", "W": "watts", "1": "ratio"}
 

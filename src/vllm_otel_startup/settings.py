@@ -58,13 +58,23 @@ SAMPLE_TAIL_MS = _s("SAMPLE_TAIL_MS", "2000", "how long the sampler goes on afte
                     "last metrics export)")
 METRICS_FLUSH_MS = _s("METRICS_FLUSH_MS", "5000", "metrics export interval while a process is starting (the SDK's "
                       "own `OTEL_METRIC_EXPORT_INTERVAL` applies after)")
+LIVE_INTERVAL_MS = _s("LIVE_INTERVAL_MS", "5000", "while a process starts: how often it refreshes its in-progress "
+                      "state (the `vllm.startup.in_progress.*` series, the status endpoint, a `Startup in progress` "
+                      "span when the phase changed or a minute passed) and the API server prints its one-line "
+                      "progress message; `0`: off")
+STATUS_PORT = _s("STATUS_PORT", "", "API server: serve the start's status (`/status`, JSON) and its in-progress "
+                 "series (`/metrics`) on this port (`PORT` or `HOST:PORT`, host default `0.0.0.0`) from the first "
+                 "milliseconds of the start until ready; unset: no server (nothing imported)")
+HISTORY = _s("HISTORY", "", "more recorded starts the readiness estimate may learn from besides `DIR` (a fleet's "
+             "shared directory or glob of `*.jsonl[.gz]` files; `os.pathsep`-separated)")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
 TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)
 CHILD_RANK = _s("CHILD_RANK", "", "a spawned worker's global rank", internal=True)
 
 ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, DEBUG, SUMMARY, TEMPO_URL,
-                            TEMPO_TENANT, SAMPLE_HZ, SAMPLE_TAIL_MS, METRICS_FLUSH_MS, LABELS, TRACEPARENT,
+                            TEMPO_TENANT, SAMPLE_HZ, SAMPLE_TAIL_MS, METRICS_FLUSH_MS, LIVE_INTERVAL_MS,
+                            STATUS_PORT, HISTORY, LABELS, TRACEPARENT,
                             CHILD_KIND, CHILD_RANK)
 
 

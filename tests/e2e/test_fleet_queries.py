@@ -39,7 +39,8 @@ CAN = frozenset({"compile", "compile_cache_miss", "compile_key", "failed_start",
                  "hub_download"})
 CANNOT = {"gpu": "no GPU on the CI machine (tests/fleet/test_gpu_queries.py runs them on a recorded H100 start)",
           "history": "days of earlier starts",
-          "firing": "a full alert expression returns data only while it fires (promtool tests cover it)"}
+          "firing": "a full alert expression returns data only while it fires (promtool tests cover it)",
+          "starting": "in-progress series exist only while a start runs (tests/e2e/test_live_startup.py: then)"}
 
 
 class KubeStateStandIn:

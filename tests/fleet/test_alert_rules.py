@@ -323,3 +323,47 @@ def test_every_alert_has_a_firing_test():
         snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in a.name).lstrip("_")
         assert f"test_{snake.removeprefix('vllm_').removeprefix('startup_')}" in tested or \
             f"test_{snake.removeprefix('vllm_')}" in tested, a.name
+
+
+# --- a start still in progress -------------------------------------------------------------------------------
+
+def in_progress(pod: str, name: str, first: int, last: int = MINUTES, kind: str = v.ENGINE_CORE,
+                trace: str = "t-live") -> dict:
+    """The in-progress gauge of a process in one phase since minute ``first``: 0, 60, 120, ... seconds."""
+    labels = {**start_labels(pod), v.PROCESS_KIND: kind, v.PHASE: name, v.TRACE_ID: trace}
+    body = ", ".join(f'{k}="{val}"' for k, val in labels.items())
+    tokens = ["_"] * first + [f"0+60x{last - first - 1}"] + ["_"] * (MINUTES - last)
+    return {"series": f"{v.IN_PROGRESS_PHASE_ELAPSED}{{{body}}}", "values": " ".join(tokens)}
+
+
+def _stuck_labels(pod: str, name: str, kind: str = v.ENGINE_CORE, trace: str = "t-live") -> dict[str, str]:
+    return {**_phase_alert_labels(pod, name, kind), v.TRACE_ID: trace}
+
+
+def test_stuck_in_phase_fires_over_its_budget_when_the_fleet_has_no_history(tmp_path):
+    s = [in_progress("p1", "torch_compile", 100)]  # 300 s budget (Budgets.phase_s): 360 s at minute 106
+    assert_alerts(tmp_path, "VllmStartupStuckInPhase", s, 106, [_stuck_labels("p1", "torch_compile")])
+    assert_alerts(tmp_path, "VllmStartupStuckInPhase", s, 104, [])  # 240 s: not yet
+
+
+def test_stuck_in_phase_fires_far_over_the_fleets_usual_time_of_that_phase(tmp_path):
+    old = [x for i in range(3) for x in phase(f"old{i}", "torch_compile", 20, 10 + 5 * i, kind=v.ENGINE_CORE,
+                                              last=60 + 5 * i)]
+    s = [*old, in_progress("new", "torch_compile", 200)]  # usual ~20 s: 180 s is over 3x and 60 s more
+    assert_alerts(tmp_path, "VllmStartupStuckInPhase", s, 203, [_stuck_labels("new", "torch_compile")])
+    assert_alerts(tmp_path, "VllmStartupStuckInPhase", s, 201, [])  # 60 s: over 3x, not 60 s more
+
+
+def test_stuck_in_phase_stays_silent_within_the_fleets_usual_time_and_for_waiting_processes(tmp_path):
+    old = [x for i in range(3) for x in phase(f"old{i}", "torch_compile", 100, 10 + 5 * i, kind=v.ENGINE_CORE,
+                                              last=60 + 5 * i)]
+    s = [*old, in_progress("new", "torch_compile", 200),  # 240 s against a usual ~100 s: under 3x
+         in_progress("new", "engine_wait", 100, kind=v.API_SERVER)]  # 1 h in a waiting phase: never
+    assert_alerts(tmp_path, "VllmStartupStuckInPhase", s, 204, [])
+
+
+def test_stuck_in_phase_resolves_when_the_start_ends(tmp_path):
+    # over OTLP the last in-progress point stays in the store; the start's last_start series ends it
+    s = [in_progress("p1", "torch_compile", 100), last_start("p1", "t-live", 400, 107)]
+    assert_alerts(tmp_path, "VllmStartupStuckInPhase", s, 106, [_stuck_labels("p1", "torch_compile")])
+    assert_alerts(tmp_path, "VllmStartupStuckInPhase", s, 108, [])

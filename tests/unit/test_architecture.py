@@ -155,3 +155,13 @@ def test_the_rules_see_real_arrows():
     assert any(m.startswith(f"{PKG}.model") for m in g[f"{PKG}.cli.report"])
     assert any(m.startswith(f"{PKG}.model") for m in g[f"{PKG}.agent.runtime"])
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+def test_test_file_basenames_are_unique():
+    """pytest's default import mode imports test modules by basename: two files of one name in different
+    directories stop the whole collection."""
+    from collections import Counter
+    from pathlib import Path
+
+    names = Counter(p.name for p in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
+    assert [n for n, c in names.items() if c > 1] == []

@@ -128,3 +128,19 @@ def register_resource_instruments(m: Meter, sampler: Sampler) -> None:
     for name, fn in instruments:
         kind, unit, _, desc = sc.RESOURCE_METRICS[name]
         makers[kind](name, callbacks=[live(fn)], unit=unit, description=desc)
+
+
+def register_live_instruments(m: Meter, live: Any) -> None:
+    """The in-progress gauges (agent/live.py): this process's own series, read at each export, none once the
+    process is past its ready point (the series stop)."""
+
+    def callback(name: str) -> Callable[[CallbackOptions], list[Observation]]:
+        def read(options: CallbackOptions) -> list[Observation]:
+            try:
+                return [Observation(value, labels) for metric, value, labels in live.own_series() if metric == name]
+            except Exception:  # noqa: BLE001 - a failed reading is an absent point, never an error
+                return []
+        return read
+
+    for name, (_kind, unit, _, desc) in sc.LIVE_METRICS.items():
+        m.create_observable_gauge(name, callbacks=[callback(name)], unit=unit, description=desc)

@@ -54,6 +54,8 @@ class StartupSpanProcessor(SpanProcessor):
             if span.name in WAITING_SPANS:
                 attrs[sc.WAITING] = True
             span.set_attributes(attrs)
+            if rt.live is not None and span.context is not None:
+                rt.live.opened(span, phase)
             if span is not rt.process_span and span.name not in SEGMENT_SPANS and span.name not in RETRO \
                     and phase != "torch_compile_stage" and span.start_time:
                 rt.close_segment(span.start_time)
@@ -91,6 +93,8 @@ class StartupSpanProcessor(SpanProcessor):
             return
         is_process = span.context.span_id == rt.process_span.get_span_context().span_id  # on_end: a read-only copy
         phase = (span.attributes or {}).get(sc.PHASE)
+        if rt.live is not None and phase is not None:
+            rt.live.closed(span.context.span_id)
         if phase is not None and span.start_time and span.end_time:
             rt.record_local(span, interval=not is_process)
             if phase not in sc.DETAIL_PHASES:  # export it now, not at the batch processor's next tick

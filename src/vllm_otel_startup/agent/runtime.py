@@ -83,6 +83,7 @@ class Runtime:
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
+        self.live: Any = None  # live.Live: the start in progress (series, progress message, status endpoint)
         self._snaps: dict[int, Snapshot] = {}  # span id -> resource snapshot at its start
         self._segment_snap: Snapshot | None = None
         self._created: Snapshot | None = None  # the resource readings at process creation (or the fork)
@@ -107,6 +108,9 @@ class Runtime:
         sitecustomize: become the EngineCore / worker the parent announced, or go quiet."""
         kind = os.environ.get(ENV_KIND)
         self._lock = threading.Lock()
+        if self.live is not None:  # the parent's status socket and thread are not this process's
+            self.live.forget_in_child()
+            self.live = None
         if not self.active or kind not in (ENGINE_CORE, WORKER):
             self.active, self.done = False, True
             return
@@ -141,6 +145,7 @@ class Runtime:
             attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
         self.nudge.start()
+        self._start_live()
         self.process_span = self.tracer.start_span(
             PROCESS_SPANS[info.kind], context=parent, start_time=info.create_ns, attributes=attrs
         )
@@ -158,6 +163,15 @@ class Runtime:
         self._created = hook if info.create_source == "fork" else Snapshot(info.create_ns, 0, 0, None)
         self._emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns, self._created, hook)
         self._segment, self._segment_snap = (segment, info.hook_ns), hook
+
+    def _start_live(self) -> None:
+        from vllm_otel_startup.agent.live import Live
+
+        try:
+            self.live = Live(self, settings.seconds_from_ms(settings.LIVE_INTERVAL_MS))
+            self.live.start()
+        except Exception:  # noqa: BLE001 - the in-progress view is optional
+            _log.debug("in-progress state unavailable", exc_info=True)
 
     def _emit(self, name: str, start_ns: int, end_ns: int, a: Snapshot | None = None,
               b: Snapshot | None = None) -> None:
@@ -185,6 +199,8 @@ class Runtime:
                 return
             self.done = True
         end_ns = time.time_ns()
+        if self.live is not None:
+            self.live.stop(outcome or ("failed" if error else "ready"))
         if self.retro is not None:
             self.retro.uninstall()
         self.close_segment(end_ns)
@@ -251,7 +267,12 @@ class Runtime:
     def _register_resource_metrics(self) -> None:
         from opentelemetry import metrics
 
-        from vllm_otel_startup.agent.otel_metrics import StartupRecorder, meter, register_resource_instruments
+        from vllm_otel_startup.agent.otel_metrics import (
+            StartupRecorder,
+            meter,
+            register_live_instruments,
+            register_resource_instruments,
+        )
 
         try:
             provider = metrics.get_meter_provider()
@@ -260,6 +281,8 @@ class Runtime:
             m = meter(provider)
             self.recorder = StartupRecorder(m)
             register_resource_instruments(m, self.sampler)
+            if self.live is not None:
+                register_live_instruments(m, self.live)
         except Exception:  # noqa: BLE001
             _log.debug("metrics unavailable", exc_info=True)
             return

@@ -116,3 +116,46 @@ def prune(now: float | None = None) -> None:
                 shutil.rmtree(path, ignore_errors=True)
         except OSError:
             continue
+
+
+# ---- a child's in-progress state (agent/live.py): <trace id>/<kind>-<pid>.live, rewritten on each tick ----
+def write_live(trace_id: str, name: str, text: str) -> bool:
+    d = _own_directory(trace_id)
+    if d is None:
+        return False
+    try:
+        tmp = os.path.join(d, f".{name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(d, name))
+        return True
+    except OSError as exc:
+        _log.debug("spool live write failed: %s", exc)
+        return False
+
+
+def read_live(trace_id: str) -> list[dict[str, Any]]:
+    """The children's in-progress states (the ones still starting: a child removes its file at its ready point)."""
+    d = _own_directory(trace_id) if os.path.lexists(directory(trace_id)) else None
+    out: list[dict[str, Any]] = []
+    try:
+        names = sorted(n for n in os.listdir(d) if n.endswith(".live")) if d else []
+    except OSError:
+        return out
+    for n in names:
+        try:
+            with open(os.path.join(d, n), encoding="utf-8") as f:
+                out.append(json.load(f))
+        except (OSError, ValueError) as exc:
+            _log.debug("spool live file %s unreadable: %s", n, exc)
+    return out
+
+
+def remove_live(trace_id: str, name: str) -> None:
+    path = os.path.join(directory(trace_id), name)
+    try:
+        if os.path.lexists(path):
+            os.unlink(path)
+    except OSError:
+        pass

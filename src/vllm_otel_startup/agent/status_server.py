@@ -1,0 +1,123 @@
+"""The opt-in status endpoint of a starting API server (``OTEL_PYTHON_VLLM_STARTUP_STATUS_PORT``): a standard-
+library HTTP server on a daemon thread, up from the first milliseconds of the start until its ready point,
+before vLLM's own HTTP server exists.
+
+    GET /status (also /startupz, /)   JSON: state, the phase the start is in, each process's open phase stack,
+                                      elapsed, expected remaining (or why there is no estimate), last error
+    GET /metrics                      the in-progress series (Prometheus text exposition 0.0.4) of the whole
+                                      start: a plain Prometheus scrape sees a starting pod with no collector
+
+Imported only when the setting is set. A bad setting or a port already taken costs one warning; the start goes
+on. Closed at the ready point (vLLM's ``/health`` and ``/metrics`` take over).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from vllm_otel_startup import semconv as sc
+
+if TYPE_CHECKING:
+    from vllm_otel_startup.agent.live import Live
+
+_log = logging.getLogger("vllm_otel_startup")
+
+
+def parse(value: str) -> tuple[str, int]:
+    """``PORT`` or ``HOST:PORT`` (host default all interfaces: a pod is scraped on its IP); ValueError if bad."""
+    host, sep, port = value.strip().rpartition(":")
+    n = int(port)
+    if not 0 < n < 65536:
+        raise ValueError(f"port {n} out of range")
+    return (host.strip("[]") if sep and host else "0.0.0.0"), n  # noqa: S104 - a scrape target
+
+
+def exposition(series: list[tuple[str, float, dict[str, str]]]) -> str:
+    """Prometheus text format of (metric, value, labels) rows, named as the OTLP path names them."""
+    by_metric: dict[str, list[tuple[float, dict[str, str]]]] = {}
+    for metric, value, labels in series:
+        by_metric.setdefault(metric, []).append((value, labels))
+    lines = []
+    for metric, rows in by_metric.items():
+        name = sc.prom_name(metric)
+        lines.append(f"# HELP {name} {sc.METRICS[metric][3]}")
+        lines.append(f"# TYPE {name} gauge")
+        for value, labels in rows:
+            body = ",".join(f'{sc.prom_label(k)}="{_escape(v)}"' for k, v in labels.items())
+            lines.append(f"{name}{{{body}}} {value if math.isfinite(value) else 'NaN'}")
+    return "\n".join(lines) + "\n"
+
+
+def _escape(v: str) -> str:
+    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class _Handler(BaseHTTPRequestHandler):
+    live: Live  # set on the subclass made per server
+    server_version = "vllm-otel-startup"
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?", 1)[0]
+        try:
+            if path in ("/", "/status", "/startupz"):
+                body, ctype = json.dumps(self.live.status()).encode(), "application/json"
+            elif path == "/metrics":
+                body, ctype = exposition(self.live.series()).encode(), "text/plain; version=0.0.4; charset=utf-8"
+            else:
+                self.send_error(404)
+                return
+        except Exception:  # noqa: BLE001 - an answer, never an exception into the server thread
+            _log.debug("status request failed", exc_info=True)
+            self.send_error(500)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: the server's log is vLLM's
+        return
+
+
+class StatusServer:
+    def __init__(self, live: Live, host: str, port: int) -> None:
+        handler = type("Handler", (_Handler,), {"live": live})
+        self.httpd = ThreadingHTTPServer((host, port), handler)
+        self.httpd.daemon_threads = True
+        self.address = self.httpd.server_address
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.5},
+                                       name="vllm-otel-startup-status", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        try:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+        except Exception:  # noqa: BLE001
+            _log.debug("status server close failed", exc_info=True)
+
+    def forget(self) -> None:
+        """A forked child's copy: close the socket, the serving thread is the parent's."""
+        with contextlib.suppress(OSError):
+            self.httpd.socket.close()
+
+
+def start(live: Live, setting: str) -> StatusServer | None:
+    try:
+        host, port = parse(setting)
+    except ValueError:
+        _log.warning("vllm-otel-startup: OTEL_PYTHON_VLLM_STARTUP_STATUS_PORT=%r is not PORT or HOST:PORT; no status "
+                     "endpoint", setting)
+        return None
+    try:
+        return StatusServer(live, host, port)
+    except OSError as exc:
+        _log.warning("vllm-otel-startup: no status endpoint on %s:%d (%s); the start goes on", host, port, exc)
+        return None
