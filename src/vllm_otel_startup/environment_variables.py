@@ -26,16 +26,20 @@ SELECTORS = ("OTEL_PYTHON_DISTRO", "OTEL_PYTHON_CONFIGURATOR")
 
 
 def launches_vllm(argv: Sequence[str]) -> bool:
-    """``opentelemetry-instrument [options] vllm ...`` or ``... python -m vllm...``."""
+    """``opentelemetry-instrument [options] vllm ...`` or ``... python -m vllm...``: the program is the launcher's
+    first positional argument (every launcher option but ``-h``/``--version`` takes one value)."""
     if not argv or os.path.basename(argv[0]) != "opentelemetry-instrument":
         return False
-    args = list(argv[1:])
-    for i, arg in enumerate(args):
-        if os.path.basename(arg) == "vllm":
-            return True
-        if arg == "-m" and i + 1 < len(args) and args[i + 1].split(".")[0] == "vllm":
-            return True
-    return False
+    args, i = list(argv[1:]), 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 1 if "=" in args[i] or args[i] in ("-h", "--help", "--version") else 2
+    if i >= len(args):
+        return False
+    program, rest = os.path.basename(args[i]), args[i + 1:]
+    if program == "vllm":
+        return True
+    return (program.startswith("python") and len(rest) > 1 and rest[0] == "-m"
+            and rest[1].split(".")[0] == "vllm")
 
 
 def select_ours(environ: MutableMapping[str, str], argv: Sequence[str]) -> bool:

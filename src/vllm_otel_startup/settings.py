@@ -61,10 +61,11 @@ METRICS_FLUSH_MS = _s("METRICS_FLUSH_MS", "5000", "metrics export interval while
 LIVE_INTERVAL_MS = _s("LIVE_INTERVAL_MS", "5000", "while a process starts: how often it refreshes its in-progress "
                       "state (the `vllm.startup.in_progress.*` series, the status endpoint, a `Startup in progress` "
                       "span when the phase changed or a minute passed) and the API server prints its one-line "
-                      "progress message; `0`: off")
+                      "progress message; `0`: off (no in-progress series, no progress message, no status endpoint)")
 STATUS_PORT = _s("STATUS_PORT", "", "API server: serve the start's status (`/status`, JSON) and its in-progress "
-                 "series (`/metrics`) on this port (`PORT` or `HOST:PORT`, host default `0.0.0.0`) from the first "
-                 "milliseconds of the start until ready; unset: no server (nothing imported)")
+                 "series (`/metrics`) on this port (`PORT` or `HOST:PORT`, host default `0.0.0.0`: no authentication, "
+                 "it shows the model, pids and the last error; IPv4 only) from the first milliseconds of the start "
+                 "until ready; unset: no server (nothing imported)")
 HISTORY = _s("HISTORY", "", "more recorded starts the readiness estimate may learn from besides `DIR` (a fleet's "
              "shared directory or glob of `*.jsonl[.gz]` files; `os.pathsep`-separated)")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)

@@ -46,6 +46,9 @@ def test_distro_defaults_apply_over_empty_values(monkeypatch, endpoint, traces, 
     (["opentelemetry-instrument", "flask", "run"], False),  # not vLLM: OpenTelemetry's own rules apply
     (["/v/bin/vllm", "serve", "m"], False),  # not the launcher (a child, or vLLM run directly)
     (["opentelemetry-instrument", "python", "serve_vllm.py"], False),
+    (["opentelemetry-instrument", "--service_name", "vllm", "python", "gateway.py"], False),  # an option's value
+    (["opentelemetry-instrument", "python", "bench.py", "--backend", "vllm"], False),  # the program's argument
+    (["opentelemetry-instrument", "--service_name=gw", "vllm", "serve", "m"], True),
 ])
 def test_a_vllm_launch_selects_our_distro_and_configurator(argv, chosen):
     env: dict[str, str] = {}

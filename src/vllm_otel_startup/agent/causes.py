@@ -381,17 +381,21 @@ class AotLoad(Probe):
         if size is not None:
             span.set_attribute(sc.COMPILE_AOT_BYTES, size)
         span.set_attribute(sc.COMPILE_AOT_LOADED, call.result is not None)
+        if call.result is None and sc.COMPILE_AOT_LOAD_ERROR not in (span.attributes or {}):
+            span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, "FileNotFoundError: no AOT artifact yet" if size is None
+                               else "not loaded (no reason given)")
         model, path = call.arg(0, "model"), call.arg(1, "aot_compilation_path")
         if model is not None and path:
             from vllm_otel_startup.agent import compile_key  # the AOT key: on this span and the compile that follows
 
-            key = compile_key.record_aot(model, str(path))
+            try:  # vLLM internals a release may lack: only the key's attributes are lost
+                key = compile_key.record_aot(model, str(path))
+            except Exception:  # noqa: BLE001
+                failed(SPANS, "compile key (AOT)")
+                return
             span.set_attributes(key)
             if call.result is None:
                 rt.add_pending("torch_compile", key)
-        if call.result is None and sc.COMPILE_AOT_LOAD_ERROR not in (span.attributes or {}):
-            span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, "FileNotFoundError: no AOT artifact yet" if size is None
-                               else "not loaded (no reason given)")
 
 
 class AotSave(Probe):
@@ -553,8 +557,11 @@ def blobs_written_since(cache: str, since_ns: int) -> tuple[int, int]:
     except OSError:
         return 0, 0
     for repo in repos:
-        try:
-            entries = list(os.scandir(os.path.join(repo, "blobs")))
+        blobs = os.path.join(repo, "blobs")
+        try:  # a blob created (or renamed from .incomplete) since then touched its directory: skip the others
+            if os.stat(blobs).st_mtime_ns < since_ns:
+                continue
+            entries = list(os.scandir(blobs))
         except OSError:
             continue
         for e in entries:

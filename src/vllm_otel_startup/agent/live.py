@@ -222,6 +222,8 @@ class Live:
         snap = self.snapshot()
         tid = rt.trace_id()
         if rt.info.kind != API_SERVER:
+            if self._stop.is_set():  # stop() removed the state: a tick racing it must not write it back
+                return
             spool.write_live(tid, self._spool_name(), json.dumps(snap, separators=(",", ":")))
         else:
             self.children = spool.read_live(tid)

@@ -165,10 +165,13 @@ class Runtime:
         self._segment, self._segment_snap = (segment, info.hook_ns), hook
 
     def _start_live(self) -> None:
+        interval = settings.seconds_from_ms(settings.LIVE_INTERVAL_MS)
+        if interval <= 0:  # off: no in-progress series, no progress line, no status endpoint
+            return
         from vllm_otel_startup.agent.live import Live
 
         try:
-            self.live = Live(self, settings.seconds_from_ms(settings.LIVE_INTERVAL_MS))
+            self.live = Live(self, interval)
             self.live.start()
         except Exception:  # noqa: BLE001 - the in-progress view is optional
             _log.debug("in-progress state unavailable", exc_info=True)
