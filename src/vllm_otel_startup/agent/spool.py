@@ -58,10 +58,8 @@ def _own_directory(trace_id: str) -> str | None:
     return d if private_dir.prepare(d, follow=False) is None else None
 
 
-def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
-    """Write this process's ended SDK spans; atomic (readers never see half a file)."""
-    from vllm_otel_startup.agent.file_exporter import encode
-
+def _write(trace_id: str, name: str, text: str) -> bool:
+    """Write ``<trace id>/<name>`` owner-only and atomically (readers never see half a file)."""
     d = _own_directory(trace_id)
     if d is None:
         return False
@@ -69,29 +67,47 @@ def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
         tmp = os.path.join(d, f".{name}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(encode(spans), f, separators=(",", ":"))
-        os.replace(tmp, os.path.join(d, f"{name}.json"))
+            f.write(text)
+        os.replace(tmp, os.path.join(d, name))
         return True
     except OSError as exc:
-        _log.debug("spool write failed: %s", exc)
+        _log.debug("spool write of %s failed: %s", name, exc)
         return False
+
+
+def _read(trace_id: str, suffix: str) -> list[tuple[str, Any]]:
+    """(name, parsed JSON) of every ``<trace id>/*<suffix>`` file, in name order; unreadable ones skipped."""
+    d = _own_directory(trace_id) if os.path.lexists(directory(trace_id)) else None
+    if d is None:
+        return []
+    try:
+        names = sorted(n for n in os.listdir(d) if n.endswith(suffix))
+    except OSError:
+        return []
+    out: list[tuple[str, Any]] = []
+    for n in names:
+        try:
+            with open(os.path.join(d, n), encoding="utf-8") as f:
+                out.append((n, json.load(f)))
+        except (OSError, ValueError) as exc:
+            _log.debug("spool file %s unreadable: %s", n, exc)
+    return out
+
+
+def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
+    """Write this process's ended SDK spans."""
+    from vllm_otel_startup.agent.file_exporter import encode
+
+    return _write(trace_id, f"{name}.json", json.dumps(encode(spans), separators=(",", ":")))
 
 
 def read(trace_id: str) -> list[Span]:
     """Every span the children of this start have spooled so far."""
     out: list[Span] = []
-    d = _own_directory(trace_id) if os.path.lexists(directory(trace_id)) else None
-    if d is None:
-        return out
-    try:
-        names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
-    except OSError:
-        return out
-    for n in names:
+    for n, doc in _read(trace_id, ".json"):
         try:
-            with open(os.path.join(d, n), encoding="utf-8") as f:
-                out.extend(parse_otlp(json.load(f)))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            out.extend(parse_otlp(doc))
+        except (ValueError, KeyError, TypeError) as exc:
             _log.debug("spool file %s unreadable: %s", n, exc)
     return out
 
@@ -120,36 +136,12 @@ def prune(now: float | None = None) -> None:
 
 # ---- a child's in-progress state (agent/live.py): <trace id>/<kind>-<pid>.live, rewritten on each tick ----
 def write_live(trace_id: str, name: str, text: str) -> bool:
-    d = _own_directory(trace_id)
-    if d is None:
-        return False
-    try:
-        tmp = os.path.join(d, f".{name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, os.path.join(d, name))
-        return True
-    except OSError as exc:
-        _log.debug("spool live write failed: %s", exc)
-        return False
+    return _write(trace_id, name, text)
 
 
 def read_live(trace_id: str) -> list[dict[str, Any]]:
     """The children's in-progress states (the ones still starting: a child removes its file at its ready point)."""
-    d = _own_directory(trace_id) if os.path.lexists(directory(trace_id)) else None
-    out: list[dict[str, Any]] = []
-    try:
-        names = sorted(n for n in os.listdir(d) if n.endswith(".live")) if d else []
-    except OSError:
-        return out
-    for n in names:
-        try:
-            with open(os.path.join(d, n), encoding="utf-8") as f:
-                out.append(json.load(f))
-        except (OSError, ValueError) as exc:
-            _log.debug("spool live file %s unreadable: %s", n, exc)
-    return out
+    return [doc for _, doc in _read(trace_id, ".live")]
 
 
 def remove_live(trace_id: str, name: str) -> None:
