@@ -40,6 +40,7 @@ import inspect
 import json
 import os
 import textwrap
+from collections.abc import Callable
 from typing import Any
 
 FACTOR_FILE = "cache_key_factors.json"
@@ -285,29 +286,43 @@ def digest_diff(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
     return out
 
 
-def nearest_ours(hash_dir: str, digests: dict[str, Any]) -> tuple[str, list[str]] | None:
-    """The other AOT key on this cache root whose digests (our file) differ least, newest first on a tie."""
-    root, key = os.path.dirname(hash_dir), os.path.basename(hash_dir)
+def _nearest(root: str, key: str, diff_of: Callable[[str], tuple[list[str], float] | None]
+             ) -> tuple[str, list[str]] | None:
+    """The other key under ``root`` whose factors differ least (``diff_of(other)``: the differing factors and
+    when that key's factors were written, or None), newest first on a tie: (its key, the factors that differ)."""
     best: tuple[int, float, str, list[str]] | None = None
     try:
         names = os.listdir(root)
     except OSError:
         return None
     for other in names:
-        path = os.path.join(root, other, OUR_FILE)
-        if other == key or not os.path.isfile(path):
+        found = diff_of(other) if other != key else None
+        if found is None:
             continue
+        diff, mtime = found
+        cand = (len(diff), -mtime, other, diff)
+        if best is None or cand[:2] < best[:2]:
+            best = cand
+    return (best[2], best[3]) if best is not None else None
+
+
+def nearest_ours(hash_dir: str, digests: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """The other AOT key on this cache root whose digests (our file) differ least, newest first on a tie."""
+    root = os.path.dirname(hash_dir)
+
+    def diff_of(other: str) -> tuple[list[str], float] | None:
+        path = os.path.join(root, other, OUR_FILE)
+        if not os.path.isfile(path):
+            return None
         try:
             with open(path) as f:
                 theirs = json.load(f)
             mtime = os.path.getmtime(path)
         except (OSError, ValueError):
-            continue
-        diff = digest_diff(digests, theirs if isinstance(theirs, dict) else {})
-        cand = (len(diff), -mtime, other, diff)
-        if best is None or cand[:2] < best[:2]:
-            best = cand
-    return (best[2], best[3]) if best is not None else None
+            return None
+        return digest_diff(digests, theirs if isinstance(theirs, dict) else {}), mtime
+
+    return _nearest(root, os.path.basename(hash_dir), diff_of)
 
 
 def _compact(d: dict) -> str:
@@ -327,24 +342,16 @@ def nearest_cached(cache_dir: str, local: str, data: dict[str, Any]) -> tuple[st
     start's, newest first on a tie: (its key, the factors that differ)."""
     root, key = os.path.dirname(os.path.normpath(cache_dir)), os.path.basename(os.path.normpath(cache_dir))
     rel = os.path.relpath(local, cache_dir)
-    best: tuple[int, float, str, list[str]] | None = None
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return None
-    for other in names:
-        if other == key:
-            continue
+
+    def diff_of(other: str) -> tuple[list[str], float] | None:
         path = os.path.join(root, other, rel)
         theirs = read_factor_file(path)
         if theirs is None:
-            continue
-        diff = changed_factors(data, theirs)
+            return None
         try:
             mtime = os.path.getmtime(os.path.join(path, FACTOR_FILE))
         except OSError:
             mtime = 0.0
-        cand = (len(diff), -mtime, other, diff)
-        if best is None or cand[:2] < best[:2]:
-            best = cand
-    return (best[2], best[3]) if best is not None else None
+        return changed_factors(data, theirs), mtime
+
+    return _nearest(root, key, diff_of)
