@@ -13,6 +13,8 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PYTHON:-$(command -v python3.11 || command -v python3)}
 mkdir -p "$HOME_DIR"
 export UV_NATIVE_TLS=1 UV_CACHE_DIR="$HOME_DIR/uv-cache"
+# shellcheck source=tests/e2e/trixie.sh
+. "$REPO/tests/e2e/trixie.sh"
 log() { printf '[bootstrap +%ss] %s\n' "$SECONDS" "$*" >&2; }
 
 if [ ! -x "$HOME_DIR/uvtool/bin/uv" ]; then
@@ -58,16 +60,8 @@ fi
 P="$HOME_DIR/pkgroot"
 if [ "${VOS_E2E_BACKENDS:-1}" = "1" ] && [ ! -f "$P/.ok" ]; then
   log "unpacking victoria-metrics, prometheus and promtool from Debian trixie into $P"
-  A="$HOME_DIR/apt"; rm -rf "$A" "$P"; mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/debs"
-  MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${MIRROR:-http://deb.debian.org/debian} trixie main" \
-    > "$A/sources.list"
-  APT=(-o "Dir::State::Lists=$A/lists" -o "Dir::Etc::SourceList=$A/sources.list" -o Dir::Etc::SourceParts=/nonexistent
-       -o "Dir::Cache=$A/cache" -o APT::Sandbox::User=root)
-  apt-get "${APT[@]}" -qq update
-  (cd "$A/debs" && apt-get "${APT[@]}" -qq download victoria-metrics prometheus promtool)
-  for d in "$A"/debs/*.deb; do dpkg-deb -x "$d" "$P"; done
-  rm -rf "$A"
+  rm -rf "$P"
+  unpack_trixie "$HOME_DIR/apt" "$P" victoria-metrics prometheus promtool
   touch "$P/.ok"
 fi
 log "ready: $HOME_DIR"

