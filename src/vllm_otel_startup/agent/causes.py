@@ -150,6 +150,14 @@ def filesystem_of(path: str) -> str | None:
     return fs_type
 
 
+def gb_per_s_since(nbytes: Any, start_ns: Any) -> float | None:
+    """Throughput of ``nbytes`` moved between ``start_ns`` and now (a span ending now), GB/s of 10^9 bytes."""
+    if not nbytes or not start_ns:
+        return None
+    seconds = (time.time_ns() - start_ns) / 1e9
+    return round(nbytes / seconds / 1e9, 4) if seconds > 0 else None
+
+
 # ---- weights: one probe for every loader -------------------------------------------------------------------
 OBJECT_STORE_SCHEMES = ("s3://", "gs://", "az://")
 # loader class -> the name vllm.weights.loader carries (vLLM's load format of the same name where there is one)
@@ -358,12 +366,9 @@ class WeightsLoad(Probe):
         try:
             attrs = {k: v for k, v in self.attributes().items() if k not in (span.attributes or {})}
             span.set_attributes(attrs)
-            nbytes = (span.attributes or {}).get(sc.WEIGHTS_BYTES)
-            start = getattr(span, "start_time", None)
-            if nbytes and start:
-                seconds = (time.time_ns() - start) / 1e9
-                if seconds > 0:
-                    span.set_attribute(sc.WEIGHTS_GBPS, round(nbytes / seconds / 1e9, 4))
+            gbps = gb_per_s_since((span.attributes or {}).get(sc.WEIGHTS_BYTES), getattr(span, "start_time", None))
+            if gbps is not None:
+                span.set_attribute(sc.WEIGHTS_GBPS, gbps)
         finally:
             self._reset()
 
@@ -590,9 +595,9 @@ class HubDownload(Probe):
             return
         files, nbytes = blobs_written_since(cache, start)
         attrs: dict[str, Any] = {sc.DOWNLOAD_FILES: files, sc.DOWNLOAD_BYTES: nbytes}
-        seconds = (time.time_ns() - start) / 1e9
-        if nbytes and seconds > 0:
-            attrs[sc.DOWNLOAD_GBPS] = round(nbytes / seconds / 1e9, 4)
+        gbps = gb_per_s_since(nbytes, start)
+        if gbps is not None:
+            attrs[sc.DOWNLOAD_GBPS] = gbps
         span.set_attributes(attrs)
 
 
