@@ -16,6 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # faults.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # support/: shared with the benchmark scripts
 
+from e2e_params import COMPILE_KEY_NS, HUB_RATE, HUB_REPO, P2P_HOST, SLOW_RATE, WEIGHTS_NS  # noqa: E402
+
 from support import harness  # noqa: E402
 from vllm_otel_startup.model.spanmodel import Span, parse_otlp  # noqa: E402
 
@@ -160,8 +162,6 @@ def bad_model(backends, workdir) -> Observed:
 # (after the first, a start there is "warm" by its cache root but misses: kept out of the compiled fleet's cold/warm
 # comparison), each changing one thing against the first: a host-like env value vLLM folds into the key (should
 # not matter), the model length (should)
-P2P_HOST = "10.42.7.19"  # a pod-IP-like value for VLLM_P2P_SIDE_CHANNEL_HOST, which vLLM 0.32 hashes
-COMPILE_KEY_NS = "compile-key"
 
 
 def _compile_key_start(backends, tiny_model, workdir, **kw) -> Observed:
@@ -185,10 +185,6 @@ def compiled_len_changed(backends, tiny_model, workdir, compile_key_base, compil
 
 
 # ---- weights from the hub and from slow storage (tests/e2e/test_weight_sources.py) -------------------------------
-HUB_REPO = "vos-e2e/tiny-llama-padded"
-HUB_RATE = 50e6  # bytes/s: the hub server's bandwidth limit (~4 s for the padded model's 206 MB)
-SLOW_RATE = 25e6  # bytes/s: the throttled FUSE mount's (~8 s)
-WEIGHTS_NS = "weights"  # their fleet (k8s.namespace.name): the dashboards' weight panels select it
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import COMPILE_KEY_NS, P2P_HOST
+from e2e_params import COMPILE_KEY_NS, P2P_HOST
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import compare as cmp

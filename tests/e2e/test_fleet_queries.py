@@ -228,7 +228,7 @@ def test_kube_state_stand_in_matches_the_starts(stores):
 def test_weights_downloaded_alert_fires_on_the_real_download(stores, hub_download):
     """The full alert expression (data = firing) on both stores: the download start's fleet and model, with the
     bytes it downloaded (the weights; config and tokenizer files are not weights)."""
-    from conftest import HUB_REPO, WEIGHTS_NS
+    from e2e_params import HUB_REPO, WEIGHTS_NS
 
     from dashboards import alerts as al
 
@@ -245,7 +245,7 @@ def test_weights_downloaded_alert_fires_on_the_real_download(stores, hub_downloa
 def test_throughput_panel_shows_each_source_at_its_speed(stores, slow_storage, hub_cached):
     """The fleet dashboard's GB/s-by-source panel on the weight-source fleet: the slow FUSE start (local_dir) at its
     link's limit, the hub-cache rerun (local disk) far faster, the download (hub_download) in between."""
-    from conftest import SLOW_RATE, WEIGHTS_NS
+    from e2e_params import SLOW_RATE, WEIGHTS_NS
 
     backends, _ = stores
     expr = _select(_panel("dashboard/vllm-startup-fleet/Weight load throughput by source (GB/s)/A"),

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HUB_RATE, SLOW_RATE
+from e2e_params import HUB_RATE, SLOW_RATE
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import compare, sources
