@@ -12,4 +12,10 @@ bash tests/e2e/bootstrap_ecosystem.sh >/dev/null
 bash tests/e2e/bootstrap_loaders.sh >/dev/null
 V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"
 "$V/bin/python" -m ruff check src tests scripts dashboards support
-exec "$V/bin/python" -m pytest -rA -v "${@:-tests}"
+JUNIT=$(mktemp -t vos-junit.XXXXXX.xml)
+rc=0
+"$V/bin/python" -m pytest -rA -v --junitxml="$JUNIT" "${@:-tests}" || rc=$?
+# why each test failed, last: a log cut to its tail keeps it (support/failure_digest.py)
+[ "$rc" = 0 ] || "$V/bin/python" -m support.failure_digest "$JUNIT"
+rm -f "$JUNIT"
+exit "$rc"

@@ -150,11 +150,16 @@ def filesystem_of(path: str) -> str | None:
     return fs_type
 
 
-def gb_per_s_since(nbytes: Any, start_ns: Any) -> float | None:
-    """Throughput of ``nbytes`` moved between ``start_ns`` and now (a span ending now), GB/s of 10^9 bytes."""
+END_NS = "_vos_end_ns"  # set on a span by processor._run_before_end: the end time it is about to carry
+
+
+def gb_per_s(nbytes: Any, span: Any) -> float | None:
+    """Throughput of ``nbytes`` moved during ``span`` (ending now: its end time is already taken), GB/s of 10^9
+    bytes, over exactly the duration the span will carry."""
+    start_ns = getattr(span, "start_time", None)
     if not nbytes or not start_ns:
         return None
-    seconds = (time.time_ns() - start_ns) / 1e9
+    seconds = ((getattr(span, END_NS, None) or time.time_ns()) - start_ns) / 1e9
     return round(nbytes / seconds / 1e9, 4) if seconds > 0 else None
 
 
@@ -366,7 +371,7 @@ class WeightsLoad(Probe):
         try:
             attrs = {k: v for k, v in self.attributes().items() if k not in (span.attributes or {})}
             span.set_attributes(attrs)
-            gbps = gb_per_s_since((span.attributes or {}).get(sc.WEIGHTS_BYTES), getattr(span, "start_time", None))
+            gbps = gb_per_s((span.attributes or {}).get(sc.WEIGHTS_BYTES), span)
             if gbps is not None:
                 span.set_attribute(sc.WEIGHTS_GBPS, gbps)
         finally:
@@ -595,7 +600,7 @@ class HubDownload(Probe):
             return
         files, nbytes = blobs_written_since(cache, start)
         attrs: dict[str, Any] = {sc.DOWNLOAD_FILES: files, sc.DOWNLOAD_BYTES: nbytes}
-        gbps = gb_per_s_since(nbytes, start)
+        gbps = gb_per_s(nbytes, span)
         if gbps is not None:
             attrs[sc.DOWNLOAD_GBPS] = gbps
         span.set_attributes(attrs)

@@ -12,6 +12,7 @@ this process is past ready, so later recompiles or dummy runs while serving neve
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import SpanProcessor
@@ -19,7 +20,7 @@ from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import Status
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes import Probes
+from vllm_otel_startup.agent.causes import END_NS, Probes
 from vllm_otel_startup.agent.guard import SPANS, failed, safe
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
 from vllm_otel_startup.model.redact import scrub, scrub_attributes, scrubbed
@@ -115,6 +116,10 @@ def _run_before_end(span: Any, hook: Any) -> None:
 
     def end(end_time: int | None = None) -> None:
         if span.is_recording():
+            # the end is taken before the hook runs: what the hook derives from the span's duration (GB/s) is
+            # over the duration the span will carry, and the hook's own time is not counted in the phase
+            end_time = end_time or time.time_ns()
+            setattr(span, END_NS, end_time)
             hook(span)
         original(end_time=end_time)
 
