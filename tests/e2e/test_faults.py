@@ -73,11 +73,13 @@ class Run:
         """Each ready point waits at most FLUSH_MS (25 ms), so a start of three processes at most 3 x 25 = 75 ms,
         as the README and docs/telemetry.md promise; measured from outside, and the agent's self-report agrees.
         The machine's share is taken from the machine, not assumed: a thread that waits comes back late by what the
-        kernel and the GIL cost it at that moment, which the probe measures right after the wait in the same thread
-        (a 1 ms sleep: `handover`, near 0 on an idle machine); the agent answers for the rest."""
+        kernel and the GIL cost it at that moment. The probe measures both in the same thread: the time the kernel
+        kept it runnable but off a CPU during the wait (`run_queue`, from schedstat: 62 ms of a 63 ms wait with
+        the cores oversubscribed), and how late a 1 ms sleep comes back right after (`handover`, near 0 on an idle
+        machine). The agent answers for the rest."""
         assert set(self.waits) == PROCESSES, self.waits
         assert all(b == WAIT_MS / 1e3 for b in self.wait_bounds.values()), self.wait_bounds
-        ours = {kind: ms - self.handover[kind] for kind, ms in self.waits.items()}
+        ours = {kind: ms - self.run_queue[kind] - self.handover[kind] for kind, ms in self.waits.items()}
         detail = {"waits": self.waits, "handover": self.handover, "run_queue": self.run_queue}
         assert all(ms <= WAIT_MS for ms in ours.values()), detail
         assert sum(ours.values()) <= len(PROCESSES) * WAIT_MS, detail
