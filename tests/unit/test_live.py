@@ -113,6 +113,7 @@ def test_tick_prints_one_line_and_records_a_progress_span(start, capsys):
     assert rec.attributes[sc.LIVE_PHASE_STACK][0] == "startup"
     assert rec.parent.span_id == s.rt.process_span.get_span_context().span_id
     assert sc.PHASE not in rec.attributes  # not a phase: no metric, not in the local file
+    assert rec.end_time == rec.start_time  # a mark: zero-length
     s.rt.live.tick()  # same phase, seconds later: no second record
     assert len(s.spans(sc.PROGRESS_SPAN)) == 1
     span.end()

@@ -269,6 +269,7 @@ class Live:
             attrs[sc.LIVE_HISTORY] = self.matches
             if self.estimate is not None:
                 attrs[sc.LIVE_REMAINING_S] = round(self.estimate.remaining, 3)
+        at = time.time_ns()  # zero-length: one instant
         span = rt.tracer.start_span(sc.PROGRESS_SPAN, context=trace.set_span_in_context(rt.process_span),
-                                    attributes=attrs)
-        span.end()
+                                    attributes=attrs, start_time=at)
+        span.end(end_time=at)
