@@ -42,7 +42,8 @@ def install_dir(root: Path) -> Path:
 
 def read(out: Path) -> list[dict]:
     """Every process's record: pid, kind, finish_ms, flush_ms (the wait), wait_s (the bound it was given),
-    handover_ms (how late a 1 ms sleep came back right after), run_queue_ms (kernel's delay during the wait)."""
+    handover_ms (how late a 1 ms sleep came back right after), run_queue_ms (the kernel's delay of the process's
+    threads during the wait)."""
     return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
 
 
@@ -58,13 +59,23 @@ def handover_ms(tries: int = 3, nap_s: float = 0.001) -> float:
     return worst
 
 
-def run_queue_ns() -> int:
-    """This thread's time runnable but waiting for a CPU (Linux schedstat), 0 where the kernel does not say."""
-    try:
-        with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
+def run_queue_ns() -> dict[str, int]:
+    """Per thread of this process: its time runnable but waiting for a CPU (Linux schedstat); empty where the
+    kernel does not say."""
+    out = {}
+    for task in Path("/proc/self/task").glob("*"):
+        try:
+            out[task.name] = int((task / "schedstat").read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def run_queue_since(before: dict[str, int]) -> float:
+    """ms the kernel kept this process's threads off a CPU since ``before`` (threads started since count from 0;
+    one that ended since, not at all). All threads, not only the waiting one: a thread that holds the GIL and is
+    taken off its CPU keeps the waiting thread from coming back as surely as the run queue does."""
+    return sum(ns - before.get(tid, 0) for tid, ns in run_queue_ns().items()) / 1e6
 
 
 def install() -> None:
@@ -82,7 +93,7 @@ def install() -> None:
             return flush(rt, wait_s, *args, **kwargs)
         finally:
             seen["flush_ms"] = (time.perf_counter_ns() - t0) / 1e6
-            seen["run_queue_ms"] = (run_queue_ns() - queued) / 1e6  # the kernel kept this thread off a CPU
+            seen["run_queue_ms"] = run_queue_since(queued)  # the kernel kept the threads off a CPU
             seen["wait_s"] = wait_s
             t1 = time.perf_counter_ns()
             seen["handover_ms"] = handover_ms()

@@ -73,10 +73,11 @@ class Run:
         """Each ready point waits at most FLUSH_MS (25 ms), so a start of three processes at most 3 x 25 = 75 ms,
         as the README and docs/telemetry.md promise; measured from outside, and the agent's self-report agrees.
         The machine's share is taken from the machine, not assumed: a thread that waits comes back late by what the
-        kernel and the GIL cost it at that moment. The probe measures both in the same thread: the time the kernel
-        kept it runnable but off a CPU during the wait (`run_queue`, from schedstat: 62 ms of a 63 ms wait with
-        the cores oversubscribed), and how late a 1 ms sleep comes back right after (`handover`, near 0 on an idle
-        machine). The agent answers for the rest."""
+        kernel and the GIL cost it at that moment. The probe measures both: the time the kernel kept the process's
+        threads runnable but off a CPU during the wait (`run_queue`, from schedstat, every thread: one that holds
+        the GIL off its CPU holds up the waiting one; 62 ms of a 63 ms wait with the cores oversubscribed), and how
+        late a 1 ms sleep comes back right after, in the waiting thread (`handover`, near 0 on an idle machine).
+        The agent answers for the rest."""
         assert set(self.waits) == PROCESSES, self.waits
         assert all(b == WAIT_MS / 1e3 for b in self.wait_bounds.values()), self.wait_bounds
         ours = {kind: ms - self.run_queue[kind] - self.handover[kind] for kind, ms in self.waits.items()}
