@@ -11,7 +11,8 @@ pkgroot's (tests/e2e/bootstrap.sh). Under `nice`: it is CPU-heavy. Queries: a da
 query over its dashboard's default time range (fleet overview 24h, compare 7d, one start 6h), step = range/1000
 (at least 15 s), the ``raw`` form (recording rules replaced by what they compute: recorded series are not
 backfilled); alert expressions and recording-rule expressions are instant queries at the end of the window.
-Every query runs ``--repeat`` times (VictoriaMetrics with nocache=1); p50/p95 are over those runs, per query.
+Every query runs ``--repeat`` times (VictoriaMetrics with nocache=1; once when a run takes over 10 s); p50/p95
+are over those runs, per query.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from support.harness import free_port, wait_until  # noqa: E402
 
 PKG_BIN = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e")) / "pkgroot/usr/bin"
 RANGES = {"now-6h": 6 * 3600, "now-24h": 86400, "now-7d": 7 * 86400}
+SLOW_S = 10.0
 MINIMAL = ("service.name", "vllm.startup.process_kind", "vllm.startup.worker_rank", *fs.K8S)
 
 
@@ -86,11 +88,13 @@ def time_queries(base: str, end_s: int, repeat: int, vm: bool) -> list[dict]:
         for _ in range(repeat):
             t0 = time.perf_counter()
             try:
-                body = json.loads(http(url, timeout=120))
+                body = json.loads(http(url, timeout=300))
                 series = len(body["data"]["result"])
             except Exception as exc:  # noqa: BLE001 - a query the store refuses is a result too
                 error = str(exc)[:200]
             times.append(time.perf_counter() - t0)
+            if times[-1] > SLOW_S:  # one run that slow says enough
+                break
         out.append({"source": source, "range_s": rng, "p50_s": statistics.median(times),
                     "p95_s": sorted(times)[max(0, round(0.95 * len(times)) - 1)], "series": series, "error": error})
     return out
@@ -171,7 +175,7 @@ def run_prom(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s
     om.unlink(missing_ok=True)
     listing = subprocess.run([str(PKG_BIN / "promtool"), "tsdb", "list", str(data)], capture_output=True,
                              text=True, check=True).stdout.splitlines()
-    series = sum(int(row.split()[3]) for row in listing[1:] if row.strip())  # per block; a series in two counts twice
+    series = sum(int(row.split()[6]) for row in listing[1:] if row.strip())  # per block; a series in two counts twice
     size = du(data)
     port = free_port()
     proc = subprocess.Popen([str(PKG_BIN / "prometheus"), f"--storage.tsdb.path={data}",

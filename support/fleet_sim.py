@@ -21,7 +21,6 @@ exporting and serving the same values as long as it lives; this bounds the simul
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import random
 import uuid
@@ -77,8 +76,9 @@ def templates(root: Path = STARTS) -> list[Template]:
     from vllm_otel_startup.cli import sources
 
     out = []
-    for path in sorted([*root.glob("corpus/*.jsonl.gz"), *root.glob("dev/*.jsonl.gz"), *root.glob("gpu/*-warm.jsonl.gz"),
-                        *root.glob("gpu/*-cold.jsonl.gz")]):
+    paths = [*root.glob("corpus/*.jsonl.gz"), *root.glob("dev/*.jsonl.gz"), *root.glob("gpu/*-warm.jsonl.gz"),
+             *root.glob("gpu/*-cold.jsonl.gz")]
+    for path in sorted(paths):
         st = sources.one(str(path))
         outcome = str(st.root.attrs.get(sc.OUTCOME, "failed"))
         out.append(Template(f"{path.parent.name}/{path.name.removesuffix('.jsonl.gz')}", tuple(st.spans), outcome,
