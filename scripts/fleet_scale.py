@@ -4,7 +4,8 @@ of their /metrics scrapes, then measured: series created, bytes on disk, ingesti
 dashboard panel query, alert expression and recording rule.
 
     python scripts/fleet_scale.py --n 1000 10000 [--stores vm prom] [--json out.json]
-    python scripts/fleet_scale.py --n 1000 --buckets 1,10,60,300 --resource-keep minimal   # a design variant
+    python scripts/fleet_scale.py --n 1000 --buckets 1,10,60,300 --resource-keep minimal   # a variant
+    python scripts/fleet_scale.py --n 100000 --stores vm --design proposed   # the proposed design
 
 Run it with the e2e venv's python (opentelemetry-sdk, prometheus-client, tqdm); the stores are the e2e
 pkgroot's (tests/e2e/bootstrap.sh). Under `nice`: it is CPU-heavy. Queries: a dashboard panel's query is a range
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -40,7 +42,7 @@ from support.harness import free_port, wait_until  # noqa: E402
 PKG_BIN = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e")) / "pkgroot/usr/bin"
 RANGES = {"now-6h": 6 * 3600, "now-24h": 86400, "now-7d": 7 * 86400}
 SLOW_S = 10.0
-MINIMAL = ("service.name", "vllm.startup.process_kind", "vllm.startup.worker_rank", *fs.K8S)
+MINIMAL = fs.PROPOSED_RESOURCE
 
 
 def bar(total: int, desc: str):
@@ -75,9 +77,47 @@ def queries() -> list[tuple[str, str, int | None]]:
     return out
 
 
-def time_queries(base: str, end_s: int, repeat: int, vm: bool) -> list[dict]:
+def proposed_queries(pod: str = "") -> list[tuple[str, str, int | None]]:
+    """The proposal's fleet panels and alerts (docs/results.md "A design that scales"), on its per-start gauges."""
+    from vllm_otel_startup import semconv as sc
+
+    fs.proposed([])  # the proposal's gauge in semconv's tables
+    last, phase = sc.prom_name("vllm.startup.last_start.duration"), sc.prom_name(fs.PHASE_LAST)
+    wb, wt = sc.prom_name("vllm.startup.weights.bytes"), sc.prom_name("vllm.startup.weights.load_time")
+    ready, failed = f'{last}{{vllm_startup_outcome="ready"}}', f'{last}{{vllm_startup_outcome="failed"}}'
+    day, week, six = RANGES["now-24h"], RANGES["now-7d"], RANGES["now-6h"]
+    return [
+        ("fleet/starts per hour by model", f"count by (vllm_model) (max_over_time({last}[1h]))", day),
+        ("fleet/time to ready p95 by model", f"quantile by (vllm_model) (0.95, max_over_time({ready}[24h]))", None),
+        ("fleet/phase p95", "quantile by (vllm_startup_phase, vllm_startup_process_kind) "
+                            f"(0.95, max_over_time({phase}[24h]))", None),
+        ("fleet/phase p95 over time", f"quantile by (vllm_startup_phase) (0.95, max_over_time({phase}[1h]))", day),
+        ("fleet/time to ready p50 cold vs warm over time",
+         f"quantile by (vllm_startup_mode) (0.5, max_over_time({ready}[1h]))", day),
+        ("fleet/slowest starts", f"topk(10, max by (k8s_pod_name, trace_id) (max_over_time({ready}[24h])))", None),
+        ("fleet/failed starts", f"count by (vllm_model, vllm_version) (max_over_time({failed}[24h]))", None),
+        ("fleet/weights GB/s by source", f"sum by (vllm_weights_source) (max_over_time({wb}[24h])) / "
+                                         f"sum by (vllm_weights_source) (max_over_time({wt}[24h])) / 1e9", None),
+        ("compare/phase p95 by version", "quantile by (vllm_version, vllm_startup_phase) "
+                                         f"(0.95, max_over_time({phase}[7d]))", None),
+        ("compare/phase p95 by version over time", "quantile by (vllm_version, vllm_startup_phase) "
+                                                   f"(0.95, max_over_time({phase}[1h]))", week),
+        ("compare/time to ready p95 by version over time",
+         f"quantile by (vllm_version) (0.95, max_over_time({ready}[1h]))", week),
+        ("one-start/phases of one pod's start", "max by (vllm_startup_phase, vllm_startup_process_kind) "
+                                                f'(last_over_time({phase}{{k8s_pod_name="{pod}"}}[6h]))', six),
+        ("alert/slow start", f"max by (k8s_pod_name, vllm_model) (max_over_time({ready}[5m])) > 600", None),
+        ("alert/failure ratio", f"count by (vllm_model) (max_over_time({failed}[1h])) / "
+                                f"count by (vllm_model) (max_over_time({last}[1h])) > 0.1", None),
+        ("alert/phase regression", "quantile by (vllm_model, vllm_startup_phase) (0.95, max_over_time("
+                                   f"{phase}[1h])) > 2 * quantile by (vllm_model, vllm_startup_phase) "
+                                   f"(0.95, max_over_time({phase}[1d] offset 1h))", None),
+    ]
+
+
+def time_queries(base: str, end_s: int, repeat: int, vm: bool, design: str = fs.CURRENT, pod: str = "") -> list[dict]:
     out = []
-    for source, expr, rng in queries():
+    for source, expr, rng in (queries() if design == fs.CURRENT else proposed_queries(pod)):
         params = {"query": expr, "time" if rng is None else "end": str(end_s)}
         if rng is not None:
             params |= {"start": str(end_s - rng), "step": str(max(15, rng // 1000))}
@@ -113,27 +153,39 @@ def run_vm(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s: 
         wait_until(lambda: _ok(f"{base}/health"), 30, "VictoriaMetrics")
         gen_s = ingest_s = 0.0
         sent = 0
-        with bar(len(starts), "otlp -> victoriametrics") as pb:
-            for i in range(0, len(starts), a.batch):
-                chunk = starts[i:i + a.batch]
-                t0 = time.perf_counter()
-                body = fs.otlp_request(chunk, samples=a.samples, interval_s=a.interval, resource_keep=a.keep)
+        chunks = [(starts[i:i + a.batch], a) for i in range(0, len(starts), a.batch)]
+        with bar(len(starts), "otlp -> victoriametrics") as pb, multiprocessing.Pool(a.jobs) as pool:
+            for n, body, dt in pool.imap(_otlp_body, chunks):  # generated in workers, in order, while we post
                 t1 = time.perf_counter()
                 http(f"{base}/opentelemetry/v1/metrics", body, {"Content-Type": "application/x-protobuf"})
-                t2 = time.perf_counter()
-                gen_s, ingest_s, sent = gen_s + t1 - t0, ingest_s + t2 - t1, sent + len(body)
-                pb.update(len(chunk))
+                gen_s, ingest_s, sent = gen_s + dt, ingest_s + time.perf_counter() - t1, sent + len(body)
+                pb.update(n)
         t0 = time.perf_counter()
         http(f"{base}/internal/force_flush")
         ingest_s += time.perf_counter() - t0
         series = int(json.loads(http(f"{base}/api/v1/series/count"))["data"][0])
         samples = _vm_rows(base)
-        lat = time_queries(base, end_s, a.repeat, vm=True)
+        lat = time_queries(base, end_s, a.repeat, vm=True, design=a.design, pod=starts[-1].pod)
     finally:
         proc.terminate()
         proc.wait(60)
     return {"store": "victoriametrics (OTLP)", "series": series, "rows": samples, "bytes": du(data),
             "generate_s": gen_s, "ingest_s": ingest_s, "otlp_bytes": sent, "queries": lat}
+
+
+def _otlp_body(job: tuple[list[fs.SimStart], argparse.Namespace]) -> tuple[int, bytes, float]:
+    chunk, a = job
+    _buckets(a.buckets)
+    t0 = time.perf_counter()
+    body = fs.otlp_request(chunk, samples=a.samples, interval_s=a.interval, resource_keep=a.keep, design=a.design)
+    return len(chunk), body, time.perf_counter() - t0
+
+
+def _buckets(spec: str | None) -> None:
+    if spec is not None:
+        from vllm_otel_startup import semconv as sc
+
+        sc.DURATION_BUCKETS = tuple(float(b) for b in spec.split(",") if b)  # read at record time by our code
 
 
 def _vm_rows(base: str) -> int:
@@ -164,7 +216,7 @@ def run_prom(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s
     with bar(len(starts), "scrapes -> prometheus (promtool backfill)") as pb:
         for chunk in groups.values():
             t0 = time.perf_counter()
-            lines += fs.openmetrics_file(chunk, om, samples=a.samples, interval_s=a.interval)
+            lines += fs.openmetrics_file(chunk, om, samples=a.samples, interval_s=a.interval, design=a.design)
             t1 = time.perf_counter()
             r = subprocess.run([str(PKG_BIN / "promtool"), "tsdb", "create-blocks-from", "openmetrics", str(om),
                                 str(data)], capture_output=True, text=True)
@@ -185,7 +237,7 @@ def run_prom(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _ok(f"{base}/-/ready"), 300, "Prometheus")
-        lat = time_queries(base, end_s, a.repeat, vm=False)
+        lat = time_queries(base, end_s, a.repeat, vm=False, design=a.design, pod=starts[-1].pod)
     finally:
         proc.terminate()
         proc.wait(60)
@@ -223,18 +275,18 @@ def main() -> int:
     ap.add_argument("--interval", type=int, default=60, help="s between a series' points (export/scrape interval)")
     ap.add_argument("--window-days", type=float, default=7, help="starts spread over this many days up to now")
     ap.add_argument("--repeat", type=int, default=5, help="runs per query (p50/p95 over them)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes generating OTLP requests while one posts")
     ap.add_argument("--batch", type=int, default=50, help="starts per OTLP request")
     ap.add_argument("--buckets", help="comma-separated histogram bounds instead of semconv.DURATION_BUCKETS")
     ap.add_argument("--resource-keep", choices=["all", "minimal"], default="all",
                     help="minimal: only service.name, process kind, worker rank and k8s.* as OTLP resource")
+    ap.add_argument("--design", choices=[fs.CURRENT, fs.PROPOSED], default=fs.CURRENT,
+                    help="proposed: the per-start gauges of docs/results.md, minimal resource, its own queries")
     ap.add_argument("--work", type=Path, help="keep the stores here (default: a temporary directory)")
     ap.add_argument("--json", type=Path, help="write every figure, every query's latency, here")
     a = ap.parse_args()
-    a.keep = MINIMAL if a.resource_keep == "minimal" else None
-    if a.buckets is not None:
-        from vllm_otel_startup import semconv as sc
-
-        sc.DURATION_BUCKETS = tuple(float(b) for b in a.buckets.split(",") if b)  # read at record time by our code
+    a.keep = MINIMAL if a.resource_keep == "minimal" or a.design == fs.PROPOSED else None
+    _buckets(a.buckets)
     templates = fs.templates()
     end_s = int(time.time()) // 60 * 60 - a.samples * a.interval - 60
     results = []
@@ -248,7 +300,7 @@ def main() -> int:
             finally:
                 if a.work is None:
                     shutil.rmtree(work, ignore_errors=True)
-            r |= {"n": n, "samples": a.samples, "interval_s": a.interval, "buckets": a.buckets,
+            r |= {"n": n, "design": a.design, "samples": a.samples, "interval_s": a.interval, "buckets": a.buckets,
                   "resource_keep": a.resource_keep}
             results.append(r)
             print(summary(n, r), flush=True)

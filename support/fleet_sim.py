@@ -31,7 +31,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.observations import fleet_labels, span_observations, start_observations
+from vllm_otel_startup.agent.observations import Obs, fleet_labels, span_observations, start_observations
 from vllm_otel_startup.model.spanmodel import Span
 
 STARTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "starts"
@@ -39,6 +39,7 @@ API_SERVER = "api_server"
 MODELS = [f"{org}/{name}" for org in ("meta-llama", "Qwen", "mistralai", "google", "ibm-granite")
           for name in ("small-1b", "chat-8b", "coder-14b", "instruct-32b", "large-70b")]
 VERSIONS = ("0.26.0", "0.28.1", "0.30.2", "0.31.0", "0.32.0")
+CURRENT, PROPOSED = "current", "proposed"
 K8S = ("k8s.cluster.name", "k8s.namespace.name", "k8s.pod.name", "k8s.node.name")
 
 
@@ -88,14 +89,16 @@ def templates(root: Path = STARTS) -> list[Template]:
 
 def plan(n: int, templates_: list[Template], *, end_s: int, window_s: int = 7 * 86400, seed: int = 18,
          failed_share: float = 0.02, gpu_share: float = 0.5, warm_share: float = 0.7) -> list[SimStart]:
-    """``n`` starts spread uniformly over ``window_s`` up to ``end_s``, time-ordered. A fleet of pods restarting
-    about daily: n / (window in days) pods, 3 clusters, 4 namespaces, a node per 8 pods, 25 models, 5 vLLM
-    versions; ``failed_share`` fail, ``gpu_share`` are GPU starts, ``warm_share`` of the others warm."""
+    """``n`` starts spread uniformly over ``window_s`` up to ``end_s``, time-ordered: every start a new pod (a
+    Deployment's rollout, rescheduling or autoscaling: a fresh pod name and IP, the worst case for series churn),
+    n / (window in days) deployments restarting about daily, each with its model and vLLM version (25 models, 5
+    versions), 3 clusters, 4 namespaces, a node per 8 deployments; ``failed_share`` fail, ``gpu_share`` are GPU
+    starts, ``warm_share`` of the others warm (a cache on the node or a volume)."""
     rnd = random.Random(seed)
     failed = [t for t in templates_ if t.outcome != "ready"]
     ready = [t for t in templates_ if t.outcome == "ready"]
     pools = {(g, w): [t for t in ready if t.gpu == g and t.warm == w] for g in (True, False) for w in (True, False)}
-    pods = max(1, round(n / max(window_s / 86400, 1)))
+    deployments = max(1, round(n / max(window_s / 86400, 1)))
     out = []
     for i in range(n):
         if failed and rnd.random() < failed_share:
@@ -104,10 +107,11 @@ def plan(n: int, templates_: list[Template], *, end_s: int, window_s: int = 7 * 
             g = rnd.random() < gpu_share
             w = rnd.random() < warm_share
             t = rnd.choice(pools[(g, w)] or ready)
-        pod = rnd.randrange(pods)
-        out.append(SimStart(i, t, end_s - rnd.randrange(window_s), f"cluster-{pod % 3}", f"team-{pod % 4}",
-                            f"vllm-{pod:06d}", f"node-{pod // 8:05d}", MODELS[pod % len(MODELS)],
-                            VERSIONS[(pod // len(MODELS)) % len(VERSIONS)], rnd.lognormvariate(0, 0.3)))
+        d = rnd.randrange(deployments)
+        out.append(SimStart(i, t, end_s - rnd.randrange(window_s), f"cluster-{d % 3}", f"team-{d % 4}",
+                            f"vllm-{d:05d}-{rnd.getrandbits(40):010x}", f"node-{d // 8:05d}",
+                            MODELS[d % len(MODELS)], VERSIONS[(d // len(MODELS)) % len(VERSIONS)],
+                            rnd.lognormvariate(0, 0.3)))
     return sorted(out, key=lambda s: s.ready_s)
 
 
@@ -160,9 +164,11 @@ def _sampler(kind: str, gpu: bool) -> Any:
                            take_peaks=lambda: {"process": 1.0, "tree": 1.5, "system": 1.9})
 
 
-def otlp_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iterable[str] | None = None) -> list[Any]:
+def otlp_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iterable[str] | None = None,
+                          design: str = CURRENT) -> list[Any]:
     """The start's OTLP ResourceMetrics (protobuf), one per process, as the agent records them at the ready
-    point. ``resource_keep``: only these resource attributes (a design that keeps process identity off)."""
+    point. ``resource_keep``: only these resource attributes (a design that keeps process identity off);
+    ``design``: ``proposed`` passes the observations through ``proposed()`` first."""
     from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -184,7 +190,7 @@ def otlp_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iter
         observations = span_observations(own, fleet)
         if kind == API_SERVER:
             observations += start_observations(spans, fleet)
-        StartupRecorder(m).record(observations)
+        StartupRecorder(m).record(proposed(observations) if design == PROPOSED else observations)
         data = reader.get_metrics_data()
         provider.shutdown()
         if data is not None:
@@ -218,13 +224,13 @@ def stamp(resource_metrics: list[Any], times_ns: list[int]) -> None:
 
 
 def otlp_request(starts: Iterable[SimStart], *, samples: int, interval_s: int,
-                 resource_keep: Iterable[str] | None = None) -> bytes:
+                 resource_keep: Iterable[str] | None = None, design: str = CURRENT) -> bytes:
     """One ExportMetricsServiceRequest (serialized) holding every process of ``starts``."""
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
     req = ExportMetricsServiceRequest()
     for s in starts:
-        rms = otlp_resource_metrics(s, spans_of(s), resource_keep=resource_keep)
+        rms = otlp_resource_metrics(s, spans_of(s), resource_keep=resource_keep, design=design)
         stamp(rms, [(s.ready_s + k * interval_s) * 10**9 for k in range(samples)])
         req.resource_metrics.extend(rms)
     return req.SerializeToString()
@@ -237,24 +243,29 @@ def target_labels(s: SimStart) -> dict[str, str]:
             **{sc.prom_label(k): v for k, v in s.identity.items()}}
 
 
-def exposition(s: SimStart, spans: list[Span]) -> str:
+def exposition(s: SimStart, spans: list[Span], design: str = CURRENT) -> str:
     """What the API server's GET /metrics serves of the start (prometheus-client text format 0.0.4)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from vllm_otel_startup.agent.prometheus import StartupCollector
+    from vllm_otel_startup.agent.prometheus import StartupCollector, families
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StartupCollector(lambda: spans, fleet_of(s, spans)))
+    collector = StartupCollector(lambda: spans, fleet_of(s, spans))
+    if design == PROPOSED:
+        fleet = fleet_of(s, spans)
+        obs = proposed(span_observations(spans, fleet) + start_observations(spans, fleet))
+        collector.collect = lambda: families(obs)  # the collector's own rendering of the proposal's observations
+    registry.register(collector)
     return generate_latest(registry).decode()
 
 
-def scrape_samples(s: SimStart, *, samples: int, interval_s: int) -> Iterator[tuple[str, str]]:
+def scrape_samples(s: SimStart, *, samples: int, interval_s: int, design: str = CURRENT) -> Iterator[tuple[str, str]]:
     """(metric name, OpenMetrics sample line with a timestamp in s) of ``samples`` scrapes of the start's /metrics;
     nothing for a failed start."""
     if s.template.outcome != "ready":
         return
     extra = ",".join(f'{k}="{v}"' for k, v in target_labels(s).items())
-    for line in exposition(s, spans_of(s)).splitlines():
+    for line in exposition(s, spans_of(s), design).splitlines():
         if not line or line.startswith("#"):
             continue
         series, value = line.rsplit(" ", 1)
@@ -264,12 +275,13 @@ def scrape_samples(s: SimStart, *, samples: int, interval_s: int) -> Iterator[tu
             yield name, f"{body} {value} {s.ready_s + k * interval_s}"
 
 
-def openmetrics_file(starts: Iterable[SimStart], path: Path, *, samples: int, interval_s: int) -> int:
+def openmetrics_file(starts: Iterable[SimStart], path: Path, *, samples: int, interval_s: int,
+                     design: str = CURRENT) -> int:
     """Write the scrapes of ``starts`` for promtool's backfill (series of one metric name together, ``# EOF``);
     the number of sample lines."""
     by_name: dict[str, list[str]] = {}
     for s in starts:
-        for name, line in scrape_samples(s, samples=samples, interval_s=interval_s):
+        for name, line in scrape_samples(s, samples=samples, interval_s=interval_s, design=design):
             by_name.setdefault(name, []).append(line)
     n = 0
     with open(path, "w") as f:
@@ -280,3 +292,31 @@ def openmetrics_file(starts: Iterable[SimStart], path: Path, *, samples: int, in
         f.write("# EOF\n")
     return n
 
+
+
+# ---- the proposed design (docs/results.md "A design that scales"), not yet the contract -----------------------
+PHASE_LAST = "vllm.startup.phase.last_duration"
+PROPOSED_METRICS = {PHASE_LAST: ("gauge", "s", (sc.PHASE, sc.PROCESS_KIND),
+                                 "this start's duration of the phase (one series per phase per start)")}
+# OTLP resource attributes kept as labels: the pod, the process kind (no pid, no service.instance.id)
+PROPOSED_RESOURCE = ("service.name", sc.PROCESS_KIND, sc.WORKER_RANK, *K8S)
+_DROPPED = {"vllm.startup.phase.duration", "vllm.startup.phase.cpu_time", "vllm.startup.phase.disk_read",
+            "vllm.startup.duration"}
+
+
+def proposed(observations: list[Obs]) -> list[Obs]:
+    """The agent's observations as the proposal records them: each phase duration one gauge per start (no
+    buckets: fleet quantiles are taken across starts, ``quantile by (...)`` over ``max_over_time``), no per-phase
+    CPU and disk-read series (they stay span attributes), no time-to-ready histogram (``last_start.duration``
+    already holds it, one series per start); everything else unchanged. Registers the gauge in semconv's tables
+    in this process (what the contract change would do)."""
+    sc.METRICS.update(PROPOSED_METRICS)
+    sc.STARTUP_METRICS.update(PROPOSED_METRICS)
+    out = [o for o in observations if o.metric not in _DROPPED]
+    phases: dict[tuple, Obs] = {}  # a phase run twice in one process (a retried step): its total
+    for o in observations:
+        if o.metric == "vllm.startup.phase.duration":
+            key = tuple(sorted(o.labels.items()))
+            prev = phases.get(key)
+            phases[key] = o._replace(metric=PHASE_LAST, value=o.value + (prev.value if prev else 0.0))
+    return out + list(phases.values())
