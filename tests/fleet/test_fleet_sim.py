@@ -4,6 +4,7 @@ stores take what it writes (the big-N measurement stays a script: measure, don't
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import time
@@ -150,3 +151,23 @@ def test_both_stores_take_the_simulated_fleet(starts, tmp_path):
                         f"--sandbox-dir-root={tmp_path}", str(tmp_path / "prom")],
                        capture_output=True, text=True, timeout=120)
     assert len({line.split("}")[0] for line in r.stdout.splitlines() if line}) == ready
+
+
+def _otlp_series(req) -> int:
+    """Series a store makes of the request: a histogram point is its buckets, a sum and a count; each series is
+    at two times (``_request``)."""
+    return sum(len(p.bucket_counts) + 2 if m.HasField("histogram") else 1 for rm in req.resource_metrics
+               for sm in rm.scope_metrics for m in sm.metrics for p in fs._points(m)) // 2
+
+
+def test_the_proposed_design_stays_within_100_series_per_start(templates):
+    """docs/results.md "A design that scales": every recorded start, on both paths, <= 100 series; the current
+    design's phase histograms alone are over 1,000."""
+    for t in templates:
+        s = dataclasses.replace(fs.plan(1, templates, end_s=END_S)[0], template=t)
+        current = _otlp_series(_request([s]))
+        proposed = _otlp_series(_request([s], design=fs.PROPOSED, resource_keep=fs.PROPOSED_RESOURCE))
+        scrape = sum(1 for _ in fs.scrape_samples(s, samples=1, interval_s=60, design=fs.PROPOSED))
+        assert proposed <= 100 and scrape <= 100, (t.name, proposed, scrape)
+        if t.outcome == "ready":
+            assert current > 1000 and 40 <= scrape <= proposed < current / 10, (t.name, current, proposed, scrape)
