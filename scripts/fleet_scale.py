@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -42,6 +43,7 @@ from support.harness import free_port, wait_until  # noqa: E402
 PKG_BIN = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e")) / "pkgroot/usr/bin"
 RANGES = {"now-6h": 6 * 3600, "now-24h": 86400, "now-7d": 7 * 86400}
 SLOW_S = 10.0
+TIMEOUT_S = 300.0  # a query still running then counts as failed (its time: this)
 MINIMAL = fs.PROPOSED_RESOURCE
 
 
@@ -116,8 +118,11 @@ def proposed_queries(pod: str = "") -> list[tuple[str, str, int | None]]:
 
 
 def time_queries(base: str, end_s: int, repeat: int, vm: bool, design: str = fs.CURRENT, pod: str = "") -> list[dict]:
+    from tqdm import tqdm
+
     out = []
-    for source, expr, rng in (queries() if design == fs.CURRENT else proposed_queries(pod)):
+    todo = queries() if design == fs.CURRENT else proposed_queries(pod)
+    for source, expr, rng in tqdm(todo, desc="queries", unit="query", file=sys.stderr, mininterval=2):
         params = {"query": expr, "time" if rng is None else "end": str(end_s)}
         if rng is not None:
             params |= {"start": str(end_s - rng), "step": str(max(15, rng // 1000))}
@@ -128,9 +133,11 @@ def time_queries(base: str, end_s: int, repeat: int, vm: bool, design: str = fs.
         for _ in range(repeat):
             t0 = time.perf_counter()
             try:
-                body = json.loads(http(url, timeout=300))
+                body = json.loads(http(url, timeout=TIMEOUT_S))
                 series = len(body["data"]["result"])
-            except Exception as exc:  # noqa: BLE001 - a query the store refuses is a result too
+            except urllib.error.HTTPError as exc:  # a query the store refuses is a result too
+                error = f"{exc.code}: {exc.read()[:300].decode(errors='replace')}"
+            except Exception as exc:  # noqa: BLE001 - a timeout is one too
                 error = str(exc)[:200]
             times.append(time.perf_counter() - t0)
             if times[-1] > SLOW_S:  # one run that slow says enough

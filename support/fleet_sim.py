@@ -40,6 +40,7 @@ MODELS = [f"{org}/{name}" for org in ("meta-llama", "Qwen", "mistralai", "google
           for name in ("small-1b", "chat-8b", "coder-14b", "instruct-32b", "large-70b")]
 VERSIONS = ("0.26.0", "0.28.1", "0.30.2", "0.31.0", "0.32.0")
 CURRENT, PROPOSED = "current", "proposed"
+SCALES = (0.7, 0.85, 1.0, 1.2, 1.5)  # phase durations x one of these per start (quintiles of lognormal(0, 0.3))
 K8S = ("k8s.cluster.name", "k8s.namespace.name", "k8s.pod.name", "k8s.node.name")
 
 
@@ -65,7 +66,7 @@ class SimStart:
     node: str
     model: str
     version: str
-    scale: float  # phase durations x this
+    scale: float  # phase durations x this (one of SCALES)
 
     @property
     def identity(self) -> dict[str, str]:
@@ -111,7 +112,7 @@ def plan(n: int, templates_: list[Template], *, end_s: int, window_s: int = 7 * 
         out.append(SimStart(i, t, end_s - rnd.randrange(window_s), f"cluster-{d % 3}", f"team-{d % 4}",
                             f"vllm-{d:05d}-{rnd.getrandbits(40):010x}", f"node-{d // 8:05d}",
                             MODELS[d % len(MODELS)], VERSIONS[(d // len(MODELS)) % len(VERSIONS)],
-                            rnd.lognormvariate(0, 0.3)))
+                            rnd.choice(SCALES)))
     return sorted(out, key=lambda s: s.ready_s)
 
 
@@ -223,14 +224,56 @@ def stamp(resource_metrics: list[Any], times_ns: list[int]) -> None:
                             q.start_time_unix_nano = times_ns[0] - 1_000_000_000
 
 
+_made: dict[tuple, tuple[list[bytes], list[dict[str, Any]], str]] = {}
+
+
+def reused_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iterable[str] | None = None,
+                            design: str = CURRENT) -> list[Any]:
+    """``otlp_resource_metrics``, made once per (template, model, version, scale, design): another start with
+    those gets the same points, with its own identity written over the first one's — the resources (pid,
+    service.instance.id, pod, node) and the trace id label — which is all that differs between them (the
+    observations depend on durations, fleet labels and span attributes only). Exact, and ~10x cheaper."""
+    from opentelemetry.exporter.otlp.proto.common._internal import _encode_attributes
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import ResourceMetrics
+
+    keep = tuple(resource_keep) if resource_keep is not None else None
+    key = (s.template.name, s.model, s.version, s.scale, design, keep)
+    resources = [own[0].resource for own in processes(spans).values()]
+    if key not in _made:
+        made = otlp_resource_metrics(s, spans, resource_keep=keep, design=design)
+        if len(made) != len(resources):  # a process without metrics: no reuse for this one
+            return made
+        _made[key] = ([rm.SerializeToString() for rm in made], resources, spans[0].trace_id)
+        return made
+    blobs, first, first_trace = _made[key]
+    out = []
+    for blob, res, old in zip(blobs, resources, first, strict=True):
+        rm = ResourceMetrics.FromString(blob)
+        attrs = {k: (json.dumps(v) if isinstance(v, list) else v) for k, v in res.items()
+                 if keep is None or k in keep}
+        if {k for k in attrs} != {k for k in old if keep is None or k in keep}:
+            raise ValueError("a reused start's resource has other attributes")
+        del rm.resource.attributes[:]
+        rm.resource.attributes.extend(_encode_attributes(attrs))
+        for metric in (m for sc_ in rm.scope_metrics for m in sc_.metrics):
+            for p in _points(metric):
+                for kv in p.attributes:
+                    if kv.key == sc.TRACE_ID and kv.value.string_value == first_trace:
+                        kv.value.string_value = spans[0].trace_id
+        out.append(rm)
+    return out
+
+
 def otlp_request(starts: Iterable[SimStart], *, samples: int, interval_s: int,
-                 resource_keep: Iterable[str] | None = None, design: str = CURRENT) -> bytes:
-    """One ExportMetricsServiceRequest (serialized) holding every process of ``starts``."""
+                 resource_keep: Iterable[str] | None = None, design: str = CURRENT, reuse: bool = True) -> bytes:
+    """One ExportMetricsServiceRequest (serialized) holding every process of ``starts``; ``reuse``: through
+    ``reused_resource_metrics`` (the same request, made faster)."""
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
+    make = reused_resource_metrics if reuse else otlp_resource_metrics
     req = ExportMetricsServiceRequest()
     for s in starts:
-        rms = otlp_resource_metrics(s, spans_of(s), resource_keep=resource_keep, design=design)
+        rms = make(s, spans_of(s), resource_keep=resource_keep, design=design)
         stamp(rms, [(s.ready_s + k * interval_s) * 10**9 for k in range(samples)])
         req.resource_metrics.extend(rms)
     return req.SerializeToString()

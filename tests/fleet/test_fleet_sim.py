@@ -171,3 +171,31 @@ def test_the_proposed_design_stays_within_100_series_per_start(templates):
         assert proposed <= 100 and scrape <= 100, (t.name, proposed, scrape)
         if t.outcome == "ready":
             assert current > 1000 and 40 <= scrape <= proposed < current / 10, (t.name, current, proposed, scrape)
+
+
+@pytest.mark.parametrize("design", [fs.CURRENT, fs.PROPOSED])
+def test_reused_requests_are_the_ones_the_agents_code_makes(starts, design):
+    """The script's fast path (one SDK run per template, model, version and scale; identity written over it)
+    gives byte for byte what running the agent's code for each start gives."""
+    first = next(x for x in starts if x.template.gpu)
+    others = [dataclasses.replace(first, index=first.index + k, pod=f"{first.pod}-{k}", node=f"node-x{k}",
+                                  ready_s=first.ready_s - 60 * k) for k in (1, 2)]
+    keep = fs.PROPOSED_RESOURCE if design == fs.PROPOSED else None
+    fs.otlp_request([first], samples=2, interval_s=60, resource_keep=keep, design=design)  # made once, kept
+    for s in others:
+        reused = fs.otlp_request([s], samples=2, interval_s=60, resource_keep=keep, design=design)
+        made = fs.otlp_request([s], samples=2, interval_s=60, resource_keep=keep, design=design, reuse=False)
+        assert _strip_own_readings(reused) == _strip_own_readings(made)
+
+
+def _strip_own_readings(body: bytes):
+    """The request less the simulator's own process readings (process.cpu.time etc. read this test process)."""
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    req = ExportMetricsServiceRequest.FromString(body)
+    for rm in req.resource_metrics:
+        for sm in rm.scope_metrics:
+            keep = [m for m in sm.metrics if m.name in sc.STARTUP_METRICS]
+            del sm.metrics[:]
+            sm.metrics.extend(keep)
+    return req.SerializeToString(deterministic=True)
