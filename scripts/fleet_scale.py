@@ -79,6 +79,10 @@ def queries() -> list[tuple[str, str, int | None]]:
     return out
 
 
+FLEET_BY = ", ".join(("k8s_cluster_name", "k8s_namespace_name", "vllm_model", "vllm_version", "vllm_device",
+                      "vllm_device_model", "vllm_startup_mode", "vllm_compile_mode"))
+
+
 def proposed_queries(pod: str = "") -> list[tuple[str, str, int | None]]:
     """The proposal's fleet panels and alerts (docs/results.md "A design that scales"), on its per-start gauges."""
     from vllm_otel_startup import semconv as sc
@@ -108,6 +112,10 @@ def proposed_queries(pod: str = "") -> list[tuple[str, str, int | None]]:
          f"quantile by (vllm_version) (0.95, max_over_time({ready}[1h]))", week),
         ("one-start/phases of one pod's start", "max by (vllm_startup_phase, vllm_startup_process_kind) "
                                                 f'(last_over_time({phase}{{k8s_pod_name="{pod}"}}[6h]))', six),
+        *(("record/phase seconds le=" + le, f'label_replace(count by ({FLEET_BY}, vllm_startup_phase, '
+                  f'vllm_startup_process_kind) ((max_over_time({phase}[1h]) unless '
+                  f'max_over_time({phase}[1h] offset 1h)) <= {le}), "le", "{le}", "", "")', None)
+          for le in fs.PROPOSED_BOUNDS),
         ("alert/slow start", f"max by (k8s_pod_name, vllm_model) (max_over_time({ready}[5m])) > 600", None),
         ("alert/failure ratio", f"count by (vllm_model) (max_over_time({failed}[1h])) / "
                                 f"count by (vllm_model) (max_over_time({last}[1h])) > 0.1", None),

@@ -341,6 +341,9 @@ def openmetrics_file(starts: Iterable[SimStart], path: Path, *, samples: int, in
 PHASE_LAST = "vllm.startup.phase.last_duration"
 PROPOSED_METRICS = {PHASE_LAST: ("gauge", "s", (sc.PHASE, sc.PROCESS_KIND),
                                  "this start's duration of the phase (one series per phase per start)")}
+# Buckets of the proposal's recording rules (fleet level: ``count by (<fleet labels>, phase) (... <= le)``),
+# from the recorded phase durations: 50 ms to 30 min, ~x3 apart
+PROPOSED_BOUNDS = ("0.1", "0.3", "1", "3", "10", "30", "100", "300", "1000", "+Inf")
 # OTLP resource attributes kept as labels: the pod, the process kind (no pid, no service.instance.id)
 PROPOSED_RESOURCE = ("service.name", sc.PROCESS_KIND, sc.WORKER_RANK, *K8S)
 _DROPPED = {"vllm.startup.phase.duration", "vllm.startup.phase.cpu_time", "vllm.startup.phase.disk_read",
