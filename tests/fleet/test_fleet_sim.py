@@ -1,0 +1,201 @@
+"""The fleet simulator (support/fleet_sim.py, behind scripts/fleet_scale.py) at a small N: recorded starts become
+distinct fleet starts, the agent's own metric code gives both paths the same startup series, and both real
+stores take what it writes (the big-N measurement stays a script: measure, don't time-test)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+import test_queries_on_stores as base
+import tools
+
+from support import fleet_sim as fs
+from vllm_otel_startup import semconv as sc
+
+END_S = 1_790_000_000
+
+
+@pytest.fixture(scope="module")
+def templates() -> list[fs.Template]:
+    return fs.templates()
+
+
+@pytest.fixture(scope="module")
+def starts(templates) -> list[fs.SimStart]:
+    return fs.plan(40, templates, end_s=END_S, window_s=86400, failed_share=0.2)
+
+
+def _request(starts, **kw):
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    req = ExportMetricsServiceRequest()
+    req.ParseFromString(fs.otlp_request(starts, samples=2, interval_s=60, **kw))
+    return req
+
+
+def _attrs(kvs) -> dict[str, str]:
+    return {kv.key: str(getattr(kv.value, kv.value.WhichOneof("value") or "string_value")) for kv in kvs}
+
+
+def test_the_recorded_starts_are_the_templates(templates):
+    names = {t.name for t in templates}
+    assert {"dev/bad-model", "gpu/h100-llama8b-compiled-cold", "corpus/l8-h1024-eager-warm"} <= names
+    assert {t.outcome for t in templates} == {"ready", "failed"}
+
+
+def test_the_plan_is_a_fleet(starts):
+    assert starts == fs.plan(40, fs.templates(), end_s=END_S, window_s=86400, failed_share=0.2)  # reproducible
+    assert [s.ready_s for s in starts] == sorted(s.ready_s for s in starts)
+    assert all(END_S - 86400 < s.ready_s <= END_S for s in starts)
+    assert len({s.pod for s in starts}) > 10 and len({s.model for s in starts}) > 5
+    assert {s.template.gpu for s in starts} == {True, False}
+    assert any(s.template.outcome == "failed" for s in starts)
+
+
+def test_each_start_has_its_own_trace_processes_and_identity(starts):
+    seen_traces, seen_pids = set(), set()
+    for s in starts[:6]:
+        spans = fs.spans_of(s)
+        assert len({x.trace_id for x in spans}) == 1
+        seen_traces |= {spans[0].trace_id}
+        procs = fs.processes(spans)
+        assert len(procs) == len({x.resource["service.instance.id"] for x in s.template.spans})
+        seen_pids |= {own[0].resource["process.pid"] for own in procs.values()}
+        assert all(x.resource["k8s.pod.name"] == s.pod and x.resource["host.name"] == s.node for x in spans)
+        assert max(x.end for x in spans) == s.ready_s * 10**9
+    assert len(seen_traces) == 6 and len(seen_pids) >= 6
+
+
+def test_otlp_is_the_agents_metrics_with_the_fleet_identity(starts):
+    s = next(x for x in starts if x.template.outcome == "ready")
+    req = _request([s])
+    kinds = {_attrs(rm.resource.attributes)[sc.PROCESS_KIND] for rm in req.resource_metrics}
+    assert sc.PROCESS_KIND and "api_server" in kinds
+    names = set()
+    for rm in req.resource_metrics:
+        res = _attrs(rm.resource.attributes)
+        assert res["k8s.pod.name"] == s.pod and res["k8s.cluster.name"] == s.cluster
+        for m in (m for sm in rm.scope_metrics for m in sm.metrics):
+            names.add(m.name)
+            points = fs._points(m)
+            assert sorted({p.time_unix_nano for p in points}) == [s.ready_s * 10**9, (s.ready_s + 60) * 10**9]
+            if m.HasField("histogram"):
+                assert all(len(p.bucket_counts) == len(sc.DURATION_BUCKETS) + 1 for p in points)
+                fleet = _attrs(points[0].attributes)
+                assert fleet[sc.MODEL] == s.model and fleet[sc.VLLM_VERSION] == s.version
+    assert names <= set(sc.STARTUP_METRICS) | set(sc.RESOURCE_METRICS)
+    assert {"vllm.startup.starts", "vllm.startup.phase.duration", "process.cpu.time"} <= names
+
+
+def test_a_failed_start_reports_over_otlp_only(starts):
+    s = next(x for x in starts if x.template.outcome == "failed")
+    req = _request([s])
+    outcomes = {_attrs(p.attributes).get(sc.OUTCOME) for rm in req.resource_metrics for sm in rm.scope_metrics
+                for m in sm.metrics if m.name == "vllm.startup.starts" for p in fs._points(m)}
+    assert outcomes == {"failed"}
+    assert list(fs.scrape_samples(s, samples=2, interval_s=60)) == []
+
+
+def test_both_paths_carry_the_same_startup_series(starts):
+    """The set of (metric, labels) of the startup metrics is the same over OTLP and on /metrics (ready.py and
+    prometheus.py derive them alike): the simulator feeds both from one start."""
+    s = next(x for x in starts if x.template.outcome == "ready" and x.template.gpu)
+    otlp = set()
+    for rm in _request([s]).resource_metrics:
+        for m in (m for sm in rm.scope_metrics for m in sm.metrics if m.name in sc.STARTUP_METRICS):
+            for p in fs._points(m):
+                labels = _attrs(p.attributes)
+                otlp.add((sc.prom_name(m.name).removesuffix("_total"), frozenset(map(sc.prom_label, labels)),
+                          tuple(sorted(labels.values()))))
+    scrape = set()
+    target = fs.target_labels(s)
+    for name, line in fs.scrape_samples(s, samples=1, interval_s=60):
+        body = line[line.index("{") + 1:line.rindex("}")]
+        labels = dict(kv.split("=", 1) for kv in body.split('",') if kv)
+        labels = {k: v.strip('"') for k, v in labels.items() if k not in target and k != "le"}
+        if name.endswith(("_sum", "_count")) or not name.endswith("_bucket"):
+            stem = name.removesuffix("_sum").removesuffix("_count").removesuffix("_total")
+            scrape.add((stem, frozenset(labels), tuple(sorted(labels.values()))))
+    assert otlp == scrape
+
+
+def test_both_stores_take_the_simulated_fleet(starts, tmp_path):
+    few = starts[:6]
+    ready = sum(s.template.outcome == "ready" for s in few)
+    port = base._free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={tmp_path / 'vm'}",
+           "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s", "-retentionPeriod=100y"]
+    query = {"query": "count(last_over_time(vllm_startup_starts_total[2d]))", "time": str(END_S + 120)}
+    for _ in base._serve(cmd, f"{url}/health"):
+        body = fs.otlp_request(few, samples=2, interval_s=60)
+        urllib.request.urlopen(urllib.request.Request(f"{url}/opentelemetry/v1/metrics", data=body,  # noqa: S310
+                                                      headers={"Content-Type": "application/x-protobuf"}), timeout=60)
+        base._get(f"{url}/internal/force_flush")
+        time.sleep(0.5)
+        res = json.loads(base._get(f"{url}/api/v1/query?{urllib.parse.urlencode(query)}"))["data"]["result"]
+        assert int(res[0]["value"][1]) == len(few)  # failed starts too: one starts series per start
+    om = tmp_path / "scrapes.om"
+    assert fs.openmetrics_file(few, om, samples=2, interval_s=60) > 0
+    r = subprocess.run([tools.tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(om),
+                        str(tmp_path / "prom")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-1000:]
+    (tmp_path / "prom" / "wal").mkdir()  # dump opens the database, WAL included
+    r = subprocess.run([tools.tool("promtool"), "tsdb", "dump", "--match=vllm_startup_starts_total",
+                        f"--sandbox-dir-root={tmp_path}", str(tmp_path / "prom")],
+                       capture_output=True, text=True, timeout=120)
+    assert len({line.split("}")[0] for line in r.stdout.splitlines() if line}) == ready
+
+
+def _otlp_series(req) -> int:
+    """Series a store makes of the request: a histogram point is its buckets, a sum and a count; each series is
+    at two times (``_request``)."""
+    return sum(len(p.bucket_counts) + 2 if m.HasField("histogram") else 1 for rm in req.resource_metrics
+               for sm in rm.scope_metrics for m in sm.metrics for p in fs._points(m)) // 2
+
+
+def test_the_proposed_design_stays_within_100_series_per_start(templates):
+    """docs/results.md "A design that scales": every recorded start, on both paths, <= 100 series; the current
+    design's phase histograms alone are over 1,000."""
+    for t in templates:
+        s = dataclasses.replace(fs.plan(1, templates, end_s=END_S)[0], template=t)
+        current = _otlp_series(_request([s]))
+        proposed = _otlp_series(_request([s], design=fs.PROPOSED, resource_keep=fs.PROPOSED_RESOURCE))
+        scrape = sum(1 for _ in fs.scrape_samples(s, samples=1, interval_s=60, design=fs.PROPOSED))
+        assert proposed <= 100 and scrape <= 100, (t.name, proposed, scrape)
+        if t.outcome == "ready":
+            assert current > 1000 and 40 <= scrape <= proposed < current / 10, (t.name, current, proposed, scrape)
+
+
+@pytest.mark.parametrize("design", [fs.CURRENT, fs.PROPOSED])
+def test_reused_requests_are_the_ones_the_agents_code_makes(starts, design):
+    """The script's fast path (one SDK run per template, model, version and scale; identity written over it)
+    gives byte for byte what running the agent's code for each start gives."""
+    first = next(x for x in starts if x.template.gpu)
+    others = [dataclasses.replace(first, index=first.index + k, pod=f"{first.pod}-{k}", node=f"node-x{k}",
+                                  ready_s=first.ready_s - 60 * k) for k in (1, 2)]
+    keep = fs.PROPOSED_RESOURCE if design == fs.PROPOSED else None
+    fs.otlp_request([first], samples=2, interval_s=60, resource_keep=keep, design=design)  # made once, kept
+    for s in others:
+        reused = fs.otlp_request([s], samples=2, interval_s=60, resource_keep=keep, design=design)
+        made = fs.otlp_request([s], samples=2, interval_s=60, resource_keep=keep, design=design, reuse=False)
+        assert _strip_own_readings(reused) == _strip_own_readings(made)
+
+
+def _strip_own_readings(body: bytes):
+    """The request less the simulator's own process readings (process.cpu.time etc. read this test process)."""
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+    req = ExportMetricsServiceRequest.FromString(body)
+    for rm in req.resource_metrics:
+        for sm in rm.scope_metrics:
+            keep = [m for m in sm.metrics if m.name in sc.STARTUP_METRICS]
+            del sm.metrics[:]
+            sm.metrics.extend(keep)
+    return req.SerializeToString(deterministic=True)
