@@ -24,7 +24,7 @@ ML = "vllm/model_executor/model_loader"
 COMMON = '''
 import os
 from types import SimpleNamespace
-from vllm.tracing.otel import instrument
+from vllm.tracing import instrument
 
 class T:  # a tensor as the probe sees one
     def __init__(self, n, ptr): self.n, self.ptr = n, ptr
