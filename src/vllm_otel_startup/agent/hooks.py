@@ -80,7 +80,7 @@ def _vllm_span(fn: Any) -> str | None:
     names = code.co_names
     if _SPAN_CALLS.isdisjoint(names) or not any(_is_otel(glb.get(n)) for n in names):
         return None
-    cells = dict(zip(code.co_freevars, getattr(fn, "__closure__", None) or ()))
+    cells = dict(zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False))
     texts = []
     for var, cell in cells.items():
         with contextlib.suppress(ValueError):  # an empty cell
