@@ -359,7 +359,8 @@ def render(results: dict[str, dict[str, str]], wheels: dict[str, str], wanted: l
         "# Presence of vLLM startup qualnames across releases: an AST scan of released wheels, written by",
         "# scripts/qualname_inventory.py (regenerate: python scripts/qualname_inventory.py; --check for drift).",
         "# Targets: the patch table (agent/patch_points.py), the script's reference list and vLLM's tracing entry",
-        "# points. Wheels: " + ", ".join(f"v{r}={w}" for r, w in wheels.items()),
+        "# points. Wheels (PyPI, pip download --no-deps): "
+        + "; ".join(f"{d} {' '.join(r for r, w in wheels.items() if w == d)}" for d in dict.fromkeys(wheels.values())),
         "# Format: qualname, then per release the def line, '-' (missing in module) or '-nomod-' (module absent),",
         "# plus any native @instrument decorator; a name bound by an import or an assignment says so after its line.",
     ]
@@ -393,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         results[release] = scan(whl, wanted)
         present = sum(c.startswith("L") for c in results[release].values())
         log(f"  {whl.name}: {present}/{len(wanted)} targets present ({time.monotonic() - t0:.1f} s)")
-        wheels[release] = whl.name.split("-")[0]
+        wheels[release] = whl.name.split("-")[0].replace("_", "-")
     text = render(results, wheels, wanted)
     if args.check:
         same = args.out.exists() and args.out.read_text() == text

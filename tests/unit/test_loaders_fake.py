@@ -1,8 +1,8 @@
 """FAKE-MODULE tests for the loaders that cannot run on this machine (no GPU, no peer, no daemon; bitsandbytes
 and gguf left vLLM before 0.28 and 0.24): fastsafetensors, instanttensor, ipc_cache (the weight-cache daemon, and
 its fallback to disk), modelexpress, bitsandbytes, gguf. Each fake is the release's module tree from the qualname
-inventory (tests/data/vllm-qualnames-by-release.txt, via fake_vllm.write_tree) plus the loader's module written here with
-the call structure of vLLM's own source (0.32 for ipc_cache/modelexpress, the pre-0.32 loaders for
+inventory (tests/data/vllm-qualnames-by-release.txt, via fake_vllm.write_tree) plus the loader's module written here
+with the call structure of vLLM's own source (0.32 for ipc_cache/modelexpress, the pre-0.32 loaders for
 bitsandbytes/gguf): which method calls which, and which one vLLM traces natively. The loaders that do run here are
 proven for real in tests/e2e/test_loaders.py; the row-versus-source check below reads the installed vLLM."""
 

@@ -55,18 +55,18 @@ def native_span(fn: Any, depth: int = 4) -> str | None:
     is defined in a ``vllm`` module and asks an OpenTelemetry tracer for a span (it calls ``start_as_current_span``
     or ``start_span``, and a global it reads is an ``opentelemetry`` object). Other decorators on top of vLLM's are
     looked through (``__wrapped__``, a few levels). Attribute reads only: nothing is called."""
-    for _ in range(depth):
-        fn = getattr(fn, "__func__", fn)
-        inner = getattr(fn, "__wrapped__", None)
-        if inner is None:
-            return None
-        try:
+    try:
+        for _ in range(depth):
+            fn = getattr(fn, "__func__", fn)
+            inner = getattr(fn, "__wrapped__", None)
+            if inner is None:
+                return None
             span = _vllm_span(fn)
-        except Exception:  # noqa: BLE001 - an odd object is simply not vLLM's wrapper
-            span = None
-        if span is not None:
-            return span
-        fn = inner
+            if span is not None:
+                return span
+            fn = inner
+    except Exception:  # noqa: BLE001 - an odd object (a property that raises...) is simply not vLLM's wrapper
+        return None
     return None
 
 
