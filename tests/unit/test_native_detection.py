@@ -8,6 +8,7 @@ import importlib
 import sys
 import textwrap
 
+import fake_vllm
 import pytest
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,7 +16,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util._once import Once
 
-import fake_vllm
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.hooks import is_native, native_span
 

@@ -62,8 +62,8 @@ _LOADER = "vllm.model_executor.model_loader"
 PATCH_POINTS: tuple[PatchPoint, ...] = (
     # ---- API server: bootstrap segments -------------------------------------------------------------
     P("vllm.entrypoints.cli.main:main", "", "cli", API, hook="cli_main"),
-    P("vllm.entrypoints.utils:cli_env_setup", "", "imports", API, "<0.19", "marker", segment=sc.CLI_SPAN),
-    P("vllm.entrypoints.serve.utils.api_utils:cli_env_setup", "", "imports", API, ">=0.24,<0.33", "marker",
+    P("vllm.entrypoints.utils:cli_env_setup", "", "imports", API, "<0.23", "marker", segment=sc.CLI_SPAN),
+    P("vllm.entrypoints.serve.utils.api_utils:cli_env_setup", "", "imports", API, ">=0.23,<0.33", "marker",
       segment=sc.CLI_SPAN),
     P("vllm.entrypoints.common.startup:cli_env_setup", "", "imports", API, ">=0.33", "marker",
       segment=sc.CLI_SPAN),
