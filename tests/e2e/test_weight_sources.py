@@ -25,6 +25,8 @@ from vllm_otel_startup.cli import compare, sources
 from vllm_otel_startup.model.advice import advise
 from vllm_otel_startup.model.facts import facts, human_bytes, link
 
+pytestmark = pytest.mark.e2e
+
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 

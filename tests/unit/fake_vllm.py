@@ -1,7 +1,9 @@
-"""Fake vLLM module trees, shaped exactly like a release: every qualname that
-shared/reference/vllm-qualnames-by-release.txt lists as present in that release, in its module, with
-vLLM's own ``@instrument(span_name=...)`` where the release has it (a stand-in for vllm/tracing/otel.py
-that opens a span through the global tracer provider, as vLLM does)."""
+"""Fake vLLM module trees, shaped exactly like a release: every qualname that tests/data/vllm-qualnames-by-release.txt
+(scripts/qualname_inventory.py: an AST scan of the released wheels) lists as present in that release, in its
+module, with vLLM's own ``@instrument(span_name=...)`` where the release has it. vLLM's tracing module is a
+stand-in shaped like vLLM's (``instrument`` -> ``instrument_otel`` -> a functools.wraps wrapper that opens a span
+through the global tracer provider), at the place the release keeps it: ``vllm.tracing`` up to 0.33, or
+``vllm.foundation.observability.tracing`` (vLLM main's layout, with ``vllm.tracing`` left as its sys.modules alias)."""
 
 from __future__ import annotations
 
@@ -11,25 +13,58 @@ from collections import defaultdict
 from pathlib import Path
 
 QUALNAMES = Path(__file__).resolve().parents[1] / "data" / "vllm-qualnames-by-release.txt"
+OLD_TRACING, NEW_TRACING = "vllm.tracing", "vllm.foundation.observability.tracing"
 
 OTEL_PY = '''
 import functools
+import inspect
+
 from opentelemetry import trace
 
-def instrument(span_name=""):
-    def deco(func):
-        @functools.wraps(func)
-        def sync_wrapper(*args, **kwargs):
-            with trace.get_tracer(func.__module__).start_as_current_span(span_name or func.__qualname__):
-                return func(*args, **kwargs)
-        return sync_wrapper
-    return deco
+
+def instrument_otel(func, span_name, attributes, record_exception):
+    final_span_name = span_name or func.__qualname__
+    module_name = func.__module__
+
+    @functools.wraps(func)
+    async def async_wrapper(*args, **kwargs):
+        tracer = trace.get_tracer(module_name)
+        with tracer.start_as_current_span(final_span_name, attributes=attributes, record_exception=record_exception):
+            return await func(*args, **kwargs)
+
+    @functools.wraps(func)
+    def sync_wrapper(*args, **kwargs):
+        tracer = trace.get_tracer(module_name)
+        with tracer.start_as_current_span(final_span_name, attributes=attributes, record_exception=record_exception):
+            return func(*args, **kwargs)
+
+    return async_wrapper if inspect.iscoroutinefunction(func) else sync_wrapper
+'''
+
+TRACING_INIT_PY = '''
+import functools
+
+from {pkg}.otel import instrument_otel
+
+
+def instrument(obj=None, *, span_name="", attributes=None, record_exception=True):
+    if obj is None:
+        return functools.partial(instrument, span_name=span_name, attributes=attributes,
+                                 record_exception=record_exception)
+    return instrument_otel(obj, span_name, attributes, record_exception)
+'''
+
+ALIAS_PY = '''
+import importlib
+import sys
+
+sys.modules[__name__] = importlib.import_module({new!r})
 '''
 
 
-def release_tree(version: str) -> dict[str, list[tuple[str, str | None]]]:
-    """module -> [(qualname, native span name or None)] for one release ("0.10.1", "0.33.0")."""
-    tree: dict[str, list[tuple[str, str | None]]] = defaultdict(list)
+def _cells(version: str) -> dict[str, tuple[str, str | None]]:
+    """target -> (def line cell, native span name or None) for the targets present in one release."""
+    out: dict[str, tuple[str, str | None]] = {}
     target = None
     for line in QUALNAMES.read_text().splitlines():
         if not line.strip() or line.startswith("#"):
@@ -40,22 +75,49 @@ def release_tree(version: str) -> dict[str, list[tuple[str, str | None]]]:
         for cell in line.split("|"):
             m = re.match(r"\s*v(\S+):(\S+)(?:\s+instrument\(span_name='([^']*)'\))?", cell)
             if m and m.group(1) == version and m.group(2).startswith("L") and target:
-                module, qual = target.split(":", 1)
-                tree[module].append((qual, m.group(3)))
+                out[target] = (m.group(2), m.group(3))
+    if not out:
+        raise ValueError(f"vLLM {version} is not in {QUALNAMES.name}")
+    return out
+
+
+def _is_tracing(module: str) -> bool:
+    return any(module == t or module.startswith(t + ".") for t in (OLD_TRACING, NEW_TRACING))
+
+
+def tracing_package(version: str) -> str | None:
+    """Where the release keeps vLLM's tracing package (the module that defines ``instrument_otel``), if anywhere."""
+    cells = _cells(version)
+    for pkg in (NEW_TRACING, OLD_TRACING):
+        if f"{pkg}.otel:instrument_otel" in cells:
+            return pkg
+    return None
+
+
+def release_tree(version: str) -> dict[str, list[tuple[str, str | None]]]:
+    """module -> [(qualname, native span name or None)] for one release ("0.10.1", "0.33.0"); vLLM's tracing
+    package is left out (its stand-in is written by write_tree)."""
+    tree: dict[str, list[tuple[str, str | None]]] = defaultdict(list)
+    for target, (_, span) in _cells(version).items():
+        module, qual = target.split(":", 1)
+        if not _is_tracing(module):
+            tree[module].append((qual, span))
     return tree
 
 
-def write_tree(root: Path, version: str, drop: set[str] = frozenset()) -> Path:
-    """Write the fake package under ``root``; ``drop`` removes targets (an unknown release)."""
+def write_tree(root: Path, version: str, drop: set[str] = frozenset(), tracing: str | None = None) -> Path:
+    """Write the fake package under ``root``; ``drop`` removes targets (an unknown release); ``tracing`` moves
+    vLLM's tracing package (default: where the release has it)."""
     tree = release_tree(version)
     native = any(n for items in tree.values() for _, n in items)
+    pkg = tracing or tracing_package(version) or OLD_TRACING
     files: dict[Path, list[str]] = defaultdict(list)
-    packages = {m.rsplit(".", i)[0] for m in tree for i in range(1, m.count(".") + 1)} | {"vllm.tracing"}
+    packages = {m.rsplit(".", i)[0] for m in tree for i in range(1, m.count(".") + 1)} | {pkg}
     for module, items in tree.items():
         base = root.joinpath(*module.split("."))
         path = base / "__init__.py" if module in packages else base.with_suffix(".py")
         lines = files[path]
-        lines.append("from vllm.tracing.otel import instrument\n" if native else "")
+        lines.append(f"from {pkg} import instrument\n" if native else "")
         classes: dict[str, list[tuple[str, str | None]]] = defaultdict(list)
         for qual, span in items:
             if f"{module}:{qual}" in drop:
@@ -74,7 +136,11 @@ def write_tree(root: Path, version: str, drop: set[str] = frozenset()) -> Path:
             )
             lines.append(f"class {cls}:\n{body or '    pass'}\n")
     if native:
-        files[root / "vllm" / "tracing" / "otel.py"].append(OTEL_PY)
+        pkg_dir = root.joinpath(*pkg.split("."))
+        files[pkg_dir / "otel.py"].append(OTEL_PY)
+        files[pkg_dir / "__init__.py"].append(TRACING_INIT_PY.format(pkg=pkg))
+        if pkg != OLD_TRACING:  # vLLM main keeps vllm.tracing as an alias of the new package
+            files[root.joinpath(*OLD_TRACING.split(".")) / "__init__.py"].append(ALIAS_PY.format(new=pkg))
     for path, lines in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines))

@@ -165,3 +165,10 @@ def test_test_file_basenames_are_unique():
 
     names = Counter(p.name for p in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
     assert [n for n, c in names.items() if c > 1] == []
+
+
+def test_every_e2e_test_module_is_marked_e2e():
+    """An unmarked module under tests/e2e runs real starts in the fast lane (``-m "not e2e"``), outside the flock."""
+    unmarked = [p.name for p in (ROOT / "tests" / "e2e").glob("test_*.py")
+                if "pytestmark = pytest.mark.e2e" not in p.read_text()]
+    assert unmarked == []

@@ -1,8 +1,8 @@
-"""FAKE-MODULE tests for the loaders that cannot run on this machine (no GPU, no peer, no daemon; bitsandbytes and
-gguf left vLLM before 0.32): fastsafetensors, instanttensor, ipc_cache (the weight-cache daemon, and its fallback
-to disk), modelexpress, bitsandbytes, gguf. Each fake is the release's module tree from the qualname inventory
-(tests/data/vllm-qualnames-by-release.txt, via fake_vllm.write_tree) plus the loader's module written here with
-the call structure of vLLM's own source (0.32 for ipc_cache/modelexpress, the pre-0.32 loaders for
+"""FAKE-MODULE tests for the loaders that cannot run on this machine (no GPU, no peer, no daemon; bitsandbytes
+and gguf left vLLM before 0.28 and 0.24): fastsafetensors, instanttensor, ipc_cache (the weight-cache daemon, and
+its fallback to disk), modelexpress, bitsandbytes, gguf. Each fake is the release's module tree from the qualname
+inventory (tests/data/vllm-qualnames-by-release.txt, via fake_vllm.write_tree) plus the loader's module written here
+with the call structure of vLLM's own source (0.32 for ipc_cache/modelexpress, the pre-0.32 loaders for
 bitsandbytes/gguf): which method calls which, and which one vLLM traces natively. The loaders that do run here are
 proven for real in tests/e2e/test_loaders.py; the row-versus-source check below reads the installed vLLM."""
 
@@ -24,7 +24,7 @@ ML = "vllm/model_executor/model_loader"
 COMMON = '''
 import os
 from types import SimpleNamespace
-from vllm.tracing.otel import instrument
+from vllm.tracing import instrument
 
 class T:  # a tensor as the probe sees one
     def __init__(self, n, ptr): self.n, self.ptr = n, ptr
@@ -240,10 +240,11 @@ def test_fake_modelexpress(fake, model_dir, tmp_path, monkeypatch):
     ("GGUFModelLoader", "gguf_loader", "gguf", "files[0]", 777),
 ])
 def test_fake_pre_032_loaders(fake, model_dir, cls, mod, ext, ret, nbytes):
-    """FAKE: bitsandbytes and gguf (gone from 0.32's loader map), on the 0.29 release tree: our Load weights span
-    (vLLM traces only the default loader's), files from their _prepare_weights."""
+    """FAKE: bitsandbytes and gguf (bitsandbytes_loader.py is gone from 0.28, gguf_loader.py from 0.24: qualname
+    inventory), on the 0.22 release tree: our Load weights span (vLLM traces only the default loader's), files
+    from their _prepare_weights."""
     fmt = mod.removesuffix("_loader")
-    s, ml = fake("0.29.0", {f"{ML}/{mod}.py": OLD_LOADER.format(cls=cls, mod=mod, ext=ext, ret=ret)})
+    s, ml = fake("0.22.0", {f"{ML}/{mod}.py": OLD_LOADER.format(cls=cls, mod=mod, ext=ext, ret=ret)})
     _load(ml, fmt, model_dir)
     a = _one(s)
     assert (a[sc.WEIGHTS_LOADER], a[sc.WEIGHTS_LOAD_FORMAT], a[sc.WEIGHTS_SOURCE], a[sc.WEIGHTS_BYTES]) == (

@@ -32,7 +32,7 @@ def test_old_release_gets_our_spans_under_vllms_own_names(start):
     assert s.spans("Init device")[0].attributes[sc.PHASE] == "device_init"
     status = s.installer.status
     assert status["vllm.model_executor.model_loader.default_loader:DefaultModelLoader.load_weights"] == "applied"
-    # 0.10.1 has no v1 Executor.__init__: that row is for >= 0.14 and is not reported missing
+    # 0.10.1 has no v1 Executor.__init__: that row is for >= 0.12 and is not reported missing
     call("vllm.v1.executor.abstract:Executor.get_class")
     assert status["vllm.v1.executor.abstract:Executor.__init__"] == "out_of_range"
     assert "vllm.v1.executor.abstract:Executor.__init__" not in s.rt.patch_missing

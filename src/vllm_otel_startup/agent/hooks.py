@@ -20,7 +20,7 @@ from opentelemetry import trace
 from vllm_otel_startup.agent import causes
 from vllm_otel_startup.agent.compile_stages import CompileStages
 from vllm_otel_startup.agent.guard import HOOKS, safe
-from vllm_otel_startup.agent.patch_points import PatchPoint, by_module
+from vllm_otel_startup.agent.patch_points import SPAN_PHASES, PatchPoint, by_module
 from vllm_otel_startup.agent.versions import vllm_version
 from vllm_otel_startup.agent.wrappers import Hook, build
 
@@ -43,15 +43,69 @@ def in_range(spec: str, ver: str | None) -> bool:
         return True
 
 
+_SPAN_CALLS = frozenset({"start_as_current_span", "start_span"})
+
+
+def native_span(fn: Any, depth: int = 4) -> str | None:
+    """The span name vLLM's own ``@instrument`` wrapper around ``fn`` opens ('' if unreadable), or None when ``fn``
+    is not such a wrapper.
+
+    Recognized by what the wrapper is, not by where vLLM keeps its tracing module (``vllm/tracing/otel.py`` up to
+    0.33, ``vllm/foundation/observability/tracing/otel.py`` on vLLM main): a ``functools.wraps`` wrapper whose code
+    is defined in a ``vllm`` module and asks an OpenTelemetry tracer for a span (it calls ``start_as_current_span``
+    or ``start_span``, and a global it reads is an ``opentelemetry`` object). Other decorators on top of vLLM's are
+    looked through (``__wrapped__``, a few levels). Attribute reads only: nothing is called."""
+    try:
+        for _ in range(depth):
+            fn = getattr(fn, "__func__", fn)
+            inner = getattr(fn, "__wrapped__", None)
+            if inner is None:
+                return None
+            span = _vllm_span(fn)
+            if span is not None:
+                return span
+            fn = inner
+    except Exception:  # noqa: BLE001 - an odd object (a property that raises...) is simply not vLLM's wrapper
+        return None
+    return None
+
+
+def _vllm_span(fn: Any) -> str | None:
+    code, glb = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+    if code is None or not isinstance(glb, dict):
+        return None
+    module = glb.get("__name__")
+    if not isinstance(module, str) or not (module == "vllm" or module.startswith("vllm.")):
+        return None
+    names = code.co_names
+    if _SPAN_CALLS.isdisjoint(names) or not any(_is_otel(glb.get(n)) for n in names):
+        return None
+    cells = dict(zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False))
+    texts = []
+    for var, cell in cells.items():
+        with contextlib.suppress(ValueError):  # an empty cell
+            if isinstance(cell.cell_contents, str):
+                texts.append((var != "final_span_name", "span" not in var, cell.cell_contents))
+    return min(texts)[2] if texts else ""  # vLLM's variable first, then any *span* string
+
+
+def _is_otel(obj: Any) -> bool:
+    if obj is None:
+        return False
+    name = obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", None)
+    return isinstance(name, str) and (name == "opentelemetry" or name.startswith("opentelemetry."))
+
+
 def is_native(fn: Any) -> bool:
-    """True when ``fn`` is wrapped by vLLM's own ``@instrument`` (vllm/tracing/otel.py)."""
-    fn = getattr(fn, "__func__", fn)
-    code = getattr(fn, "__code__", None)
-    return (
-        getattr(fn, "__wrapped__", None) is not None
-        and code is not None
-        and code.co_filename.replace(os.sep, "/").endswith("tracing/otel.py")
-    )
+    """True when ``fn`` is wrapped by vLLM's own ``@instrument`` (see :func:`native_span`)."""
+    return native_span(fn) is not None
+
+
+def lands_here(provider: Any) -> bool:
+    """vLLM's wrapper opens its span through the global tracer provider: it reaches our processor (and is adopted)
+    only if that is the provider we were given, or none is set yet (a proxy: the SDK's, set at start-up)."""
+    current = trace.get_tracer_provider()
+    return provider is None or current is provider or type(current).__name__ == "ProxyTracerProvider"
 
 
 def _resolve(module: Any, qualname: str) -> tuple[Any, str, Any] | None:
@@ -147,9 +201,15 @@ class Installer:
         if getattr(raw, _MARK, None):
             self.status[point.target] = "applied"
             return
-        native = is_native(raw)
+        span = native_span(raw)
+        native = span is not None and lands_here(self.rt.provider)
+        if span is not None and not native:
+            _log.info("vllm-otel-startup: vLLM traces %s, but through another tracer provider; ours is kept",
+                      point.target)
         if native:
             self.rt.patch_native += 1
+            if span and span != point.span and span not in SPAN_PHASES and point.phase:
+                self.rt.native_phases[span] = point.phase  # a name vLLM gave it that our table does not know yet
             if point.hook in ("span", "ctx"):  # nothing to add: vLLM's span is adopted by the processor
                 self.status[point.target] = "native"
                 return

@@ -43,7 +43,7 @@ class StartupSpanProcessor(SpanProcessor):
         if not rt.active or rt.done:
             return
         native = span.instrumentation_scope is None or span.instrumentation_scope.name != sc.INSTRUMENTATION_NAME
-        phase = SPAN_PHASES.get(span.name)
+        phase = SPAN_PHASES.get(span.name) or (rt.native_phases.get(span.name) if native else None)
         if phase is None and not native:  # ours with a phase of its own (PyTorch's compile regions)
             phase = (span.attributes or {}).get(sc.PHASE)
         if phase is None:
@@ -167,7 +167,7 @@ class StartupSampler(Sampler):
 
     def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None,
                       trace_state=None) -> SamplingResult:  # noqa: PLR0913
-        if self.rt.done and name in NATIVE_SPANS:
+        if self.rt.done and (name in NATIVE_SPANS or name in self.rt.native_phases):
             return SamplingResult(Decision.DROP)
         return self.delegate.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
 

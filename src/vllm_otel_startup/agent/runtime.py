@@ -89,6 +89,7 @@ class Runtime:
         self._created: Snapshot | None = None  # the resource readings at process creation (or the fork)
         self.patch_applied = 0
         self.patch_native = 0
+        self.native_phases: dict[str, str] = {}  # span name -> phase: vLLM's own spans under names we do not list
         self.patch_missing: list[str] = []
         self.patch_failed: list[str] = []
         self.last_error: BaseException | None = None
