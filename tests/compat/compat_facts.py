@@ -1,0 +1,94 @@
+"""What the compatibility tier runs (releases x modes) and what it records of each start
+(tests/data/compat-results.json, rendered by scripts/gen_docs.py as docs/telemetry.md's version table)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, PATCH_POINTS
+from vllm_otel_startup.cli import report
+from vllm_otel_startup.model import critical_path
+
+COMPAT_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e")) / "compat"
+E2E_RELEASE = "0.32.0"  # tests/e2e/bootstrap.sh's environment
+# 0.10.2: no native spans, torch 2.6; 0.15.1: the last release without native spans; 0.20.2: an early native-span
+# release; 0.26.0; 0.32.0 (the main suite's). tests/compat/bootstrap.sh builds the others' environments.
+RELEASES = ("0.10.2", "0.15.1", "0.20.2", "0.26.0", E2E_RELEASE)
+MODES = {"eager": ["--enforce-eager"], "compiled": []}
+NAMESPACE = "compat"
+
+
+def cells(obs) -> dict[str, str]:
+    """phase -> "native" (vLLM's own span adopted) or "ours" (a patch point's or a bootstrap segment's)."""
+    out: dict[str, str] = {}
+    for s in obs.spans:
+        phase = s.attrs.get(sc.PHASE)
+        if phase is None or phase in sc.DETAIL_PHASES:
+            continue
+        if s.attrs.get(sc.NATIVE):
+            out[phase] = "native"
+        else:
+            out.setdefault(phase, "ours")
+    return out
+
+
+def missing_targets(obs) -> list[str]:
+    return sorted({t for s in obs.spans for t in (s.attrs.get(sc.PATCH_MISSING) or [])})
+
+
+def absent_reason(phase: str, release: str, missing: list[str]) -> str:
+    """Why a start of ``release`` has no span of ``phase`` (the patch-point table's view)."""
+    points = [p for p in PATCH_POINTS if p.phase == phase and p.span]
+    v = Version(release)
+    if any(p.target in missing for p in points):
+        return "target missing"
+    if points and not any(v in SpecifierSet(p.versions) for p in points):
+        return "no such call in this release"
+    if phase in NATIVE_SPANS.values() and not points:
+        return "not emitted by this release"
+    return "not called on CPU"
+
+
+def facts(obs, venv: Path) -> dict:
+    cp = critical_path.analyse(obs.root, obs.spans)
+    leaf, _, _ = report.coverage(obs.root, obs.spans)
+    busy, _, _ = report.coverage(obs.root, obs.spans, skip_waiting=True)
+    cost = venv / ".install-cost"
+    return {
+        "release": obs.release, "mode": obs.mode,
+        "torch": obs.root.attrs.get(sc.TORCH_VERSION),
+        "install": json.loads(cost.read_text()) if cost.exists() else None,
+        "ready_s": round(obs.root.duration, 2),
+        "processes": len({s.attrs["process.pid"] for s in obs.spans if "process.pid" in s.attrs}),
+        "critical_path_share": round(cp.share, 4),
+        "leaf_share": round(leaf, 4),
+        "leaf_share_without_waiting": round(busy, 4),
+        "largest_gaps": [f"{g.seconds:.2f} s in {g.kind} after {g.after!r}" for g in cp.gaps[:3] if g.seconds >= 0.05],
+        "phases": dict(sorted(cells(obs).items())),
+        "patch_points_missing": missing_targets(obs),
+    }
+
+
+def record(path: Path, new: list[dict]) -> None:
+    """Merge these starts' facts into the results file (a start replaces the same release x mode's)."""
+    old = json.loads(path.read_text())["starts"] if path.exists() else []
+    keys = {(f["release"], f["mode"]) for f in new}
+    starts = [f for f in old if (f["release"], f["mode"]) not in keys] + new
+    starts.sort(key=lambda f: (Version(f["release"]), f["mode"]))
+    for f in starts:  # why each documented phase is absent from this release (both modes together)
+        both = [g for g in starts if g["release"] == f["release"]]
+        seen = {p for g in both for p in g["phases"]}
+        missing = sorted({t for g in both for t in g["patch_points_missing"]})
+        f["absent"] = {p: absent_reason(p, f["release"], missing) for p in _documented(starts) if p not in seen}
+    path.write_text(json.dumps({"generated_by": "VOS_COMPAT_RECORD=1 pytest tests/compat", "starts": starts},
+                               indent=1) + "\n")
+
+
+def _documented(starts: list[dict]) -> list[str]:
+    return sorted({p for f in starts for p in f["phases"]}, key=list(sc.PHASES).index)
