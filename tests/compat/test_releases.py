@@ -66,7 +66,9 @@ def test_no_span_twice_and_native_spans_adopted_where_the_release_has_them(compa
 @pytest.mark.parametrize(("release", "mode"), STARTS)
 def test_every_span_has_a_phase_of_the_one_vocabulary(compat, release, mode):
     obs = compat(release, mode)
-    off = sorted({(s.name, s.attrs.get(sc.PHASE)) for s in obs.spans if s.attrs.get(sc.PHASE) not in sc.PHASES})
+    # (a `Startup in progress` record of a start past a minute is a zero-length mark, not a phase: agent/live.py)
+    off = sorted({(s.name, s.attrs.get(sc.PHASE)) for s in obs.spans
+                  if s.attrs.get(sc.PHASE) not in sc.PHASES and s.name != sc.PROGRESS_SPAN})
     assert off == []
     # the bootstrap segments and the phases every release performs on CPU, under one name each
     names = {s.name for s in obs.spans}
@@ -101,6 +103,8 @@ def test_phase_metrics_on_both_paths_equal_the_spans(compat, compat_backends, re
     total: dict[tuple[str, str], float] = defaultdict(float)
     count: dict[tuple[str, str], int] = defaultdict(int)
     for s in obs.file_spans():
+        if s.name == sc.PROGRESS_SPAN:  # no phase, no phase metric
+            continue
         key = (s.attrs[sc.PHASE], s.attrs[sc.PROCESS_KIND])
         total[key] += s.duration
         count[key] += 1

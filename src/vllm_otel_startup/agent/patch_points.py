@@ -62,8 +62,10 @@ _LOADER = "vllm.model_executor.model_loader"
 PATCH_POINTS: tuple[PatchPoint, ...] = (
     # ---- API server: bootstrap segments -------------------------------------------------------------
     P("vllm.entrypoints.cli.main:main", "", "cli", API, hook="cli_main"),
-    P("vllm.entrypoints.utils:cli_env_setup", "", "imports", API, "<0.19", "marker", segment=sc.CLI_SPAN),
-    P("vllm.entrypoints.serve.utils.api_utils:cli_env_setup", "", "imports", API, ">=0.24,<0.33", "marker",
+    # the CLI segment starts where vLLM sets up its environment: entrypoints/utils.py until 0.22 (checked in the wheels
+    # of 0.15.1, 0.20.2, 0.21.0, 0.22.0), serve/utils/api_utils.py from 0.23.0 (0.23.0, 0.26.0, 0.32.0)
+    P("vllm.entrypoints.utils:cli_env_setup", "", "imports", API, "<0.23", "marker", segment=sc.CLI_SPAN),
+    P("vllm.entrypoints.serve.utils.api_utils:cli_env_setup", "", "imports", API, ">=0.23,<0.33", "marker",
       segment=sc.CLI_SPAN),
     P("vllm.entrypoints.common.startup:cli_env_setup", "", "imports", API, ">=0.33", "marker",
       segment=sc.CLI_SPAN),
