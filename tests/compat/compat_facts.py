@@ -72,6 +72,7 @@ def facts(obs, venv: Path) -> dict:
         "torch": obs.root.attrs.get(sc.TORCH_VERSION),
         "install": json.loads(cost.read_text()) if cost.exists() else None,
         "ready_s": round(obs.root.duration, 2),
+        "serve_wall_s": round(obs.wall_s, 1),
         "processes": len({s.attrs["process.pid"] for s in obs.spans if "process.pid" in s.attrs}),
         "critical_path_share": round(cp.share, 4),
         "leaf_share": round(leaf, 4),
@@ -93,8 +94,8 @@ def record(path: Path, new: list[dict]) -> None:
         seen = {p for g in both for p in g["phases"]}
         missing = sorted({t for g in both for t in g["patch_points_missing"]})
         f["absent"] = {p: absent_reason(p, f["release"], missing) for p in _documented(starts) if p not in seen}
-    path.write_text(json.dumps({"generated_by": "VOS_COMPAT_RECORD=1 pytest tests/compat", "starts": starts},
-                               indent=1) + "\n")
+    doc = {"generated_by": "VOS_COMPAT_RECORD=1 pytest tests/compat", "not_runnable": NOT_RUNNABLE, "starts": starts}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def _documented(starts: list[dict]) -> list[str]:

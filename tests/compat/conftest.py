@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,12 +107,15 @@ def compat(compat_backends, compat_model, compat_workdir):
             venv = venv_of(release)
             cache = compat_workdir / f"{release}-{mode}"
             with _lock():
+                t0 = time.monotonic()
                 start = harness.serve(compat_model, cache, compat_backends, venv=venv, namespace=cf.NAMESPACE,
                                       name=f"compat-{release}-{mode}", args=cf.MODES[mode])
+                wall = time.monotonic() - t0  # launch -> ready -> scraped -> stopped: this start's CI cost
             first = compat_backends.trace_of_root(start.pid)
             path = start.trace_file_dir / f"{first[0].trace_id}.jsonl"
             written = sum(len(parse_otlp(json.loads(x))) for x in path.read_text().splitlines() if x.strip())
             seen[key] = Observed(release, mode, start, compat_backends.trace_of_root(start.pid, expect=written))
+            seen[key].wall_s = wall
         return seen[key]
 
     yield get

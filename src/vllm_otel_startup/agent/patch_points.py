@@ -188,9 +188,10 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       "<0.32", probe="load_weights"),
     P(f"{_LOADER}.bitsandbytes_loader:BitsAndBytesModelLoader._prepare_weights", "", "weights_load", ANY, "<0.32",
       hook="enrich", probe="weight_files"),
-    P(f"{_LOADER}.gguf_loader:GGUFModelLoader.load_weights", "Load weights", "weights_load", ANY, "<0.32",
+    # vLLM's own GGUF loader left in 0.24 (in the 0.23.0 wheel, not in 0.24.0's, 0.25.0's or 0.26.0's)
+    P(f"{_LOADER}.gguf_loader:GGUFModelLoader.load_weights", "Load weights", "weights_load", ANY, "<0.24",
       probe="load_weights"),
-    P(f"{_LOADER}.gguf_loader:GGUFModelLoader._prepare_weights", "", "weights_load", ANY, "<0.32", hook="enrich",
+    P(f"{_LOADER}.gguf_loader:GGUFModelLoader._prepare_weights", "", "weights_load", ANY, "<0.24", hook="enrich",
       probe="weight_files"),
     P(f"{_LOADER}.utils:process_weights_after_loading", "Process weights after loading", "weights_postprocess",
       ANY),
