@@ -235,15 +235,15 @@ def test_fake_modelexpress(fake, model_dir, tmp_path, monkeypatch):
     assert a[sc.WEIGHTS_BYTES] == (500 + 12) * 2
 
 
-@pytest.mark.parametrize(("cls", "mod", "ext", "ret", "nbytes"), [
-    ("BitsAndBytesModelLoader", "bitsandbytes_loader", "safetensors", "files, True", 1234),
-    ("GGUFModelLoader", "gguf_loader", "gguf", "files[0]", 777),
+@pytest.mark.parametrize(("cls", "mod", "ext", "ret", "nbytes", "release"), [
+    ("BitsAndBytesModelLoader", "bitsandbytes_loader", "safetensors", "files, True", 1234, "0.29.0"),
+    ("GGUFModelLoader", "gguf_loader", "gguf", "files[0]", 777, "0.18.0"),  # gone from the 0.24.0 wheel on
 ])
-def test_fake_pre_032_loaders(fake, model_dir, cls, mod, ext, ret, nbytes):
-    """FAKE: bitsandbytes and gguf (gone from 0.32's loader map), on the 0.29 release tree: our Load weights span
-    (vLLM traces only the default loader's), files from their _prepare_weights."""
+def test_fake_pre_032_loaders(fake, model_dir, cls, mod, ext, ret, nbytes, release):
+    """FAKE: bitsandbytes and gguf (gone from 0.32's loader map), on a release tree that still has them: our Load
+    weights span (vLLM traces only the default loader's), files from their _prepare_weights."""
     fmt = mod.removesuffix("_loader")
-    s, ml = fake("0.29.0", {f"{ML}/{mod}.py": OLD_LOADER.format(cls=cls, mod=mod, ext=ext, ret=ret)})
+    s, ml = fake(release, {f"{ML}/{mod}.py": OLD_LOADER.format(cls=cls, mod=mod, ext=ext, ret=ret)})
     _load(ml, fmt, model_dir)
     a = _one(s)
     assert (a[sc.WEIGHTS_LOADER], a[sc.WEIGHTS_LOAD_FORMAT], a[sc.WEIGHTS_SOURCE], a[sc.WEIGHTS_BYTES]) == (
