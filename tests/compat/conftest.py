@@ -4,12 +4,11 @@ into one set of real backends of this module's own (namespace ``compat``), so on
 
 A start runs on first use and is shared by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts
 showed to tests/data/compat-results.json (scripts/gen_docs.py renders docs/telemetry.md's version table from it);
-``VOS_E2E_LOCK=/path`` takes that file lock around each start (machines shared with other suites).
+``VOS_E2E_LOCK=/path`` takes that file lock for the starts (machines shared with other suites).
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -62,18 +61,23 @@ class Observed:
         return [s for line in path.read_text().splitlines() if line.strip() for s in parse_otlp(json.loads(line))]
 
 
-@contextlib.contextmanager
-def _lock():
-    path = os.environ.get("VOS_E2E_LOCK")
-    if not path:
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+class _Lock:
+    """``VOS_E2E_LOCK``: taken before the first start and held until the last one ended (a machine shared with
+    other suites that hold it for a whole run)."""
+
+    def __init__(self) -> None:
+        self.file = None
+
+    def take(self) -> None:
+        path = os.environ.get("VOS_E2E_LOCK")
+        if path and self.file is None:
+            self.file = open(path, "a")  # noqa: SIM115 - held across starts
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if self.file is not None:
+            self.file.close()  # closing drops the lock
+            self.file = None
 
 
 @pytest.fixture(scope="module")
@@ -100,17 +104,18 @@ def compat_model(compat_workdir) -> Path:
 def compat(compat_backends, compat_model, compat_workdir):
     """``compat(release, mode)``: that start, observed (run on first use). Records the results at teardown."""
     seen: dict[tuple[str, str], Observed] = {}
+    lock = _Lock()
 
     def get(release: str, mode: str) -> Observed:
         key = (release, mode)
         if key not in seen:
             venv = venv_of(release)
             cache = compat_workdir / f"{release}-{mode}"
-            with _lock():
-                t0 = time.monotonic()
-                start = harness.serve(compat_model, cache, compat_backends, venv=venv, namespace=cf.NAMESPACE,
-                                      name=f"compat-{release}-{mode}", args=cf.MODES[mode])
-                wall = time.monotonic() - t0  # launch -> ready -> scraped -> stopped: this start's CI cost
+            lock.take()
+            t0 = time.monotonic()
+            start = harness.serve(compat_model, cache, compat_backends, venv=venv, namespace=cf.NAMESPACE,
+                                  name=f"compat-{release}-{mode}", args=cf.MODES[mode])
+            wall = time.monotonic() - t0  # launch -> ready -> scraped -> stopped: this start's CI cost
             first = compat_backends.trace_of_root(start.pid)
             path = start.trace_file_dir / f"{first[0].trace_id}.jsonl"
             written = sum(len(parse_otlp(json.loads(x))) for x in path.read_text().splitlines() if x.strip())
@@ -119,5 +124,6 @@ def compat(compat_backends, compat_model, compat_workdir):
         return seen[key]
 
     yield get
+    lock.release()
     if os.environ.get("VOS_COMPAT_RECORD") == "1" and seen:
         cf.record(RESULTS, [cf.facts(o, venv_of(o.release)) for o in seen.values()])
