@@ -5,7 +5,6 @@ collector), VictoriaMetrics (OTLP metrics) and Prometheus (each server's /metric
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 import compat_facts as cf
@@ -145,8 +144,9 @@ def test_one_dashboard_query_answers_for_every_release_with_the_same_phases(comp
     template = _stacked_phases_panel()
     answers: dict[tuple[str, str], frozenset[str]] = {}
     for release, obs in observed.items():
-        expr = template.replace("$vllm_version", re.escape(release) + ".*").replace("$namespace", cf.NAMESPACE)
-        expr = dq.substitute(expr.replace("$mode", ".*"), {"cluster", "model", "device_model"})
+        # (the release's dots unescaped: a PromQL string takes no `\.`; "0.11.0.*" matches "0.11.0+cpu" alone here)
+        expr = template.replace("$vllm_version", f"{release}.*").replace("$namespace", cf.NAMESPACE)
+        expr = dq.substitute(expr, {"cluster", "model", "device_model", "mode"})
         for path, query in (("otlp", compat_backends.vm_query),
                             ("scrape", lambda q, o=obs: compat_backends.prom_query(q, at=o.start.scraped_at))):
             answers[(release, path)] = frozenset(r["metric"][PHASE] for r in query(expr))
