@@ -124,10 +124,11 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P(f"{_MPE}:WorkerProc.wait_for_ready", "Worker wait ready", "worker_wait", CORE, waiting=True),
     P("vllm.v1.engine.core:EngineCore._initialize_kv_caches", "Prepare model", "kv_cache_init", CORE,
       native_since="0.16"),
+    # (the scheduler and structured-output manager of every V1 release: checked in 0.11.0, 0.15.1, 0.20.2 wheels)
     P("vllm.v1.structured_output:StructuredOutputManager.__init__", "Structured output init",
-      "structured_output_init", CORE, ">=0.26"),
+      "structured_output_init", CORE),
     P("vllm.v1.structured_output:cached_tokenizer_from_config", "Tokenizer init", "tokenizer", CORE, ">=0.26"),
-    P("vllm.v1.core.sched.scheduler:Scheduler.__init__", "Scheduler init", "scheduler_init", CORE, ">=0.26"),
+    P("vllm.v1.core.sched.scheduler:Scheduler.__init__", "Scheduler init", "scheduler_init", CORE),
     # ---- Worker (the EngineCore itself when the executor is in-process) -----------------------------------
     P(f"{_MPE}:WorkerProc.__init__", "Worker init", "worker_init", WORKER, hook="guard", native_since="0.16"),
     P("vllm.worker.worker_base:WorkerWrapperBase.init_worker", "Worker init", "worker_init", ANY, "<0.14"),
@@ -203,8 +204,7 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       probe="kv_cache_profile"),
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_run", "Profile run", "profile_run", ANY),
     P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.profile_run", "Profile run", "profile_run", ANY, ">=0.14"),
-    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner._dummy_sampler_run", "Sampler warmup", "sampler_warmup", ANY,
-      ">=0.26"),
+    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner._dummy_sampler_run", "Sampler warmup", "sampler_warmup", ANY),
     P("vllm.v1.worker.gpu.model_runner:GPUModelRunner._dummy_sampler_run", "Sampler warmup", "sampler_warmup", ANY,
       ">=0.26"),
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_cudagraph_memory", "CUDA graph memory profiling",
