@@ -98,8 +98,10 @@ def versions_table(results: dict) -> str:
     out += ("\n\nCells: `native` = vLLM's own span, adopted; `ours` = a patch point's (or a bootstrap segment's) "
             "span under the same name; `(eager only)` / `(compiled only)` = only that start had it; `—` = absent, "
             "and why: *no such call in this release* (the table's targets for the phase are of other releases), "
-            "*not called on CPU* (the release has the call, the CPU path does not make it), *target missing* (the "
-            "table expects it in this release and it is not there).")
+            "*not called on CPU* (the release has the call, the CPU path does not make it), *no Worker process* (on "
+            "CPU 0.11 and 0.15 run their one worker inside the EngineCore), *target missing* (the table expects it "
+            "in this release and it is not there). Figure rows: compiled / eager start of the same run "
+            "(`docs/results.md`).")
     for release, why in results.get("not_runnable", {}).items():
         out += f"\n\nNot run: **{release}**: {why}"
     return out

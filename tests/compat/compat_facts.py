@@ -66,6 +66,8 @@ def missing_targets(obs) -> list[str]:
 
 def absent_reason(phase: str, release: str, missing: list[str]) -> str:
     """Why a start of ``release`` has no span of ``phase`` (the patch-point table's view)."""
+    if release in IN_PROCESS_WORKER and phase in ("worker_process", "worker_spawn", "worker_wait"):
+        return "no Worker process (the worker runs in the EngineCore)"
     points = [p for p in PATCH_POINTS if p.phase == phase and p.span]
     v = Version(release)
     if any(p.target in missing for p in points):
