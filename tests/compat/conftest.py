@@ -117,7 +117,7 @@ def compat(compat_backends, compat_model, compat_workdir):
             cache = compat_workdir / f"{release}-{mode}"
             lock.take()
             t0 = time.monotonic()
-            start = harness.serve(compat_model, cache, compat_backends, venv=venv, namespace=cf.NAMESPACE,
+            start = harness.serve(compat_model, cache, compat_backends, venv=venv, namespace=f"{cf.NAMESPACE}-{mode}",
                                   name=f"compat-{release}-{mode}", args=cf.MODES[mode])
             wall = time.monotonic() - t0  # launch -> ready -> scraped -> stopped: this start's CI cost
             first = compat_backends.trace_of_root(start.pid)

@@ -146,7 +146,7 @@ def test_one_dashboard_query_answers_for_every_release_with_the_same_phases(comp
     answers: dict[tuple[str, str], frozenset[str]] = {}
     for release, obs in observed.items():
         # (the release's dots unescaped: a PromQL string takes no `\.`; "0.11.0.*" matches "0.11.0+cpu" alone here)
-        expr = template.replace("$vllm_version", f"{release}.*").replace("$namespace", cf.NAMESPACE)
+        expr = template.replace("$vllm_version", f"{release}.*").replace("$namespace", f"{cf.NAMESPACE}-{mode}")
         expr = dq.substitute(expr, {"cluster", "model", "device_model", "mode"})
         for path, query in (("otlp", compat_backends.vm_query),
                             ("scrape", lambda q, o=obs: compat_backends.prom_query(q, at=o.start.scraped_at))):
