@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from vllm_otel_startup import settings  # noqa: E402
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "telemetry.md"
+COMPAT = Path(__file__).resolve().parents[1] / "tests" / "data" / "compat-results.json"
 
 
 def phases_table() -> str:
@@ -57,8 +59,57 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
+def versions_table(results: dict) -> str:
+    """Release x phase from the compatibility tier's real starts (tests/compat, VOS_COMPAT_RECORD=1)."""
+    starts = results["starts"]
+    releases = list(dict.fromkeys(f["release"] for f in starts))
+    by = {(f["release"], f["mode"]): f for f in starts}
+    modes = list(dict.fromkeys(f["mode"] for f in starts))
+    phases = [p for p in sc.PHASES if any(p in f["phases"] or p in f.get("absent", {}) for f in starts)]
+
+    def cell(release: str, phase: str) -> str:
+        seen = {m: by[(release, m)]["phases"][phase] for m in modes
+                if (release, m) in by and phase in by[(release, m)]["phases"]}
+        if not seen:
+            reason = next((by[(release, m)]["absent"].get(phase) for m in modes if (release, m) in by), None)
+            return f"— {reason}" if reason else "—"
+        kinds = sorted(set(seen.values()))
+        only = f" ({next(iter(seen))} only)" if len(seen) < len([m for m in modes if (release, m) in by]) else ""
+        return "/".join(kinds) + only
+
+    rows = ["| phase | " + " | ".join(releases) + " |", "|---" * (len(releases) + 1) + "|"]
+    rows += [f"| `{p}` | " + " | ".join(cell(r, p) for r in releases) + " |" for p in phases]
+
+    def figure(label: str, get) -> str:
+        vals = []
+        for r in releases:
+            vals.append(" / ".join(get(by[(r, m)]) for m in modes if (r, m) in by) or "—")
+        return f"| *{label}* | " + " | ".join(vals) + " |"
+
+    first = {r: next(by[(r, m)] for m in modes if (r, m) in by) for r in releases}
+    rows.append("| *torch* | " + " | ".join(str(first[r]["torch"]) for r in releases) + " |")
+    rows.append("| *environment: install s, size GB* | " + " | ".join(
+        f"{i['install_s']} s, {i['size_mb'] / 1024:.1f} GB" if (i := first[r]["install"]) else "the e2e venv"
+        for r in releases) + " |")
+    rows.append(figure(f"ready, s ({' / '.join(modes)})", lambda f: f"{f['ready_s']:.1f}"))
+    rows.append(figure("critical path explained", lambda f: f"{100 * f['critical_path_share']:.1f} %"))
+    rows.append(figure("leaf spans without waiting", lambda f: f"{100 * f['leaf_share_without_waiting']:.1f} %"))
+    out = "\n".join(rows)
+    out += ("\n\nCells: `native` = vLLM's own span, adopted; `ours` = a patch point's (or a bootstrap segment's) "
+            "span under the same name; `(eager only)` / `(compiled only)` = only that start had it; `—` = absent, "
+            "and why: *no such call in this release* (the table's targets for the phase are of other releases), "
+            "*not called on CPU* (the release has the call, the CPU path does not make it), *no Worker process* (on "
+            "CPU 0.11 and 0.15 run their one worker inside the EngineCore), *target missing* (the table expects it "
+            "in this release and it is not there). Figure rows: compiled / eager start of the same run "
+            "(`docs/results.md`).")
+    for release, why in results.get("not_runnable", {}).items():
+        out += f"\n\nNot run: **{release}**: {why}"
+    return out
+
+
 def render(text: str) -> str:
     tables = (("phases", phases_table()), ("patch-points", patch_table()), ("settings", settings_table()),
+              ("versions", versions_table(json.loads(COMPAT.read_text()))),
               ("startup-metrics", metrics_table(sc.STARTUP_METRICS, True)),
               ("resource-metrics", metrics_table(sc.RESOURCE_METRICS, False)),
               ("live-metrics", metrics_table(sc.LIVE_METRICS, True)))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command (README): installs what it needs (tests/{e2e,fleet,report}/bootstrap.sh, tests/e2e/bootstrap_*.sh), then lint, unit,
+# The test command (README): installs what it needs (tests/{e2e,fleet,report,compat}/bootstrap.sh, tests/e2e/bootstrap_*.sh), then lint, unit,
 # fleet (dashboards, alerts, deployment) and end-to-end tests. Extra arguments go to pytest, e.g. `bash tests/run.sh tests/unit`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,7 @@ bash tests/report/bootstrap.sh >/dev/null
 bash tests/e2e/bootstrap_remote.sh >/dev/null
 bash tests/e2e/bootstrap_ecosystem.sh >/dev/null
 bash tests/e2e/bootstrap_loaders.sh >/dev/null
+bash tests/compat/bootstrap.sh >/dev/null
 V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"
 "$V/bin/python" -m ruff check src tests scripts dashboards support
 JUNIT=$(mktemp -t vos-junit.XXXXXX.xml)

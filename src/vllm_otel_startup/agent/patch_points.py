@@ -62,6 +62,8 @@ _LOADER = "vllm.model_executor.model_loader"
 PATCH_POINTS: tuple[PatchPoint, ...] = (
     # ---- API server: bootstrap segments -------------------------------------------------------------
     P("vllm.entrypoints.cli.main:main", "", "cli", API, hook="cli_main"),
+    # the CLI segment starts where vLLM sets up its environment: entrypoints/utils.py until 0.22 (checked in the wheels
+    # of 0.15.1, 0.20.2, 0.21.0, 0.22.0), serve/utils/api_utils.py from 0.23.0 (0.23.0, 0.26.0, 0.32.0)
     P("vllm.entrypoints.utils:cli_env_setup", "", "imports", API, "<0.23", "marker", segment=sc.CLI_SPAN),
     P("vllm.entrypoints.serve.utils.api_utils:cli_env_setup", "", "imports", API, ">=0.23,<0.33", "marker",
       segment=sc.CLI_SPAN),
@@ -121,10 +123,11 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P(f"{_MPE}:WorkerProc.wait_for_ready", "Worker wait ready", "worker_wait", CORE, waiting=True),
     P("vllm.v1.engine.core:EngineCore._initialize_kv_caches", "Prepare model", "kv_cache_init", CORE,
       native_since="0.16"),
+    # (the scheduler and structured-output manager of every V1 release: checked in 0.11.0, 0.15.1, 0.20.2 wheels)
     P("vllm.v1.structured_output:StructuredOutputManager.__init__", "Structured output init",
-      "structured_output_init", CORE, ">=0.26"),
+      "structured_output_init", CORE),
     P("vllm.v1.structured_output:cached_tokenizer_from_config", "Tokenizer init", "tokenizer", CORE, ">=0.26"),
-    P("vllm.v1.core.sched.scheduler:Scheduler.__init__", "Scheduler init", "scheduler_init", CORE, ">=0.26"),
+    P("vllm.v1.core.sched.scheduler:Scheduler.__init__", "Scheduler init", "scheduler_init", CORE),
     # ---- Worker (the EngineCore itself when the executor is in-process) -----------------------------------
     P(f"{_MPE}:WorkerProc.__init__", "Worker init", "worker_init", WORKER, hook="guard", native_since="0.16"),
     P("vllm.worker.worker_base:WorkerWrapperBase.init_worker", "Worker init", "worker_init", ANY, "<0.12"),
@@ -185,6 +188,7 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       "<0.28", probe="load_weights"),
     P(f"{_LOADER}.bitsandbytes_loader:BitsAndBytesModelLoader._prepare_weights", "", "weights_load", ANY, "<0.28",
       hook="enrich", probe="weight_files"),
+    # vLLM's own GGUF loader left in 0.24 (in the 0.23.0 wheel, not in 0.24.0's, 0.25.0's or 0.26.0's)
     P(f"{_LOADER}.gguf_loader:GGUFModelLoader.load_weights", "Load weights", "weights_load", ANY, "<0.24",
       probe="load_weights"),
     P(f"{_LOADER}.gguf_loader:GGUFModelLoader._prepare_weights", "", "weights_load", ANY, "<0.24", hook="enrich",
@@ -199,8 +203,7 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       probe="kv_cache_profile"),
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_run", "Profile run", "profile_run", ANY),
     P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.profile_run", "Profile run", "profile_run", ANY, ">=0.14"),
-    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner._dummy_sampler_run", "Sampler warmup", "sampler_warmup", ANY,
-      ">=0.26"),
+    P("vllm.v1.worker.gpu_model_runner:GPUModelRunner._dummy_sampler_run", "Sampler warmup", "sampler_warmup", ANY),
     P("vllm.v1.worker.gpu.model_runner:GPUModelRunner._dummy_sampler_run", "Sampler warmup", "sampler_warmup", ANY,
       ">=0.26"),
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.profile_cudagraph_memory", "CUDA graph memory profiling",

