@@ -62,9 +62,10 @@ sys.modules[__name__] = importlib.import_module({new!r})
 '''
 
 
-def _cells(version: str) -> dict[str, tuple[str, str | None]]:
-    """target -> (def line cell, native span name or None) for the targets present in one release."""
-    out: dict[str, tuple[str, str | None]] = {}
+def inventory() -> dict[str, dict[str, str]]:
+    """target -> release -> its cell as the file has it (``L406 instrument(span_name='...')``, ``-``, ``-nomod-``,
+    ``imported(...)``), targets and releases in file order."""
+    cells: dict[str, dict[str, str]] = {}
     target = None
     for line in QUALNAMES.read_text().splitlines():
         if not line.strip() or line.startswith("#"):
@@ -72,10 +73,18 @@ def _cells(version: str) -> dict[str, tuple[str, str | None]]:
         if not line.startswith(" "):
             target = line.strip()
             continue
-        for cell in line.split("|"):
-            m = re.match(r"\s*v(\S+):(\S+)(?:\s+instrument\(span_name='([^']*)'\))?", cell)
-            if m and m.group(1) == version and m.group(2).startswith("L") and target:
-                out[target] = (m.group(2), m.group(3))
+        if target:
+            cells[target] = {m.group(1): m.group(2).strip() for m in re.finditer(r"v(\d[^:]*):([^|]+)", line)}
+    return cells
+
+
+def _cells(version: str) -> dict[str, tuple[str, str | None]]:
+    """target -> (def line cell, native span name or None) for the targets present in one release."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for target, by_release in inventory().items():
+        m = re.match(r"(L\S*)(?:\s+instrument\(span_name='([^']*)'\))?", by_release.get(version, ""))
+        if m:
+            out[target] = (m.group(1), m.group(2))
     if not out:
         raise ValueError(f"vLLM {version} is not in {QUALNAMES.name}")
     return out

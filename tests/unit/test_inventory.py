@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+import fake_vllm
 import pytest
 from packaging.version import Version
 
@@ -16,23 +17,14 @@ from vllm_otel_startup.agent.hooks import in_range
 from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, PATCH_POINTS
 
 ROOT = Path(__file__).resolve().parents[2]
-INVENTORY = ROOT / "tests" / "data" / "vllm-qualnames-by-release.txt"
+INVENTORY = fake_vllm.QUALNAMES
 VLLM_ROWS = [p for p in PATCH_POINTS if p.module.startswith("vllm.")]
 
 
 def parse() -> tuple[list[str], dict[str, dict[str, str]]]:
     """(releases in file order, target -> release -> cell)."""
-    cells: dict[str, dict[str, str]] = {}
-    target = None
-    for line in INVENTORY.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        if not line.startswith(" "):
-            target = line.strip()
-            continue
-        cells[target] = {m.group(1): m.group(2).strip() for m in re.finditer(r"v(\d[^:]*):([^|]+)", line)}
-    releases = list(next(iter(cells.values())))
-    return releases, cells
+    cells = fake_vllm.inventory()
+    return list(next(iter(cells.values()))), cells
 
 
 RELEASES, CELLS = parse()
@@ -85,8 +77,6 @@ def test_native_since_is_the_first_release_that_traces_the_target(row):
 
 
 def test_the_fake_trees_keep_vllms_tracing_package_where_the_release_has_it():
-    import fake_vllm
-
     assert fake_vllm.tracing_package("0.15.1") is None  # no native tracing before 0.16
     assert fake_vllm.tracing_package("0.16.0") == fake_vllm.OLD_TRACING
     assert fake_vllm.tracing_package("0.33.0") == fake_vllm.OLD_TRACING  # the newest wheel: not moved yet
