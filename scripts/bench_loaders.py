@@ -50,8 +50,7 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-loaders-"))
     model = work / "model"
-    subprocess.run([harness.python(), str(HERE.parent / "support/make_tiny_model.py"), str(model),
-                    "--hidden", str(a.hidden), "--layers", str(a.layers)], check=True, capture_output=True)
+    harness.make_tiny_model(model, "--hidden", str(a.hidden), "--layers", str(a.layers))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
     env.update(HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(work / "vc"), TMPDIR=str(work))
     subprocess.run([harness.python(), str(HERE.parent / "support/loader_artifacts.py"), str(model), str(work / "art")],

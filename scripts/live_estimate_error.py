@@ -20,7 +20,6 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -47,8 +46,7 @@ def messages(log: str, total: float) -> list[dict]:
 
 def run(runs: int, interval_ms: int, workdir: Path) -> dict:
     model = workdir / "tiny-model"
-    subprocess.run([harness.python(), str(HERE.parent / "support/make_tiny_model.py"), str(model)], check=True,
-                   capture_output=True)
+    harness.make_tiny_model(model)
     env = {"OTEL_PYTHON_VLLM_STARTUP_LIVE_INTERVAL_MS": str(interval_ms), "OTEL_TRACES_EXPORTER": "vllm_startup_file"}
     series = {"compiled-cold": ([], lambda i: workdir / f"cc-{i}"),
               "eager-warm": (["--enforce-eager"], lambda i: workdir / "ew")}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -37,8 +36,7 @@ def main() -> int:
     for (layers, hidden), mode, warmth in plan:
         model = models / f"l{layers}-h{hidden}"
         if not (model / "model.safetensors").exists():
-            subprocess.run([harness.python(), str(HERE.parent / "support/make_tiny_model.py"), str(model),
-                            "--layers", str(layers), "--hidden", str(hidden)], check=True, capture_output=True)
+            harness.make_tiny_model(model, "--layers", str(layers), "--hidden", str(hidden))
         cache = caches / f"{model.name}-{mode}"
         if warmth == "cold":
             shutil.rmtree(cache, ignore_errors=True)

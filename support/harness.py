@@ -389,3 +389,11 @@ def worker_of(api_pid: int):
 
 def python() -> str:
     return str(VENV / "bin/python") if (VENV / "bin/python").exists() else sys.executable
+
+
+def make_tiny_model(out: Path, *args: str) -> Path:
+    """Build the tiny random-weight Llama at ``out`` offline (support/make_tiny_model.py; ``args``: its options,
+    e.g. ``--vocab 200000``), with the e2e environment's Python."""
+    subprocess.run([python(), str(Path(__file__).parent / "make_tiny_model.py"), str(out), *args], check=True,
+                   capture_output=True)
+    return out

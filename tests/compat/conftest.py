@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -94,9 +93,7 @@ def compat_backends(compat_workdir):
 
 @pytest.fixture(scope="module")
 def compat_model(compat_workdir) -> Path:
-    out = compat_workdir / "tiny-model"
-    subprocess.run([harness.python(), str(REPO / "support/make_tiny_model.py"), str(out)], check=True,
-                   capture_output=True)
+    out = harness.make_tiny_model(compat_workdir / "tiny-model")
     # built by transformers 5 (the e2e environment), whose tokenizer class name transformers 4 (0.15.1's pin)
     # does not know: the class name both know, as a model saved by transformers 4 has it
     cfg = out / "tokenizer_config.json"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,10 +15,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # faults.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # support/: shared with the benchmark scripts
 
+from e2e_observed import Observed, observe  # noqa: E402
 from e2e_params import COMPILE_KEY_NS, HUB_RATE, HUB_REPO, P2P_HOST, SLOW_RATE, WEIGHTS_NS  # noqa: E402
 
 from support import harness  # noqa: E402
-from vllm_otel_startup.model.spanmodel import Span, parse_otlp  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -45,47 +44,7 @@ def backends(workdir):
 
 @pytest.fixture(scope="session")
 def tiny_model(workdir) -> Path:
-    out = workdir / "tiny-model"
-    subprocess.run([harness.python(), str(Path(harness.__file__).parent / "make_tiny_model.py"), str(out)],
-                   check=True, capture_output=True)
-    return out
-
-
-class Observed:
-    """A start as the backends saw it."""
-
-    def __init__(self, start: harness.Start, spans: list[harness.Span]) -> None:
-        self.start = start
-        self.spans = spans
-        roots = [s for s in spans if s.name == "vLLM startup"]
-        assert len(roots) == 1, f"expected one root, got {len(roots)}"
-        self.root = roots[0]
-
-    def named(self, name: str) -> list[harness.Span]:
-        return [s for s in self.spans if s.name == name]
-
-    def one(self, name: str) -> harness.Span:
-        found = self.named(name)
-        assert len(found) == 1, f"{name}: {len(found)} spans"
-        return found[0]
-
-    def file_docs(self) -> list[dict]:
-        return file_docs(self.start, self.root.trace_id)
-
-    def file_spans(self) -> list[Span]:
-        return [s for d in self.file_docs() for s in parse_otlp(d)]
-
-
-def file_docs(start: harness.Start, trace_id: str) -> list[dict]:
-    path = start.trace_file_dir / f"{trace_id}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _observe(backends, start: harness.Start) -> Observed:
-    """What Phoenix holds for this start, once it holds as many spans as the start's local file."""
-    first = backends.trace_of_root(start.pid)
-    written = sum(len(parse_otlp(d)) for d in file_docs(start, first[0].trace_id))
-    return Observed(start, backends.trace_of_root(start.pid, expect=written))
+    return harness.make_tiny_model(workdir / "tiny-model")
 
 
 @pytest.fixture(scope="session")
@@ -98,7 +57,7 @@ def eager(backends, tiny_model, workdir) -> Observed:
         env={"HF_TOKEN": harness.SECRET_HF_TOKEN,
              "MY_SERVICE_URL": f"https://svc:{harness.SECRET_URL_PASSWORD}@example.invalid/v1"},
     )
-    return _observe(backends, start)
+    return observe(backends, start)
 
 
 # Secrets planted in every form the redaction knows (tests/e2e/test_secrets.py): name -> value.
@@ -126,7 +85,7 @@ def secrets_start(backends, tiny_model, workdir) -> Observed:
         on_ready=lambda proc: spooled.extend(  # the children's spool, while the server runs (removed at exit)
             f.read_text(errors="replace") for f in (workdir / "secrets" / "tmp").rglob("*.json")),
     )
-    obs = _observe(backends, start)
+    obs = observe(backends, start)
     obs.planted, obs.spooled = dict(p), spooled
     return obs
 
@@ -134,20 +93,20 @@ def secrets_start(backends, tiny_model, workdir) -> Observed:
 @pytest.fixture(scope="session")
 def compiled_cold(backends, tiny_model, workdir) -> Observed:
     """Default (torch.compile) start on an empty cache root, OTLP over gRPC."""
-    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, protocol="grpc",
+    return observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, protocol="grpc",
                                             namespace="compiled"))
 
 
 @pytest.fixture(scope="session")
 def compiled_warm(backends, tiny_model, workdir, compiled_cold) -> Observed:
     """The same start again with the same cache root."""
-    return _observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled"))
+    return observe(backends, harness.serve(tiny_model, workdir / "compiled", backends, namespace="compiled"))
 
 
 @pytest.fixture(scope="session")
 def tensor_parallel(backends, tiny_model, workdir) -> Observed:
     """Two tensor-parallel workers (CPU: one NUMA node here, so each worker's OpenMP threads are bound by hand)."""
-    return _observe(backends, harness.serve(
+    return observe(backends, harness.serve(
         tiny_model, workdir / "tp2", backends, args=["--enforce-eager", "--tensor-parallel-size", "2"],
         env={"VLLM_CPU_OMP_THREADS_BIND": "0|1"}))
 
@@ -155,7 +114,7 @@ def tensor_parallel(backends, tiny_model, workdir) -> Observed:
 @pytest.fixture(scope="session")
 def bad_model(backends, workdir) -> Observed:
     start = harness.serve(workdir / "no-such-model", workdir / "bad", backends, expect_ready=False, timeout=300)
-    return _observe(backends, start)
+    return observe(backends, start)
 
 
 # compile-cache forensics (tests/e2e/test_compile_key.py): compiled starts on a cache root and fleet of their own
@@ -165,7 +124,7 @@ def bad_model(backends, workdir) -> Observed:
 
 
 def _compile_key_start(backends, tiny_model, workdir, **kw) -> Observed:
-    return _observe(backends, harness.serve(tiny_model, workdir / COMPILE_KEY_NS, backends, namespace=COMPILE_KEY_NS,
+    return observe(backends, harness.serve(tiny_model, workdir / COMPILE_KEY_NS, backends, namespace=COMPILE_KEY_NS,
                                             **kw))
 
 
@@ -190,10 +149,7 @@ def compiled_len_changed(backends, tiny_model, workdir, compile_key_base, compil
 @pytest.fixture(scope="session")
 def padded_model(workdir) -> Path:
     """The tiny model with its embedding and LM head padded to 200000 rows: 206 MB of weights to move."""
-    out = workdir / "padded-model"
-    subprocess.run([harness.python(), str(Path(harness.__file__).parent / "make_tiny_model.py"), str(out),
-                    "--vocab", "200000"], check=True, capture_output=True)
-    return out
+    return harness.make_tiny_model(workdir / "padded-model", "--vocab", "200000")
 
 
 @pytest.fixture(scope="session")
@@ -215,7 +171,7 @@ def _hub_serve(backends, hub, workdir) -> harness.Start:
 @pytest.fixture(scope="session")
 def hub_download(backends, hub, workdir) -> Observed:
     """`vllm serve ORG/NAME` with an empty HF_HOME: the weights come down from the hub server."""
-    obs = _observe(backends, _hub_serve(backends, hub, workdir))
+    obs = observe(backends, _hub_serve(backends, hub, workdir))
     obs.hub_bytes_sent = hub.bytes_sent
     return obs
 
@@ -224,7 +180,7 @@ def hub_download(backends, hub, workdir) -> Observed:
 def hub_cached(backends, hub, workdir, hub_download) -> Observed:
     """The same start again with the same HF_HOME: the hub cache has the weights."""
     before = hub.bytes_sent
-    obs = _observe(backends, _hub_serve(backends, hub, workdir))
+    obs = observe(backends, _hub_serve(backends, hub, workdir))
     obs.hub_bytes_sent = hub.bytes_sent - before
     return obs
 
@@ -242,4 +198,4 @@ def slow_storage(backends, padded_model, workdir) -> Observed:
         ci.missing("fusepy is not installed", "tests/e2e/bootstrap_remote.sh")
     with SlowMount(padded_model, workdir / "slow-mnt", SLOW_RATE, workdir / "slow-fs.log") as mount:
         start = harness.serve(mount.path, workdir / "slow", backends, args=["--enforce-eager"], namespace=WEIGHTS_NS)
-    return _observe(backends, start)
+    return observe(backends, start)

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Observed, _observe
+from e2e_observed import Observed, observe
 
 from support import ci, harness
 from vllm_otel_startup import semconv as sc
@@ -71,7 +71,7 @@ def artifacts(tiny_model, workdir) -> Path:
 @pytest.fixture(scope="session")
 def runai_local(backends, tiny_model, workdir) -> Observed:
     _need("runai_model_streamer")
-    return _observe(backends, harness.serve(
+    return observe(backends, harness.serve(
         tiny_model, workdir / "runai-local", backends,
         args=["--enforce-eager", "--load-format", "runai_streamer",
               "--model-loader-extra-config", json.dumps({"concurrency": 4})]))
@@ -112,33 +112,33 @@ def runai_s3(backends, tiny_model, workdir, s3_server) -> Observed:
     env = {**os.environ, **_s3_env(s3_server)}
     r = subprocess.run([harness.python(), "-c", upload, str(tiny_model)], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
-    return _observe(backends, harness.serve(
+    return observe(backends, harness.serve(
         f"s3://{BUCKET}/tiny", workdir / "runai-s3", backends, args=["--enforce-eager"], env=_s3_env(s3_server)))
 
 
 @pytest.fixture(scope="session")
 def tensorizer_start(backends, artifacts, workdir) -> Observed:
-    return _observe(backends, harness.serve(artifacts / "tensorizer", workdir / "tensorizer", backends,
+    return observe(backends, harness.serve(artifacts / "tensorizer", workdir / "tensorizer", backends,
                                             args=["--enforce-eager", "--load-format", "tensorizer"]))
 
 
 @pytest.fixture(scope="session")
 def sharded_start(backends, artifacts, workdir) -> Observed:
-    return _observe(backends, harness.serve(artifacts / "sharded", workdir / "sharded", backends,
+    return observe(backends, harness.serve(artifacts / "sharded", workdir / "sharded", backends,
                                             args=["--enforce-eager", "--load-format", "sharded_state"]))
 
 
 @pytest.fixture(scope="session")
 def runai_sharded_start(backends, artifacts, workdir) -> Observed:
     _need("runai_model_streamer")
-    return _observe(backends, harness.serve(artifacts / "sharded", workdir / "runai-sharded", backends,
+    return observe(backends, harness.serve(artifacts / "sharded", workdir / "runai-sharded", backends,
                                             args=["--enforce-eager", "--load-format", "runai_streamer_sharded"],
                                             env={"RUNAI_STREAMER_CONCURRENCY": "2"}))
 
 
 @pytest.fixture(scope="session")
 def dummy_start(backends, tiny_model, workdir) -> Observed:
-    return _observe(backends, harness.serve(tiny_model, workdir / "dummy", backends,
+    return observe(backends, harness.serve(tiny_model, workdir / "dummy", backends,
                                             args=["--enforce-eager", "--load-format", "dummy"]))
 
 
