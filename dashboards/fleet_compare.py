@@ -19,7 +19,7 @@ PHASE_VAR = "phase"
 
 
 def _phase_variable() -> db.QueryVariable:
-    return p.label_variable(PHASE_VAR, "Phases", q.selector(v.count_of(v.PHASE_DURATION)), v.PHASE)
+    return p.label_variable(PHASE_VAR, "Phases", q.selector(v.PHASE_LAST), v.PHASE)
 
 
 def build() -> db.Dashboard:
@@ -63,8 +63,10 @@ def build() -> db.Dashboard:
             cols[f"Value #{chr(ord('A') + len(targets))}"] = name
             targets.append((expr, ""))
     d = d.with_panel(p.table_panel(
-        "Phase durations: A vs B", "Each phase's span durations over the time range (every span: tensor-parallel "
-        "workers each count). Phases nest: do not add rows up.", targets, w=24, h=14,
+        "Phase durations: A vs B", "Each phase's time per start over the time range, from the recorded phase "
+        "buckets (tensor-parallel workers each count over OTLP). Phase panels follow only the vLLM version, device "
+        "model and start mode selections (dashboards/recording.py: phase series at every fleet label would cost the "
+        "store more than the starts they summarize). Phases nest: do not add rows up.", targets, w=24, h=14,
         transformations=p.merge_columns(cols)).unit("s"))
     d = d.with_panel(p.barchart_panel(
         "Phase p95: A vs B", "", [(sq.phase_quantile(0.95, a + only, RANGE), ""),

@@ -68,7 +68,8 @@ def build() -> db.Dashboard:
     d = d.with_panel(p.timeseries_panel(
         "Phase breakdown (mean per start)",
         "Mean seconds per start of non-overlapping phases (dashboards/phases.py STACKED_PHASES; parallel workers "
-        "count once), stacked; 'other' is the mean time to ready none of them covers. One bar per interval.",
+        "count once), stacked; 'other' is the mean time to ready none of them covers. One bar per interval. Follows "
+        "only the vLLM version, device model and start mode selections (recorded phase series).",
         [(sq.phase_mean_per_process(m, INTERVAL, ph.STACKED_PHASES), f"{{{{{v.PHASE}}}}}"),
          (sq.unlisted_time(m, INTERVAL, ph.STACKED_PHASES), "other")],
         "s", w=16, h=10, stacked_bars=True, interval="1h"))

@@ -54,9 +54,19 @@ def seen_in(sel: str, window: str, offset: str = "") -> str:
     return f"max_over_time({sel}[{window}]{f' offset {offset}' if offset else ''})"
 
 
-def agg(op: str, labels: Iterable[str], expr: str) -> str:
+def agg(op: str, labels: Iterable[str], expr: str, param: str = "") -> str:
     labels = list(labels)
-    return f"{op} {by(labels)} ({expr})" if labels else f"{op}({expr})"
+    args = f"{param}, {expr}" if param else expr
+    return f"{op} {by(labels)} ({args})" if labels else f"{op}({args})"
+
+
+def buckets(labels: Iterable[str], expr: str, bounds: Iterable[str]) -> str:
+    """A cumulative histogram of ``expr``'s values (one value per series: a start's): per bound, how many are
+    ``<=`` it, by ``labels``, with the bound as ``le`` ("+Inf": all of them)."""
+    labels = list(labels)
+    return " or ".join(
+        f'label_replace({agg("count", labels, expr if b == "+Inf" else f"{expr} <= {b}")}, "le", "{b}", "", "")'
+        for b in bounds)
 
 
 def histogram_quantile(q: float, buckets_expr: str, labels: Iterable[str]) -> str:

@@ -29,14 +29,13 @@ def _k8s(attribute: str) -> str:
 
 
 # --- startup metrics ------------------------------------------------------------------------------------
-DURATION = _metric("vllm.startup.duration")  # histogram: whole start (root span)
-PHASE_DURATION = _metric("vllm.startup.phase.duration")  # histogram: every startup span
+PHASE_LAST = _metric("vllm.startup.phase.last_duration")  # gauge: one series per phase and start
 STARTS = _metric("vllm.startup.starts")
 COMPILES = _metric("vllm.startup.compiles")
 COMPILE_KEYS = _metric("vllm.startup.compile_keys")  # counter: one series per compile-cache key
 WEIGHTS_BYTES = _metric("vllm.startup.weights.bytes")
 WEIGHTS_LOAD_TIME = _metric("vllm.startup.weights.load_time")
-LAST_START = _metric("vllm.startup.last_start.duration")  # gauge: one series per start, with its trace id
+LAST_START = _metric("vllm.startup.last_start.duration")  # gauge: one series per start, with its trace id and time
 
 # --- a start in progress (gauges, until each process's ready point) ---------------------------------------
 IN_PROGRESS_ELAPSED = _metric("vllm.startup.in_progress.elapsed")

@@ -180,7 +180,8 @@ def run_vm(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s: 
         ingest_s += time.perf_counter() - t0
         series = int(json.loads(http(f"{base}/api/v1/series/count"))["data"][0])
         samples = _vm_rows(base)
-        lat = time_queries(base, end_s, a.repeat, vm=True, design=a.design, pod=starts[-1].pod)
+        lat = [] if a.no_queries else time_queries(base, end_s, a.repeat, vm=True, design=a.design,
+                                                   pod=starts[-1].pod)
     finally:
         proc.terminate()
         proc.wait(60)
@@ -268,7 +269,7 @@ def _prom_config(work: Path) -> Path:
 
 # ---- report -------------------------------------------------------------------------------------------------
 def summary(n: int, r: dict) -> str:
-    q = r["queries"]
+    q = r["queries"] or [{"p50_s": 0.0, "p95_s": 0.0, "source": "-/none", "error": ""}]
     p50 = sorted(x["p50_s"] for x in q)
     worst = max(q, key=lambda x: x["p95_s"])
     errors = sum(bool(x["error"]) for x in q)
@@ -297,13 +298,15 @@ def main() -> int:
                     help="minimal: only service.name, process kind, worker rank and k8s.* as OTLP resource")
     ap.add_argument("--design", choices=[fs.CURRENT, fs.PROPOSED], default=fs.CURRENT,
                     help="proposed: the per-start gauges of docs/results.md, minimal resource, its own queries")
+    ap.add_argument("--end", type=int, help="the newest ready time, unix s (default: now): the same plan again")
+    ap.add_argument("--no-queries", action="store_true", help="ingest only (keep the store with --work)")
     ap.add_argument("--work", type=Path, help="keep the stores here (default: a temporary directory)")
     ap.add_argument("--json", type=Path, help="write every figure, every query's latency, here")
     a = ap.parse_args()
     a.keep = MINIMAL if a.resource_keep == "minimal" or a.design == fs.PROPOSED else None
     _buckets(a.buckets)
     templates = fs.templates()
-    end_s = int(time.time()) // 60 * 60 - a.samples * a.interval - 60
+    end_s = a.end or int(time.time()) // 60 * 60 - a.samples * a.interval - 60
     results = []
     print(HEADER)
     for n in a.n:
@@ -315,7 +318,7 @@ def main() -> int:
             finally:
                 if a.work is None:
                     shutil.rmtree(work, ignore_errors=True)
-            r |= {"n": n, "design": a.design, "samples": a.samples, "interval_s": a.interval, "buckets": a.buckets,
+            r |= {"n": n, "end_s": end_s, "design": a.design, "samples": a.samples, "interval_s": a.interval, "buckets": a.buckets,
                   "resource_keep": a.resource_keep}
             results.append(r)
             print(summary(n, r), flush=True)

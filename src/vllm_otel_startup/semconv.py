@@ -312,23 +312,22 @@ NETWORK_IO_DIRECTION = "network.io.direction"  # receive | transmit (OTel semcon
 CPU_SCOPE = "vllm.startup.cpu.scope"  # process | tree | system
 HW_ID, HW_NAME, HW_VENDOR, HW_TYPE, HW_GPU_TASK = "hw.id", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"
 
-# Histogram buckets (s): 50 ms to 30 min.
+# Histogram buckets (s), 50 ms to 30 min: the spanmetrics overlay's (deploy/kubernetes/overlays/spanmetrics), which
+# derives per-span histograms in a collector; the agent's own startup metrics have no histogram (one series per fact).
 DURATION_BUCKETS: tuple[float, ...] = (
     0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800,
 )
 
 # name -> (instrument, unit, labels, description)
 # Startup metrics: recorded once per start at each process's ready point, from its startup spans; they
-# carry FLEET_LABELS besides the labels listed. Served over OTLP and on vLLM's own GET /metrics.
+# carry FLEET_LABELS besides the labels listed. Served over OTLP and on vLLM's own GET /metrics. One series per
+# fact and start, no histogram buckets: fleet distributions are counted by the recording rules
+# (dashboards/recording.py), so a start costs its store tens of series, not a thousand (docs/results.md).
 STARTUP_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
-    "vllm.startup.duration": ("histogram", "s", (OUTCOME,),
-                              "whole start: API-server process creation to HTTP accepting (the root span)"),
-    "vllm.startup.phase.duration": ("histogram", "s", (PHASE, PROCESS_KIND),
-                                    "every startup span's duration, by phase and process kind"),
-    "vllm.startup.phase.cpu_time": ("counter", "s", (PHASE, PROCESS_KIND),
-                                    "CPU time the process spent during each startup span"),
-    "vllm.startup.phase.disk_read": ("counter", "By", (PHASE, PROCESS_KIND),
-                                     "bytes the process read from storage during each startup span"),
+    "vllm.startup.phase.last_duration": (
+        "gauge", "s", (PHASE, PROCESS_KIND),
+        "this start's time in each phase: the phase's spans in one process added up (one series per phase, "
+        "process kind and start; on /metrics, which serves the whole start, the slowest process of the kind)"),
     "vllm.startup.starts": ("counter", "{start}", (OUTCOME,), "starts, by outcome (ready, failed or exited)"),
     "vllm.startup.compiles": ("counter", "{compile}", (COMPILE_CACHE_HIT,),
                               "torch.compile runs at startup, by compile-cache hit (true or false)"),
