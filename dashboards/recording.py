@@ -39,7 +39,7 @@ from . import vocabulary as v
 WINDOW = "1h"  # the sliding window of the per-hour panels (variables.HOUR) and of the alerts (Budgets.recent)
 GROUP, PHASE_GROUP = "vllm-startup.recording", "vllm-startup.recording.phases"
 INTERVALS = {GROUP: "1m", PHASE_GROUP: "5m"}  # phase aggregates: ~50 per start's 1; a 5-minute resolution
-FLEET, PHASE, MODEL_PHASE = "fleet", "phase", "model_phase"  # levels (module docstring)
+FLEET, PHASE, MODEL_PHASE = LEVELS = ("fleet", "phase", "model_phase")  # levels (module docstring)
 # Labels a fleet is selected and grouped by (dashboards' fleet filters, alerts' groupings).
 FLEET_KEEP: tuple[str, ...] = (v.CLUSTER, v.NAMESPACE, *v.FLEET_LABELS, v.PROCESS_KIND)
 PHASE_KEEP: tuple[str, ...] = (v.VLLM_VERSION, v.DEVICE_MODEL, v.MODE, v.PROCESS_KIND, v.PHASE)
