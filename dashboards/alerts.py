@@ -262,8 +262,8 @@ def stuck_in_phase(b: Budgets) -> Alert:
         f"Pod {_lbl(v.NAMESPACE)}/{_lbl(v.POD)} ({_lbl(v.MODEL)}) is still starting and its {_lbl(v.PROCESS_KIND)} "
         f"has been in phase {_lbl(v.PHASE)} for {{{{ $value | humanizeDuration }}}}: over {b.stuck_factor:g}x "
         f"(and {b.stuck_min_s:g}s more than) the p95 of that phase in this model's fleet (the highest hourly p95 "
-        f"of the last {b.baseline}), or over its budget when the fleet has no such history. Its status endpoint and the "
-        f"trace's 'Startup in progress' records show the open phases of every process.",
+        f"of the last {b.baseline}), or over its budget when the fleet has no such history. Its status endpoint and "
+        f"the trace's 'Startup in progress' records show the open phases of every process.",
         checks=(Check("in_progress_phase_seconds", cur, frozenset({STARTING})),
                 Check("fleet_phase_usual", usual, frozenset({HISTORY})),
                 Check("stuck_budgets", table)),

@@ -12,7 +12,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import spool
-from vllm_otel_startup.agent.observations import PHASE_LAST, fleet_labels, label_value, span_observations, start_observations
+from vllm_otel_startup.agent.observations import (
+    PHASE_LAST,
+    fleet_labels,
+    label_value,
+    span_observations,
+    start_observations,
+)
 from vllm_otel_startup.agent.prometheus import StartupCollector
 from vllm_otel_startup.agent.sampler import Sampler
 from vllm_otel_startup.model.spanmodel import Span, from_readable
