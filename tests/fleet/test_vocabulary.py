@@ -97,7 +97,7 @@ def test_template_variable_queries_use_only_defined_names():
 
 
 def test_every_name_comes_from_the_package_vocabulary():
-    assert v.PHASE_LAST == sc.prom_name("vllm.startup.phase.last_duration")
+    assert sc.prom_name("vllm.startup.phase.last_duration") == v.PHASE_LAST
     assert v.PHASE_LAST == "vllm_startup_phase_last_duration_seconds"
     assert set(v.FLEET_LABELS) == {sc.prom_label(x) for x in sc.FLEET_LABELS}
     assert {v.CLUSTER, v.NAMESPACE, v.POD, v.NODE} <= {sc.prom_label(a) for a in K8S_ENV}
