@@ -175,6 +175,9 @@ def run_vm(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s: 
         wait_until(lambda: _ok(f"{base}/health"), 120, "VictoriaMetrics")
         if a.store is None:
             out |= ingest_vm(base, starts, a)
+        out["startup_series"] = int(json.loads(http(f"{base}/api/v1/series/count"))["data"][0])
+        http(f"{base}/internal/force_flush")
+        out["startup_bytes"] = du(data)
         if not a.no_record:
             out |= import_recorded(base, starts, end_s - a.samples * a.interval, int(a.window_days * 86400))
         out["series"] = int(json.loads(http(f"{base}/api/v1/series/count"))["data"][0])
@@ -199,8 +202,7 @@ def ingest_vm(base: str, starts: list[fs.SimStart], a: argparse.Namespace) -> di
     t0 = time.perf_counter()
     http(f"{base}/internal/force_flush")
     ingest_s += time.perf_counter() - t0
-    startup = int(json.loads(http(f"{base}/api/v1/series/count"))["data"][0])
-    return {"startup_series": startup, "rows": _vm_rows(base), "generate_s": gen_s, "ingest_s": ingest_s,
+    return {"rows": _vm_rows(base), "generate_s": gen_s, "ingest_s": ingest_s,
             "otlp_bytes": sent}
 
 
@@ -247,12 +249,13 @@ def run_prom(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s
                 raise RuntimeError(r.stderr[-2000:])
             gen_s, ingest_s = gen_s + t1 - t0, ingest_s + time.perf_counter() - t1
             pb.update(len(chunk))
-    out = {} if a.no_record else backfill_recorded(starts, work, data, end_s - a.samples * a.interval,
-                                                   int(a.window_days * 86400))
     om.unlink(missing_ok=True)
     listing = subprocess.run([str(PKG_BIN / "promtool"), "tsdb", "list", str(data)], capture_output=True,
                              text=True, check=True).stdout.splitlines()
     series = sum(int(row.split()[6]) for row in listing[1:] if row.strip())  # per block; a series in two counts twice
+    out = {"startup_series": series, "startup_bytes": du(data)}
+    if not a.no_record:
+        out |= backfill_recorded(starts, work, data, end_s - a.samples * a.interval, int(a.window_days * 86400))
     size = du(data)
     port = free_port()
     proc = subprocess.Popen([str(PKG_BIN / "prometheus"), f"--storage.tsdb.path={data}",
@@ -303,14 +306,16 @@ def summary(n: int, r: dict) -> str:
     p50 = sorted(x["p50_s"] for x in q)
     worst = max(q, key=lambda x: x["p95_s"])
     errors = sum(bool(x["error"]) for x in q)
-    return (f"| {n:,} | {r['store']} | {r['series']:,} | {r['series'] / n:,.0f} | {r['bytes'] / n:,.0f} | "
+    return (f"| {n:,} | {r['store']} | {r['startup_series']:,} | {r['startup_series'] / n:,.0f} | "
+            f"{r['startup_bytes'] / n:,.0f} | {r.get('recorded_series', 0):,} | {r['bytes'] / n:,.0f} | "
             f"{r.get('ingest_s', 0):.1f} | {r.get('generate_s', 0):.1f} | {statistics.median(p50) * 1000:.0f} | "
             f"{max(x['p95_s'] for x in q) * 1000:.0f} ({worst['source'].split('/', 1)[1][:40]}) | "
             f"{sum(x['p95_s'] > 1 for x in q)}/{len(q)} | {errors} |")
 
 
-HEADER = ("| starts | store | series | series/start | bytes/start | ingest s | generate s | "
-          "query p50 median ms | worst query p95 ms | queries > 1 s | errors |\n" + "|---" * 11 + "|")
+HEADER = ("| starts | store | startup series | per start | bytes/start | recorded series | bytes/start with them | "
+          "ingest s | generate s | query p50 median ms | worst query p95 ms | queries > 1 s | errors |\n"
+          + "|---" * 13 + "|")
 
 
 def main() -> int:
