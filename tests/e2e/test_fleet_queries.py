@@ -176,7 +176,8 @@ def _panel(source: str) -> str:
 
 
 def test_compare_dashboard_shows_cold_against_warm_phase_by_phase(stores, tmp_path):
-    """Fleet A = cold compiled starts, B = warm compiled starts (namespace `compiled`, start mode), on the OTLP
+    """Fleet A = cold starts, B = warm starts (the start mode: phase panels follow the version, device model and
+    mode selections, not the namespace; every cold start here that compiles compiles afresh), on the OTLP
     store: the compare dashboard's phase p50 shows torch.compile faster where the compile cache hit, and the
     fleet overview's mean phase breakdown of each fleet is drawn side by side (VOS_DOCS_PICTURE=path also
     writes that picture there, for docs/)."""
