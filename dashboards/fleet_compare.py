@@ -8,9 +8,10 @@ from grafana_foundation_sdk.builders import dashboard as db
 
 from . import panels as p
 from . import promql as q
+from . import recording
 from . import startup_queries as sq
 from . import vocabulary as v
-from .fleet_overview import TAG, dashboard_links
+from .fleet_overview import PHASE_SELECTIONS, TAG, dashboard_links
 from .variables import HOUR, RANGE, fleet_matchers, fleet_variables
 
 UID = "vllm-startup-compare"
@@ -19,7 +20,9 @@ PHASE_VAR = "phase"
 
 
 def _phase_variable() -> db.QueryVariable:
-    return p.label_variable(PHASE_VAR, "Phases", q.selector(v.PHASE_LAST), v.PHASE)
+    # from a recording (a handful of series per phase), not every start's phase series over 7 days
+    counts = recording.lookup(v.PHASE_LAST, "count", [v.PHASE], [], recording.PHASE)
+    return p.label_variable(PHASE_VAR, "Phases", q.selector(counts.record if counts else v.PHASE_LAST), v.PHASE)
 
 
 def build() -> db.Dashboard:
@@ -64,17 +67,16 @@ def build() -> db.Dashboard:
             targets.append((expr, ""))
     d = d.with_panel(p.table_panel(
         "Phase durations: A vs B", "Each phase's time per start over the time range, from the recorded phase "
-        "buckets (tensor-parallel workers each count over OTLP). Phase panels follow only the vLLM version, device "
-        "model and start mode selections (dashboards/recording.py: phase series at every fleet label would cost the "
-        "store more than the starts they summarize). Phases nest: do not add rows up.", targets, w=24, h=14,
+        f"buckets (tensor-parallel workers each count over OTLP). Phases nest: do not add rows up. {PHASE_SELECTIONS}",
+        targets, w=24, h=14,
         transformations=p.merge_columns(cols)).unit("s"))
     d = d.with_panel(p.barchart_panel(
-        "Phase p95: A vs B", "", [(sq.phase_quantile(0.95, a + only, RANGE), ""),
+        "Phase p95: A vs B", PHASE_SELECTIONS, [(sq.phase_quantile(0.95, a + only, RANGE), ""),
                                   (sq.phase_quantile(0.95, b + only, RANGE), "")], "s", v.PHASE, h=14,
         transformations=p.merge_columns({"Value #A": "A p95", "Value #B": "B p95"})))
     d = d.with_panel(p.timeseries_panel(
-        "Phase p95 over time: A vs B", "Pick phases above (e.g. torch_compile, weights_load); spans of the hour "
-        "before each point.",
+        "Phase p95 over time: A vs B", "Pick phases above (e.g. torch_compile, weights_load); starts of the hour "
+        f"before each point. {PHASE_SELECTIONS}",
         [(sq.phase_quantile(0.95, a + only, HOUR), f"A {{{{{v.PHASE}}}}}"),
          (sq.phase_quantile(0.95, b + only, HOUR), f"B {{{{{v.PHASE}}}}}")], "s", w=24, h=10))
     return d

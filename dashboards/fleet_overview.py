@@ -18,6 +18,9 @@ UID = "vllm-startup-fleet"
 TITLE = "vLLM startup: fleet overview"
 TAG = "vllm-startup"
 ONE_START_UID = "vllm-startup-one-start"
+PHASE_SELECTIONS = ("Phase panels follow only the vLLM version, device model and start mode selections "
+                    "(dashboards/recording.py: phase series at every fleet label would cost the store more than the "
+                    "starts they summarize).")
 
 SLOWEST_COLUMNS = (v.TRACE_ID, v.CLUSTER, v.NAMESPACE, v.POD, v.MODEL, v.VLLM_VERSION, v.DEVICE_MODEL, v.MODE,
                    v.OUTCOME, v.COMPILE_CACHE_HIT, v.MODEL_INSPECTION_CACHE_HIT, v.WEIGHTS_SOURCE)
@@ -68,13 +71,14 @@ def build() -> db.Dashboard:
     d = d.with_panel(p.timeseries_panel(
         "Phase breakdown (mean per start)",
         "Mean seconds per start of non-overlapping phases (dashboards/phases.py STACKED_PHASES; parallel workers "
-        "count once), stacked; 'other' is the mean time to ready none of them covers. One bar per interval. Follows "
-        "only the vLLM version, device model and start mode selections (recorded phase series).",
+        "count once), stacked; 'other' is the mean time to ready none of them covers. One bar per interval. "
+        + PHASE_SELECTIONS,
         [(sq.phase_mean_per_process(m, INTERVAL, ph.STACKED_PHASES), f"{{{{{v.PHASE}}}}}"),
          (sq.unlisted_time(m, INTERVAL, ph.STACKED_PHASES), "other")],
         "s", w=16, h=10, stacked_bars=True, interval="1h"))
     d = d.with_panel(p.bargauge_panel(
-        "Mean phase time over the range", "The same phases, mean per start over the whole time range.",
+        "Mean phase time over the range", "The same phases, mean per start over the whole time range. "
+        + PHASE_SELECTIONS,
         [(sq.phase_mean_per_process(m, RANGE, ph.STACKED_PHASES), f"{{{{{v.PHASE}}}}}")], "s", w=8, h=10))
 
     d = d.with_row(p.row("Slowest recent starts"))

@@ -14,7 +14,8 @@ label combinations, not on its number of starts:
   fleet is selected by (cluster, namespace, ``semconv.FLEET_LABELS``, process kind) and the metric's own labels;
   ``phase`` keeps only vLLM version, device model, start mode, process kind and phase (about 50 phases per
   start: at the fleet level their buckets would outnumber the per-start series they summarize); ``model_phase``
-  keeps cluster, model, process kind and phase (the alerts' per-model baselines).
+  keeps cluster, model, process kind and phase (the alerts' per-model baselines: a typical hour's p95 is the
+  median of the recorded hourly p95s, whatever the evaluation interval).
 
 Reading them (startup_queries.py through ``lookup``): over the rule's own window, the recorded series as they
 are (summed by any subset of the kept labels, with matchers on them); over a longer window (a dashboard's time
@@ -71,6 +72,13 @@ class Recording:
         return GROUP if self.level == FLEET else PHASE_GROUP
 
     @property
+    def lookback(self) -> str:
+        """Where the interval is as long as a store's default lookback (5 m), a query reads the latest evaluation
+        over two intervals, so a panel's newest point never falls between two evaluations."""
+        interval = _seconds(INTERVALS[self.group])
+        return f"{2 * interval // 60}m" if interval >= 300 else ""
+
+    @property
     def keep(self) -> tuple[str, ...]:
         if self.level == PHASE:
             return PHASE_KEEP
@@ -93,6 +101,10 @@ class Recording:
         return {"record": self.record, "expr": self.expr}
 
 
+def _seconds(duration: str) -> int:
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[duration[-1]]
+
+
 RECORDINGS: tuple[Recording, ...] = (
     Recording(v.LAST_START, "count"),  # starts, with their outcome and causes
     Recording(v.LAST_START, "bucket", labels=(v.OUTCOME,), bounds=READY_BOUNDS),  # time to ready quantiles
@@ -100,8 +112,7 @@ RECORDINGS: tuple[Recording, ...] = (
     Recording(v.PHASE_LAST, "bucket", PHASE, bounds=PHASE_BOUNDS),  # phase quantiles
     Recording(v.PHASE_LAST, "sum", PHASE),  # phase means per start (with the count)
     Recording(v.PHASE_LAST, "count", PHASE),
-    Recording(v.PHASE_LAST, "p95", MODEL_PHASE),  # alerts: a model's usual phase time ...
-    Recording(v.PHASE_LAST, "count", MODEL_PHASE),  # ... and how many starts it is made of
+    Recording(v.PHASE_LAST, "p95", MODEL_PHASE),  # alerts: a model's usual phase time
     Recording(v.WEIGHTS_BYTES, "sum"),  # weight bytes and GB/s by source
     Recording(v.WEIGHTS_LOAD_TIME, "sum"),
     Recording(v.COMPILES, "sum"),  # compile-cache misses

@@ -28,8 +28,12 @@ def _new(metric: str, matchers: Matchers, window: str, *extra: str) -> str:
 
 
 def _recorded(rec: recording.Recording, labels: Sequence[str], matchers: Sequence[str], window: str) -> str:
+    """The recorded series over the rule's own window (its latest evaluation: one interval may be longer than a
+    store's lookback) or, summed over time, over a longer one."""
     sel = q.selector(rec.record, matchers)
-    return q.agg("sum", labels, sel if window == rec.window else f"sum_over_time({sel}[{window}])")
+    if window != rec.window:
+        return q.agg("sum", labels, f"sum_over_time({sel}[{window}])")
+    return q.agg("sum", labels, f"last_over_time({sel}[{rec.lookback}])" if rec.lookback else sel)
 
 
 def _over_new(op: str, labels: Sequence[str], metric: str, matchers: Matchers, window: str, *extra: str,
@@ -117,24 +121,23 @@ def phase_seconds_per_start(matchers: Matchers, window: str, keys: Sequence[str]
 def phase_fleet_quantile(quantile: float, matchers: Matchers, window: str, labels: Sequence[str],
                          phases: Sequence[str], offset: str = "") -> str:
     """A baseline of each phase by ``labels`` (a subset of recording.MODEL_PHASE_KEEP) over the ``window``
-    ending ``offset`` ago: the highest hourly 95th percentile recorded in it (raw: the quantile over the starts
-    of the window)."""
+    ending ``offset`` ago: the median of the hourly 95th percentiles recorded in it, a typical hour's p95 (raw:
+    the quantile over the starts of the window)."""
     sel = [*matchers, q.re(v.PHASE, ph.regex(phases)) if phases else ""]
     rec = recording.lookup(v.PHASE_LAST, "p95", labels, sel, recording.MODEL_PHASE)
     if rec is not None and quantile == recording.QUANTILE:
-        return q.agg("max", labels, q.seen_in(q.selector(rec.record, sel), window, offset))
+        at = f" offset {offset}" if offset else ""
+        return q.agg("max", labels, f"quantile_over_time(0.5, {q.selector(rec.record, sel)}[{window}]{at})")
     return q.agg("quantile", labels, q.seen_in(q.selector(v.PHASE_LAST, sel), window, offset), f"{quantile:g}")
 
 
 def phase_starts(matchers: Matchers, window: str, labels: Sequence[str], phases: Sequence[str],
                  offset: str = "") -> str:
-    """A baseline's sample size: the most starts of each phase in one hour of the ``window`` ending ``offset``
-    ago (raw: the starts of the window)."""
-    sel = [*matchers, q.re(v.PHASE, ph.regex(phases))]
-    rec = recording.lookup(v.PHASE_LAST, "count", labels, sel, recording.MODEL_PHASE)
-    if rec is not None:
-        return q.agg("max", labels, q.seen_in(q.selector(rec.record, sel), window, offset))
-    return q.agg("count", labels, q.seen_in(q.selector(v.PHASE_LAST, sel), window, offset))
+    """A baseline's sample size: the starts of each phase in the ``window`` ending ``offset`` ago, from the
+    per-start series (a recorded hourly count would need the evaluation interval to turn a sum over time into
+    starts, and rule-test tools evaluate at their own)."""
+    sel = q.selector(v.PHASE_LAST, [*matchers, q.re(v.PHASE, ph.regex(phases))])
+    return q.agg("count", labels, q.seen_in(sel, window, offset))
 
 
 def in_progress(metric: str, matchers: Matchers, labels: Sequence[str], *extra: str) -> str:

@@ -386,12 +386,11 @@ def recorded_series(starts: list[SimStart], recording: Any, *, interval_s: int, 
             if name != recording.source:
                 continue
             key = tuple(labels.get(k, "") for k in recording.keep)
-            if recording.op == "bucket":
+            if recording.op == "bucket":  # every bound of the group, 0 where the value is over it
                 for b, bound in bounds:
-                    if value <= bound:
-                        readies, vals = by_key.setdefault((*key, b), (array("q"), array("d")))
-                        readies.append(s.ready_s)
-                        vals.append(1.0)
+                    readies, vals = by_key.setdefault((*key, b), (array("q"), array("d")))
+                    readies.append(s.ready_s)
+                    vals.append(1.0 if value <= bound else 0.0)
             else:
                 readies, vals = by_key.setdefault(key, (array("q"), array("d")))
                 readies.append(s.ready_s)

@@ -126,7 +126,9 @@ def _stacked_phases_panel(namespace: str) -> str:
     from dashboards import vocabulary as v
 
     [q] = [q for q in dq.dashboard_queries(recorded=False) if q.source.endswith("/Mean phase time over the range/A")]
-    return q.template.replace(f"{v.PHASE_LAST}{{", f'{v.PHASE_LAST}{{{v.NAMESPACE}="{namespace}", ')
+    narrowed = q.template.replace(f"{v.PHASE_LAST}{{", f'{v.PHASE_LAST}{{{v.NAMESPACE}="{namespace}", ')
+    assert narrowed.count(namespace) == q.template.count(f"{v.PHASE_LAST}{{") >= 2, narrowed
+    return narrowed
 
 
 @pytest.mark.parametrize("mode", list(cf.MODES))

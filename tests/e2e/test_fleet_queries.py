@@ -19,6 +19,7 @@ own window; a ratio over a longer range answers the same series, weighted as rec
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import threading
@@ -143,8 +144,8 @@ def test_every_answerable_query_returns_data_with_its_labels(stores, path):
                 # a ratio over the range from the sliding-hour recordings weighs each start by the evaluations
                 # it was in (recording.py): the session's starts are minutes apart, so only the answer's shape
                 # is the raw one's (tests/fleet compares values on one start, where the weights cancel out)
-                if got.keys() != raw.keys():
-                    failures.append(f"{q.source}: recorded {sorted(got)} != raw {sorted(raw)}")
+                if got.keys() != raw.keys() or not all(math.isfinite(x) for x in got.values()):
+                    failures.append(f"{q.source}: recorded {got} != raw {raw}")
             elif got.keys() != raw.keys() or any(abs(got[k] - raw[k]) > 1e-9 * max(1.0, abs(raw[k])) for k in raw):
                 failures.append(f"{q.source}: recorded {got} != raw {raw}")
     print(f"{path}: {ran} queries ran ({recorded} of them on recording-rule series, compared with their raw "

@@ -121,6 +121,14 @@ def test_recording_rules_are_used_and_computed_from_defined_metrics():
         assert set(r.keep) <= allowed[r.source], set(r.keep) - allowed[r.source]
 
 
+def test_every_rule_expression_fits_a_victoriametrics_query():
+    """vmalert sends each expression as a query; VictoriaMetrics refuses one over -search.maxQueryLen (16 KB)."""
+    for path in (generate.RULES, generate.ALERTS):
+        for g in yaml.safe_load(path.read_text())["groups"]:
+            for rule in g["rules"]:
+                assert len(rule["expr"].encode()) <= 16384, rule.get("record") or rule.get("alert")
+
+
 def test_promtool_rejects_a_broken_rule(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": [{"alert": "X", "expr": "sum(("}]}]}))
@@ -272,6 +280,14 @@ def test_phase_regressed_fires_against_the_fleets_recent_p95(tmp_path):
 def test_phase_regressed_stays_silent_within_the_fleets_spread(tmp_path):
     s = _baseline(5, 40) + phase("new", "torch_compile", 50, 200)
     assert_alerts(tmp_path, "VllmStartupPhaseRegressed", s, 210, [])
+
+
+def test_phase_regressed_counts_the_baseline_over_the_whole_window(tmp_path):
+    """Five starts 20 minutes apart: never five in one hour, five in the baseline (the recorded hourly counts summed
+    over it)."""
+    spread = [x for i in range(5) for x in phase(f"old{i}", "torch_compile", 40, 10 + 20 * i, last=60 + 20 * i)]
+    s = spread + phase("new", "torch_compile", 100, 200)
+    assert_alerts(tmp_path, "VllmStartupPhaseRegressed", s, 210, [_phase_alert_labels("new", "torch_compile")])
 
 
 def test_phase_regressed_needs_a_baseline_of_enough_starts(tmp_path):
