@@ -72,26 +72,31 @@ def http(url: str, data: bytes | None = None, headers: dict | None = None, timeo
 LABELS = "labels"  # a template variable: label values over the dashboard's range
 
 
-def queries() -> list[tuple[str, str, int | None]]:
-    """(source, PromQL, range in s or None for an instant query) of every panel, template variable, alert and
-    recording rule; a variable's PromQL is ``label_values(<selector>, <label>)``."""
+def queries() -> list[tuple[str, str, int, bool]]:
+    """(source, PromQL, the dashboard's range in s, instant) of every panel target (instant as the panel asks:
+    stat, bar gauge and table panels summarise the range at its end), template variable, alert and recording rule
+    (instant, over the last hour); a variable's PromQL is ``label_values(<selector>, <label>)``."""
     from dashboards import generate, recording
-    from dashboards.queries import all_queries, variable_queries
+    from dashboards.queries import all_queries, variable_queries, walk_panels
 
-    ranges = {uid: RANGES[doc["time"]["from"]] for uid, doc in generate.dashboards().items()}
-    out = [(q.source, q.expr, ranges[q.source.split("/")[1]] if q.source.startswith("dashboard/") else None)
-           for q in all_queries()]
-    out += [(f"variable/{src.split('/', 1)[1]}", expr, ranges[src.split("/")[1]]) for src, expr in variable_queries()
-            if "$" not in expr.split(", ")[-1]]
-    out += [(f"record/{r.record}", r.expr, None) for r in recording.RECORDINGS]
+    ranges, instant = {}, {}
+    for uid, doc in generate.dashboards().items():
+        ranges[uid] = RANGES[doc["time"]["from"]]
+        for panel in walk_panels(doc.get("panels", [])):
+            for t in panel.get("targets") or []:
+                instant[f"dashboard/{uid}/{panel['title']}/{t['refId']}"] = bool(t.get("instant"))
+    out = [(q.source, q.expr, ranges[q.source.split("/")[1]], instant[q.source]) if q.source.startswith("dashboard/")
+           else (q.source, q.expr, 3600, True) for q in all_queries()]
+    out += [(f"variable/{src.split('/', 1)[1]}", expr, ranges[src.split("/")[1]], False)
+            for src, expr in variable_queries() if "$" not in expr.split(", ")[-1]]
+    out += [(f"record/{r.record}", r.expr, 3600, True) for r in recording.RECORDINGS]
     return out
 
 
-def _concrete(expr: str, rng: int | None) -> str:
+def _concrete(expr: str, rng: int) -> str:
     """A query as Grafana sends it over a ``rng``-second range: every variable at All, $__range the range,
     $__interval its step (1 h at least: the stacked panel's minimum interval), $__rate_interval 5 m."""
-    step = max(3600, (rng or 0) // 1000)
-    windows = {"__range": f"{rng or 3600}s", "__interval": f"{step}s", "__rate_interval": "5m"}
+    windows = {"__range": f"{rng}s", "__interval": f"{max(3600, rng // 1000)}s", "__rate_interval": "5m"}
     return re.sub(r"\$\{?(\w+)(?::\w+)?\}?", lambda m: windows.get(m.group(1), ".*"), expr)
 
 
@@ -99,19 +104,19 @@ def time_queries(base: str, end_s: int, repeat: int, vm: bool) -> list[dict]:
     from tqdm import tqdm
 
     out = []
-    for source, expr, rng in tqdm(queries(), desc="queries", unit="query", file=sys.stderr, mininterval=2):
+    for source, expr, rng, instant in tqdm(queries(), desc="queries", unit="query", file=sys.stderr, mininterval=2):
         if source.startswith("variable/"):
             sel, label = re.fullmatch(r"label_values\((.+), (\w+)\)", expr).groups()
             params = {"match[]": _concrete(sel, rng), "start": str(end_s - rng), "end": str(end_s)}
             url = f"{base}/api/v1/label/{label}/values?{urllib.parse.urlencode(params)}"
         else:
             expr = _concrete(expr, rng)
-            params = {"query": expr, "time" if rng is None else "end": str(end_s)}
-            if rng is not None:
+            params = {"query": expr, "time" if instant else "end": str(end_s)}
+            if not instant:
                 params |= {"start": str(end_s - rng), "step": str(max(15, rng // 1000))}
             if vm:
                 params["nocache"] = "1"
-            url = f"{base}/api/v1/{'query' if rng is None else 'query_range'}?{urllib.parse.urlencode(params)}"
+            url = f"{base}/api/v1/{'query' if instant else 'query_range'}?{urllib.parse.urlencode(params)}"
         times, series, error = [], 0, ""
         for _ in range(repeat):
             t0 = time.perf_counter()
@@ -125,7 +130,7 @@ def time_queries(base: str, end_s: int, repeat: int, vm: bool) -> list[dict]:
             times.append(time.perf_counter() - t0)
             if times[-1] > SLOW_S:  # one run that slow says enough
                 break
-        out.append({"source": source, "range_s": rng, "p50_s": statistics.median(times),
+        out.append({"source": source, "range_s": rng, "instant": instant, "p50_s": statistics.median(times),
                     "p95_s": sorted(times)[max(0, round(0.95 * len(times)) - 1)], "series": series, "error": error})
     return out
 
@@ -142,8 +147,13 @@ def recorded(starts: list[fs.SimStart], end_s: int, window_s: int) -> Iterator[t
 
 
 def import_recorded(base: str, starts: list[fs.SimStart], end_s: int, window_s: int) -> dict:
-    """The recordings into VictoriaMetrics (/api/v1/import, JSON lines): series, points and seconds."""
+    """The recordings into VictoriaMetrics (/api/v1/import, JSON lines), replacing any imported before: series,
+    points and seconds."""
+    from dashboards import recording
+
     t0 = time.perf_counter()
+    match = urllib.parse.urlencode({"match[]": f'{{__name__=~"({"|".join(recording.LEVELS)}):.+"}}'})
+    http(f"{base}/api/v1/admin/tsdb/delete_series?{match}", b"")
     series = points = 0
     lines: list[str] = []
 

@@ -17,7 +17,7 @@ BY_SOURCE = {q.source: q for q in QUERIES}
 def _prometheus_targets() -> list[tuple[str, str, str]]:
     out = []
     for uid, doc in generate.dashboards().items():
-        for panel in queries._panels(doc["panels"]):
+        for panel in queries.walk_panels(doc["panels"]):
             for t in panel.get("targets") or []:
                 if t["datasource"]["type"] == "prometheus":
                     out.append((uid, panel["title"], t["refId"]))
