@@ -28,12 +28,9 @@ def _new(metric: str, matchers: Matchers, window: str, *extra: str) -> str:
 
 
 def _recorded(rec: recording.Recording, labels: Sequence[str], matchers: Sequence[str], window: str) -> str:
-    """The recorded series over the rule's own window (its latest evaluation: one interval may be longer than a
-    store's lookback) or, summed over time, over a longer one."""
+    """The recorded series over the rule's own window or, summed over time, over a longer one."""
     sel = q.selector(rec.record, matchers)
-    if window != rec.window:
-        return q.agg("sum", labels, f"sum_over_time({sel}[{window}])")
-    return q.agg("sum", labels, f"last_over_time({sel}[{rec.lookback}])" if rec.lookback else sel)
+    return q.agg("sum", labels, sel if window == rec.window else f"sum_over_time({sel}[{window}])")
 
 
 def _over_new(op: str, labels: Sequence[str], metric: str, matchers: Matchers, window: str, *extra: str,

@@ -93,24 +93,26 @@ def queries() -> list[tuple[str, str, int, bool]]:
     return out
 
 
-def _concrete(expr: str, rng: int) -> str:
-    """A query as Grafana sends it over a ``rng``-second range: every variable at All, $__range the range,
-    $__interval its step (1 h at least: the stacked panel's minimum interval), $__rate_interval 5 m."""
-    windows = {"__range": f"{rng}s", "__interval": f"{max(3600, rng // 1000)}s", "__rate_interval": "5m"}
+def _concrete(expr: str, rng: int, one: dict[str, str]) -> str:
+    """A query as Grafana sends it over a ``rng``-second range: $__range the range, $__interval its step (1 h at
+    least: the stacked panel's minimum interval), $__rate_interval 5 m, the one-start dashboard's variables
+    ``one`` (a start's pod and trace id, as its link from the overview fills them), every other variable All."""
+    windows = {"__range": f"{rng}s", "__interval": f"{max(3600, rng // 1000)}s", "__rate_interval": "5m", **one}
     return re.sub(r"\$\{?(\w+)(?::\w+)?\}?", lambda m: windows.get(m.group(1), ".*"), expr)
 
 
-def time_queries(base: str, end_s: int, repeat: int, vm: bool) -> list[dict]:
+def time_queries(base: str, end_s: int, repeat: int, vm: bool, start: fs.SimStart) -> list[dict]:
     from tqdm import tqdm
 
+    one = {"pod": start.pod, "trace_id": fs.spans_of(start)[0].trace_id}
     out = []
     for source, expr, rng, instant in tqdm(queries(), desc="queries", unit="query", file=sys.stderr, mininterval=2):
         if source.startswith("variable/"):
             sel, label = re.fullmatch(r"label_values\((.+), (\w+)\)", expr).groups()
-            params = {"match[]": _concrete(sel, rng), "start": str(end_s - rng), "end": str(end_s)}
+            params = {"match[]": _concrete(sel, rng, one), "start": str(end_s - rng), "end": str(end_s)}
             url = f"{base}/api/v1/label/{label}/values?{urllib.parse.urlencode(params)}"
         else:
-            expr = _concrete(expr, rng)
+            expr = _concrete(expr, rng, one)
             params = {"query": expr, "time" if instant else "end": str(end_s)}
             if not instant:
                 params |= {"start": str(end_s - rng), "step": str(max(15, rng // 1000))}
@@ -191,7 +193,8 @@ def run_vm(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s: 
         if not a.no_record:
             out |= import_recorded(base, starts, end_s - a.samples * a.interval, int(a.window_days * 86400))
         out["series"] = int(json.loads(http(f"{base}/api/v1/series/count"))["data"][0])
-        out["queries"] = [] if a.no_queries else time_queries(base, end_s, a.repeat, vm=True)
+        ready = [s for s in starts if s.template.outcome == "ready"]
+        out["queries"] = [] if a.no_queries else time_queries(base, end_s, a.repeat, vm=True, start=ready[-1])
     finally:
         proc.terminate()
         proc.wait(60)
@@ -275,7 +278,8 @@ def run_prom(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _ok(f"{base}/-/ready"), 300, "Prometheus")
-        lat = [] if a.no_queries else time_queries(base, end_s, a.repeat, vm=False)
+        ready = [s for s in starts if s.template.outcome == "ready"]
+        lat = [] if a.no_queries else time_queries(base, end_s, a.repeat, vm=False, start=ready[-1])
     finally:
         proc.terminate()
         proc.wait(60)
