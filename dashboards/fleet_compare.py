@@ -17,6 +17,7 @@ from .variables import HOUR, RANGE, fleet_matchers, fleet_variables
 UID = "vllm-startup-compare"
 TITLE = "vLLM startup: compare fleets A vs B"
 PHASE_VAR = "phase"
+WEEK_STEP = "30m"  # the time series' resolution over the default 7 days: 336 points, each an hour's starts
 
 
 def _phase_variable() -> db.QueryVariable:
@@ -49,11 +50,12 @@ def build() -> db.Dashboard:
                                   "percentunit", w=6))
     d = d.with_panel(p.timeseries_panel(
         "Time to ready p95: A vs B", "Ready starts in the hour before each point.",
-        [(sq.time_to_ready_quantile(0.95, a, HOUR), "A"), (sq.time_to_ready_quantile(0.95, b, HOUR), "B")], "s"))
+        [(sq.time_to_ready_quantile(0.95, a, HOUR), "A"), (sq.time_to_ready_quantile(0.95, b, HOUR), "B")], "s",
+        interval=WEEK_STEP))
     d = d.with_panel(p.timeseries_panel(
         "Weight load throughput (GB/s): A vs B", "By weight source; starts in the hour before each point.",
         [(sq.weights_gbps(a, HOUR), f"A {{{{{v.WEIGHTS_SOURCE}}}}}"),
-         (sq.weights_gbps(b, HOUR), f"B {{{{{v.WEIGHTS_SOURCE}}}}}")], "none"))
+         (sq.weights_gbps(b, HOUR), f"B {{{{{v.WEIGHTS_SOURCE}}}}}")], "none", interval=WEEK_STEP))
 
     d = d.with_row(p.row("Phase by phase"))
     cols = {}
@@ -78,5 +80,5 @@ def build() -> db.Dashboard:
         "Phase p95 over time: A vs B", "Pick phases above (e.g. torch_compile, weights_load); starts of the hour "
         f"before each point. {PHASE_SELECTIONS}",
         [(sq.phase_quantile(0.95, a + only, HOUR), f"A {{{{{v.PHASE}}}}}"),
-         (sq.phase_quantile(0.95, b + only, HOUR), f"B {{{{{v.PHASE}}}}}")], "s", w=24, h=10))
+         (sq.phase_quantile(0.95, b + only, HOUR), f"B {{{{{v.PHASE}}}}}")], "s", w=24, h=10, interval=WEEK_STEP))
     return d

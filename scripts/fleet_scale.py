@@ -13,7 +13,8 @@ pkgroot's (tests/e2e/bootstrap.sh). Under `nice`: it is CPU-heavy. The recording
 window is computed (fleet_sim.recorded_series: the rules' expressions at every evaluation, checked against the
 store evaluating them in tests/fleet/test_fleet_sim.py) and imported, not evaluated minute by minute for a week.
 Queries are the dashboards' as shipped (reading recorded series): a panel's query is a range query over its
-dashboard's default time range (fleet overview 24h, compare 7d, one start 6h), step = range/1000 (at least 15 s),
+dashboard's default time range (fleet overview 24h, compare 7d, one start 6h), step = range/1000 or the panel's
+minimum interval where longer (as Grafana steps a panel of 1,000 points),
 template variables are label-values lookups over that range; alert expressions and recording-rule expressions are
 instant queries at the end of the window (a rule's latency is what one evaluation costs the store). Every query
 runs ``--repeat`` times (VictoriaMetrics with nocache=1; once when a run takes over 10 s); p50/p95 are over those
@@ -79,18 +80,24 @@ def queries() -> list[tuple[str, str, int, bool]]:
     from dashboards import generate, recording
     from dashboards.queries import all_queries, variable_queries, walk_panels
 
-    ranges, instant = {}, {}
+    ranges, instant, steps = {}, {}, {}
     for uid, doc in generate.dashboards().items():
         ranges[uid] = RANGES[doc["time"]["from"]]
         for panel in walk_panels(doc.get("panels", [])):
             for t in panel.get("targets") or []:
-                instant[f"dashboard/{uid}/{panel['title']}/{t['refId']}"] = bool(t.get("instant"))
-    out = [(q.source, q.expr, ranges[q.source.split("/")[1]], instant[q.source]) if q.source.startswith("dashboard/")
-           else (q.source, q.expr, 3600, True) for q in all_queries()]
-    out += [(f"variable/{src.split('/', 1)[1]}", expr, ranges[src.split("/")[1]], False)
+                source = f"dashboard/{uid}/{panel['title']}/{t['refId']}"
+                instant[source] = bool(t.get("instant"))
+                steps[source] = _seconds(panel.get("interval") or "15s")  # the panel's minimum interval
+    out = [(q.source, q.template, ranges[q.source.split("/")[1]], instant[q.source], steps[q.source])
+           if q.source.startswith("dashboard/") else (q.source, q.expr, 3600, True, 0) for q in all_queries()]
+    out += [(f"variable/{src.split('/', 1)[1]}", expr, ranges[src.split("/")[1]], False, 0)
             for src, expr in variable_queries() if "$" not in expr.split(", ")[-1]]
-    out += [(f"record/{r.record}", r.expr, 3600, True) for r in recording.RECORDINGS]
+    out += [(f"record/{r.record}", r.expr, 3600, True, 0) for r in recording.RECORDINGS]
     return out
+
+
+def _seconds(duration: str) -> int:
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[duration[-1]]
 
 
 def _concrete(expr: str, rng: int, one: dict[str, str]) -> str:
@@ -106,7 +113,8 @@ def time_queries(base: str, end_s: int, repeat: int, vm: bool, start: fs.SimStar
 
     one = {"pod": start.pod, "trace_id": fs.spans_of(start)[0].trace_id}
     out = []
-    for source, expr, rng, instant in tqdm(queries(), desc="queries", unit="query", file=sys.stderr, mininterval=2):
+    todo = queries()
+    for source, expr, rng, instant, min_step in tqdm(todo, desc="queries", unit="q", file=sys.stderr, mininterval=2):
         if source.startswith("variable/"):
             sel, label = re.fullmatch(r"label_values\((.+), (\w+)\)", expr).groups()
             params = {"match[]": _concrete(sel, rng, one), "start": str(end_s - rng), "end": str(end_s)}
@@ -115,7 +123,7 @@ def time_queries(base: str, end_s: int, repeat: int, vm: bool, start: fs.SimStar
             expr = _concrete(expr, rng, one)
             params = {"query": expr, "time" if instant else "end": str(end_s)}
             if not instant:
-                params |= {"start": str(end_s - rng), "step": str(max(15, rng // 1000))}
+                params |= {"start": str(end_s - rng), "step": str(max(min_step, rng // 1000))}  # as Grafana
             if vm:
                 params["nocache"] = "1"
             url = f"{base}/api/v1/{'query' if instant else 'query_range'}?{urllib.parse.urlencode(params)}"
