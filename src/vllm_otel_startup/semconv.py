@@ -361,15 +361,14 @@ RESOURCE_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
 # A start in progress: reported by each process from its start until its ready point (then absent), with the
 # fleet labels; the trace id tells a start still running from a finished one (vllm.startup.last_start.duration).
 LIVE_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
-    "vllm.startup.in_progress.elapsed": ("gauge", "s", (PROCESS_KIND, PHASE, TRACE_ID),
-                                         "seconds since this process was created, while it starts, labelled with "
-                                         "its innermost open phase"),
+    "vllm.startup.in_progress.elapsed": ("gauge", "s", (PROCESS_KIND, TRACE_ID),
+                                         "seconds since this process was created, while it starts"),
     "vllm.startup.in_progress.phase_elapsed": ("gauge", "s", (PROCESS_KIND, PHASE, TRACE_ID),
-                                               "seconds this process has been in its innermost open phase"),
-    "vllm.startup.in_progress.remaining": ("gauge", "s", (PHASE, TRACE_ID),
+                                               "seconds this process has been in its innermost open phase (a new "
+                                               "series per phase: the only in-progress gauge labelled with it)"),
+    "vllm.startup.in_progress.remaining": ("gauge", "s", (TRACE_ID,),
                                            "API server: expected seconds to ready from this node's recorded starts "
-                                           "of the same model and configuration (absent without such history); "
-                                           "phase: the start's current phase the estimate is made from"),
+                                           "of the same model and configuration (absent without such history)"),
 }
 METRICS = {**STARTUP_METRICS, **RESOURCE_METRICS, **LIVE_METRICS}
 

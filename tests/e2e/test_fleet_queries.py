@@ -178,10 +178,11 @@ def _panel(source: str) -> str:
 
 def test_compare_dashboard_shows_cold_against_warm_phase_by_phase(stores, tmp_path):
     """Fleet A = cold starts, B = warm starts (the start mode: phase panels follow the version, device model and
-    mode selections, not the namespace; every cold start here that compiles compiles afresh), on the OTLP
-    store: the compare dashboard's phase p50 shows torch.compile faster where the compile cache hit, and the
-    fleet overview's mean phase breakdown of each fleet is drawn side by side (VOS_DOCS_PICTURE=path also
-    writes that picture there, for docs/)."""
+    mode selections, not the namespace), on the OTLP store: the compare dashboard's phase p50 (over the starts
+    that compiled: every cold one compiled afresh, 31 – 44 s here, every warm one hit the cache, 6 – 18 s) shows
+    torch.compile faster where the compile cache hit, and the fleet overview's mean phase breakdown of each fleet
+    (per start: the eager starts of each side count with no compile) is drawn side by side (VOS_DOCS_PICTURE=path
+    also writes that picture there, for docs/)."""
     import os
 
     from dashboards.picture import render
@@ -199,10 +200,10 @@ def test_compare_dashboard_shows_cold_against_warm_phase_by_phase(stores, tmp_pa
         expr = _select(_panel("dashboard/vllm-startup-fleet/Mean phase time over the range/A"),
                        {"namespace": "compiled", "mode": mode})
         means[side] = {r["metric"][sc.prom_label(sc.PHASE)]: float(r["value"][1]) for r in backends.vm_query(expr)}
-    assert means["a"]["torch_compile"] > means["b"]["torch_compile"] + 5
+    assert means["a"]["torch_compile"] > means["b"]["torch_compile"] > 0
     assert means["a"]["config"] > 1 > means["b"]["config"]  # the modelinfo cache: inspection subprocess or not
     out = os.environ.get("VOS_DOCS_PICTURE") or str(tmp_path / "compare.png")
-    render(means["a"], means["b"], "compiled, cold (empty cache root)", "compiled, warm (same cache root)", out,
+    render(means["a"], means["b"], "cold (empty cache root)", "warm (same cache root)", out,
            title="vLLM startup, fleet A vs B: mean time per start of each phase (fleet overview's breakdown)")
     assert Path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -157,13 +157,14 @@ class Live:
         for p in procs:
             if not p.get("phase"):
                 continue
-            labels = {**fleet, sc.PROCESS_KIND: p["process_kind"], sc.PHASE: p["phase"], sc.TRACE_ID: tid}
+            labels = {**fleet, sc.PROCESS_KIND: p["process_kind"], sc.TRACE_ID: tid}
+            # only the phase gauge carries the phase: a label that changes starts a new series each time
             out.append(("vllm.startup.in_progress.elapsed", float(p["elapsed_s"]), labels))
-            out.append(("vllm.startup.in_progress.phase_elapsed", float(p["phase_elapsed_s"]), labels))
+            out.append(("vllm.startup.in_progress.phase_elapsed", float(p["phase_elapsed_s"]),
+                        {**labels, sc.PHASE: p["phase"]}))
         est = self.estimate
         if est is not None and self.rt.info.kind == API_SERVER:
-            out.append(("vllm.startup.in_progress.remaining", est.remaining,
-                        {**fleet, sc.PHASE: est.phase, sc.TRACE_ID: tid}))
+            out.append(("vllm.startup.in_progress.remaining", est.remaining, {**fleet, sc.TRACE_ID: tid}))
         return out
 
     def own_series(self) -> list[tuple[str, float, dict[str, str]]]:
