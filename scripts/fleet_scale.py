@@ -296,22 +296,31 @@ def run_prom(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s
 
 
 def backfill_recorded(starts: list[fs.SimStart], work: Path, data: Path, end_s: int, window_s: int) -> dict:
-    """The recordings into Prometheus' blocks (promtool backfill, OpenMetrics, one file per recording)."""
+    """The recordings into Prometheus' blocks (promtool backfill, OpenMetrics, one file per recording, written as
+    computed: a week of recorded points does not fit in memory as text)."""
     t0 = time.perf_counter()
     series = points = 0
-    by_name: dict[str, list[str]] = {}
-    for labels, ts, values in recorded(starts, end_s, window_s):
-        name = labels["__name__"]
-        body = ",".join(f'{k}="{v}"' for k, v in labels.items() if k != "__name__")
-        by_name.setdefault(name, []).extend(f"{name}{{{body}}} {v:g} {t}" for t, v in zip(ts, values, strict=True))
-        series, points = series + 1, points + len(ts)
     om = work / "recorded.om"
-    for lines in by_name.values():
-        om.write_text("\n".join(lines) + "\n# EOF\n")
+    name, f = None, None
+
+    def backfill() -> None:
+        f.write("# EOF\n")
+        f.close()
         r = subprocess.run([str(PKG_BIN / "promtool"), "tsdb", "create-blocks-from", "openmetrics", str(om),
                             str(data)], capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(r.stderr[-2000:])
+
+    for labels, ts, values in recorded(starts, end_s, window_s):
+        if labels["__name__"] != name:
+            if f is not None:
+                backfill()
+            name, f = labels["__name__"], open(om, "w")  # noqa: SIM115 - closed by backfill()
+        body = ",".join(f'{k}="{v}"' for k, v in labels.items() if k != "__name__")
+        f.write("".join(f"{name}{{{body}}} {v:g} {t}\n" for t, v in zip(ts, values, strict=True)))
+        series, points = series + 1, points + len(ts)
+    if f is not None:
+        backfill()
     om.unlink(missing_ok=True)
     return {"recorded_series": series, "recorded_points": points, "record_s": time.perf_counter() - t0}
 
