@@ -295,6 +295,13 @@ STACKED_GROUPS: dict[str, tuple[str, ...]] = {
                   "cudagraph_capture_mode", "gc", "module_import"),
 }
 
+# Phases with a metric (vllm.startup.phase.last_duration, the in-progress phase): what a fleet compares — the
+# stacked breakdown's leaf-level phases, each process's whole phase and the phases alerts budget. The nested detail
+# (compile stages, loader steps, ...) stays in the trace: at ~65 phases a compiled start would cost its store more
+# than 100 series (docs/results.md "Fleet scale").
+METRIC_PHASES: frozenset[str] = frozenset(STACKED_GROUPS["stacked"]) | {
+    "startup", "engine_core_process", "worker_process", "model_inspection", "weights_download", "kv_cache_profile"}
+
 PHASE_GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "waterfall": WATERFALL_GROUPS, "predict": PREDICT_GROUPS, "stacked": STACKED_GROUPS,
 }
@@ -326,8 +333,9 @@ DURATION_BUCKETS: tuple[float, ...] = (
 STARTUP_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "vllm.startup.phase.last_duration": (
         "gauge", "s", (PHASE, PROCESS_KIND),
-        "this start's time in each phase: the phase's spans in one process added up (one series per phase, "
-        "process kind and start; on /metrics, which serves the whole start, the slowest process of the kind)"),
+        "this start's time in each phase of METRIC_PHASES: the phase's spans in one process added up (one series "
+        "per phase, process kind and start; on /metrics, which serves the whole start, the slowest process of the "
+        "kind)"),
     "vllm.startup.starts": ("counter", "{start}", (OUTCOME,), "starts, by outcome (ready, failed or exited)"),
     "vllm.startup.compiles": ("counter", "{compile}", (COMPILE_CACHE_HIT,),
                               "torch.compile runs at startup, by compile-cache hit (true or false)"),
@@ -364,8 +372,9 @@ LIVE_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "vllm.startup.in_progress.elapsed": ("gauge", "s", (PROCESS_KIND, TRACE_ID),
                                          "seconds since this process was created, while it starts"),
     "vllm.startup.in_progress.phase_elapsed": ("gauge", "s", (PROCESS_KIND, PHASE, TRACE_ID),
-                                               "seconds this process has been in its innermost open phase (a new "
-                                               "series per phase: the only in-progress gauge labelled with it)"),
+                                               "seconds this process has been in its innermost open phase with a "
+                                               "metric (METRIC_PHASES; a waiting phase as it is): a new series per "
+                                               "phase, the only in-progress gauge labelled with it"),
     "vllm.startup.in_progress.remaining": ("gauge", "s", (TRACE_ID,),
                                            "API server: expected seconds to ready from this node's recorded starts "
                                            "of the same model and configuration (absent without such history)"),

@@ -75,6 +75,19 @@ def test_each_phase_is_one_gauge_per_start_and_causes_become_counters():
     assert {o.metric for o in obs} <= set(sc.STARTUP_METRICS)  # per-span CPU and disk stay span attributes
 
 
+def test_only_the_phases_a_fleet_compares_have_a_metric():
+    """Nested detail (compile stages, ...) stays in the trace: a compiled start would otherwise cost its store over
+    100 series; every phase a dashboard or alert names has one."""
+    from dashboards import alerts, phases
+
+    detail = span("Dynamo bytecode transform", "dynamo_transform", "worker", 30, 31, "09" * 8, "01" * 8)
+    assert "dynamo_transform" not in sc.METRIC_PHASES
+    assert not [o for o in span_observations([detail], FLEET) if o.metric == PHASE_LAST]
+    named = {*phases.STACKED_PHASES, *phases.REGRESSION_PHASES, *phases.PROCESS_PHASE.values(),
+             *alerts.Budgets().phase_s}
+    assert named <= sc.METRIC_PHASES <= set(sc.PHASES)
+
+
 def test_of_several_processes_of_one_kind_the_slowest_counts():
     """Tensor-parallel workers: each process's phase total; /metrics (the whole start) serves the slowest."""
     def worker(rank: int, start_s: float, end_s: float) -> Span:

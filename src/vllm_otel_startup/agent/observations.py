@@ -44,8 +44,8 @@ def _process_of(s: Span) -> str:
 
 
 def span_observations(spans: Iterable[Span], fleet: dict[str, str]) -> list[Obs]:
-    """Per-phase metrics: each phase's time (its spans in one process added up; of several processes of one
-    kind, the slowest), compiles, weights, CUDA graphs."""
+    """Per-phase metrics: each metric phase's time (semconv.METRIC_PHASES; its spans in one process added up; of
+    several processes of one kind, the slowest), compiles, weights, CUDA graphs."""
     out: list[Obs] = []
     totals: dict[tuple[str, str], dict[str, Obs]] = {}  # (phase, kind) -> process -> its total
     for s in spans:
@@ -55,11 +55,12 @@ def span_observations(spans: Iterable[Span], fleet: dict[str, str]) -> list[Obs]
             continue
         kind = label_value(a.get(sc.PROCESS_KIND))
         ids = (s.trace_id, s.span_id)
-        per_process = totals.setdefault((phase, kind), {})
-        prev = per_process.get(_process_of(s))
-        per_process[_process_of(s)] = (prev._replace(value=prev.value + s.duration) if prev else
-                                       Obs(PHASE_LAST, s.duration, {**fleet, sc.PHASE: phase, sc.PROCESS_KIND: kind},
-                                           *ids))
+        if phase in sc.METRIC_PHASES:
+            per_process = totals.setdefault((phase, kind), {})
+            prev = per_process.get(_process_of(s))
+            per_process[_process_of(s)] = (prev._replace(value=prev.value + s.duration) if prev else
+                                           Obs(PHASE_LAST, s.duration,
+                                               {**fleet, sc.PHASE: phase, sc.PROCESS_KIND: kind}, *ids))
         if phase == "torch_compile":
             hit = {sc.COMPILE_CACHE_HIT: label_value(a.get(sc.COMPILE_CACHE_HIT))}
             out.append(Obs("vllm.startup.compiles", 1, {**fleet, **hit}, *ids))
