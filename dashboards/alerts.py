@@ -6,9 +6,10 @@ with them); ``python -m dashboards.generate`` writes them as the mixin's mixin/p
 the recording rules, as a PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml). Adding an alert is one
 builder in ``BUILDERS`` (its runbook: a ``## <AlertName>`` section of docs/runbooks.md).
 
-Budgets are histogram bucket boundaries (semconv.DURATION_BUCKETS) where a quantile is compared with them: then
-"p95 > budget" holds exactly when more than 5 % of starts took longer than the budget, whatever the
-interpolation inside a bucket.
+Budgets are bucket bounds of the recording rules (recording.READY_BOUNDS) where a quantile is compared with them:
+then "p95 > budget" holds exactly when more than 5 % of starts took longer than the budget, whatever the
+interpolation inside a bucket. Per-start budgets (a phase's time in one start) are compared with the start's own
+series, exactly.
 
 Each alert also lists ``checks``: the sub-expressions it combines, each of which returns data on its own when its
 inputs exist (``needs`` says which inputs beyond one ready start): the end-to-end proof queries them against
@@ -45,8 +46,8 @@ class Budgets:
         "torch_compile": 300, "kv_cache_profile": 300, "cudagraph_capture": 120})
     regression_factor: float = 1.5  # a start's phase over factor x the fleet's p95 ...
     regression_min_s: float = 30  # ... and that much longer than it ...
-    regression_min_spans: int = 5  # ... with that many spans in the baseline
-    baseline: str = "1d"  # the fleet's "recent" p95: spans of the day before the recent window
+    regression_min_starts: int = 5  # ... with that many starts of the phase within one hour of the baseline
+    baseline: str = "1d"  # the fleet's usual p95: the highest hourly p95 of the day before the recent window
     recent: str = "1h"  # starts a per-start alert looks at
     compile_history: str = "7d"  # a fleet that compiled within this window should hit the cache
     failed_window: str = "15m"
@@ -162,20 +163,20 @@ def phase_regressed(b: Budgets) -> Alert:
     cur = sq.phase_seconds_per_start([], b.recent, keys, ph.REGRESSION_PHASES)
     # the baseline ends where the recent window begins: the starts under test are not part of it
     base = sq.phase_fleet_quantile(0.95, [], b.baseline, fleet, ph.REGRESSION_PHASES, offset=b.recent)
-    spans = sq.phase_spans([], b.baseline, fleet, ph.REGRESSION_PHASES, offset=b.recent)
+    spans = sq.phase_starts([], b.baseline, fleet, ph.REGRESSION_PHASES, offset=b.recent)
     on = q.on(fleet)
     expr = (f"({cur}) > {on} group_left () ({b.regression_factor:g} * {base})"
             f" and ({cur}) - {on} group_left () {base} > {b.regression_min_s:g}"
-            f" and {on} ({spans} >= {b.regression_min_spans})")
+            f" and {on} ({spans} >= {b.regression_min_starts})")
     return Alert(
         "VllmStartupPhaseRegressed", PHASES, expr,
         f"vLLM startup phase {_lbl(v.PHASE)} regressed on {_lbl(v.POD)}",
         f"Phase {_lbl(v.PHASE)} ({_lbl(v.PROCESS_KIND)}) took {{{{ $value | humanizeDuration }}}} in the start of "
         f"pod {_lbl(v.NAMESPACE)}/{_lbl(v.POD)} ({_lbl(v.MODEL)}): over {b.regression_factor:g}x and "
-        f"{b.regression_min_s:g}s more than the p95 of the same phase in this model's fleet over the "
-        f"{b.baseline} before.",
+        f"{b.regression_min_s:g}s more than the p95 of the same phase in this model's fleet (the highest hourly "
+        f"p95 of the {b.baseline} before).",
         checks=(Check("phase_seconds_per_start", cur), Check("fleet_phase_p95", base, frozenset({HISTORY})),
-                Check("fleet_phase_spans", spans, frozenset({HISTORY}))))
+                Check("fleet_phase_starts", spans, frozenset({HISTORY}))))
 
 
 def compile_cache_miss(b: Budgets) -> Alert:
@@ -260,9 +261,9 @@ def stuck_in_phase(b: Budgets) -> Alert:
         f"vLLM start of {_lbl(v.MODEL)} on {_lbl(v.POD)} stuck in phase {_lbl(v.PHASE)}",
         f"Pod {_lbl(v.NAMESPACE)}/{_lbl(v.POD)} ({_lbl(v.MODEL)}) is still starting and its {_lbl(v.PROCESS_KIND)} "
         f"has been in phase {_lbl(v.PHASE)} for {{{{ $value | humanizeDuration }}}}: over {b.stuck_factor:g}x "
-        f"(and {b.stuck_min_s:g}s more than) the p95 of that phase in this model's fleet over the last "
-        f"{b.baseline}, or over its budget when the fleet has no such history. Its status endpoint and the "
-        f"trace's 'Startup in progress' records show the open phases of every process.",
+        f"(and {b.stuck_min_s:g}s more than) the p95 of that phase in this model's fleet (the highest hourly p95 "
+        f"of the last {b.baseline}), or over its budget when the fleet has no such history. Its status endpoint and "
+        f"the trace's 'Startup in progress' records show the open phases of every process.",
         checks=(Check("in_progress_phase_seconds", cur, frozenset({STARTING})),
                 Check("fleet_phase_usual", usual, frozenset({HISTORY})),
                 Check("stuck_budgets", table)),

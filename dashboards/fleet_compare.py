@@ -8,18 +8,22 @@ from grafana_foundation_sdk.builders import dashboard as db
 
 from . import panels as p
 from . import promql as q
+from . import recording
 from . import startup_queries as sq
 from . import vocabulary as v
-from .fleet_overview import TAG, dashboard_links
+from .fleet_overview import PHASE_SELECTIONS, TAG, dashboard_links
 from .variables import HOUR, RANGE, fleet_matchers, fleet_variables
 
 UID = "vllm-startup-compare"
 TITLE = "vLLM startup: compare fleets A vs B"
 PHASE_VAR = "phase"
+WEEK_STEP = "30m"  # the time series' resolution over the default 7 days: 336 points, each an hour's starts
 
 
 def _phase_variable() -> db.QueryVariable:
-    return p.label_variable(PHASE_VAR, "Phases", q.selector(v.count_of(v.PHASE_DURATION)), v.PHASE)
+    # from a recording (a handful of series per phase), not every start's phase series over 7 days
+    counts = recording.lookup(v.PHASE_LAST, "count", [v.PHASE], [], recording.PHASE)
+    return p.label_variable(PHASE_VAR, "Phases", q.selector(counts.record if counts else v.PHASE_LAST), v.PHASE)
 
 
 def build() -> db.Dashboard:
@@ -46,11 +50,12 @@ def build() -> db.Dashboard:
                                   "percentunit", w=6))
     d = d.with_panel(p.timeseries_panel(
         "Time to ready p95: A vs B", "Ready starts in the hour before each point.",
-        [(sq.time_to_ready_quantile(0.95, a, HOUR), "A"), (sq.time_to_ready_quantile(0.95, b, HOUR), "B")], "s"))
+        [(sq.time_to_ready_quantile(0.95, a, HOUR), "A"), (sq.time_to_ready_quantile(0.95, b, HOUR), "B")], "s",
+        interval=WEEK_STEP))
     d = d.with_panel(p.timeseries_panel(
         "Weight load throughput (GB/s): A vs B", "By weight source; starts in the hour before each point.",
         [(sq.weights_gbps(a, HOUR), f"A {{{{{v.WEIGHTS_SOURCE}}}}}"),
-         (sq.weights_gbps(b, HOUR), f"B {{{{{v.WEIGHTS_SOURCE}}}}}")], "none"))
+         (sq.weights_gbps(b, HOUR), f"B {{{{{v.WEIGHTS_SOURCE}}}}}")], "none", interval=WEEK_STEP))
 
     d = d.with_row(p.row("Phase by phase"))
     cols = {}
@@ -63,16 +68,17 @@ def build() -> db.Dashboard:
             cols[f"Value #{chr(ord('A') + len(targets))}"] = name
             targets.append((expr, ""))
     d = d.with_panel(p.table_panel(
-        "Phase durations: A vs B", "Each phase's span durations over the time range (every span: tensor-parallel "
-        "workers each count). Phases nest: do not add rows up.", targets, w=24, h=14,
+        "Phase durations: A vs B", "Each phase's time per start over the time range, from the recorded phase "
+        f"buckets (tensor-parallel workers each count over OTLP). Phases nest: do not add rows up. {PHASE_SELECTIONS}",
+        targets, w=24, h=14,
         transformations=p.merge_columns(cols)).unit("s"))
     d = d.with_panel(p.barchart_panel(
-        "Phase p95: A vs B", "", [(sq.phase_quantile(0.95, a + only, RANGE), ""),
+        "Phase p95: A vs B", PHASE_SELECTIONS, [(sq.phase_quantile(0.95, a + only, RANGE), ""),
                                   (sq.phase_quantile(0.95, b + only, RANGE), "")], "s", v.PHASE, h=14,
         transformations=p.merge_columns({"Value #A": "A p95", "Value #B": "B p95"})))
     d = d.with_panel(p.timeseries_panel(
-        "Phase p95 over time: A vs B", "Pick phases above (e.g. torch_compile, weights_load); spans of the hour "
-        "before each point.",
+        "Phase p95 over time: A vs B", "Pick phases above (e.g. torch_compile, weights_load); starts of the hour "
+        f"before each point. {PHASE_SELECTIONS}",
         [(sq.phase_quantile(0.95, a + only, HOUR), f"A {{{{{v.PHASE}}}}}"),
-         (sq.phase_quantile(0.95, b + only, HOUR), f"B {{{{{v.PHASE}}}}}")], "s", w=24, h=10))
+         (sq.phase_quantile(0.95, b + only, HOUR), f"B {{{{{v.PHASE}}}}}")], "s", w=24, h=10, interval=WEEK_STEP))
     return d

@@ -18,6 +18,11 @@ UID = "vllm-startup-fleet"
 TITLE = "vLLM startup: fleet overview"
 TAG = "vllm-startup"
 ONE_START_UID = "vllm-startup-one-start"
+# Time series over recorded series: one point per evaluation is all there is (recording.INTERVALS)
+RECORDED_STEP = "4m"
+PHASE_SELECTIONS = ("Phase panels follow only the vLLM version, device model and start mode selections "
+                    "(dashboards/recording.py: phase series at every fleet label would cost the store more than the "
+                    "starts they summarize).")
 
 SLOWEST_COLUMNS = (v.TRACE_ID, v.CLUSTER, v.NAMESPACE, v.POD, v.MODEL, v.VLLM_VERSION, v.DEVICE_MODEL, v.MODE,
                    v.OUTCOME, v.COMPILE_CACHE_HIT, v.MODEL_INSPECTION_CACHE_HIT, v.WEIGHTS_SOURCE)
@@ -59,21 +64,24 @@ def build() -> db.Dashboard:
                                   [(sq.mean_time_to_ready(m, RANGE), "mean")], "s", w=4))
     d = d.with_panel(p.timeseries_panel(
         "Starts per hour by outcome", "Starts in the hour before each point.",
-        [(sq.starts(m, HOUR, [v.OUTCOME]), f"{{{{{v.OUTCOME}}}}}")], "none"))
+        [(sq.starts(m, HOUR, [v.OUTCOME]), f"{{{{{v.OUTCOME}}}}}")], "none", interval=RECORDED_STEP))
     d = d.with_panel(p.timeseries_panel(
         "Time to ready p50 / p95 / p99", "Ready starts in the hour before each point.",
-        [(sq.time_to_ready_quantile(qq, m, HOUR), f"p{int(qq * 100)}") for qq in (0.5, 0.95, 0.99)], "s"))
+        [(sq.time_to_ready_quantile(qq, m, HOUR), f"p{int(qq * 100)}") for qq in (0.5, 0.95, 0.99)], "s",
+        interval=RECORDED_STEP))
 
     d = d.with_row(p.row("Where the time goes"))
     d = d.with_panel(p.timeseries_panel(
         "Phase breakdown (mean per start)",
         "Mean seconds per start of non-overlapping phases (dashboards/phases.py STACKED_PHASES; parallel workers "
-        "count once), stacked; 'other' is the mean time to ready none of them covers. One bar per interval.",
+        "count once), stacked; 'other' is the mean time to ready none of them covers. One bar per interval. "
+        + PHASE_SELECTIONS,
         [(sq.phase_mean_per_process(m, INTERVAL, ph.STACKED_PHASES), f"{{{{{v.PHASE}}}}}"),
          (sq.unlisted_time(m, INTERVAL, ph.STACKED_PHASES), "other")],
         "s", w=16, h=10, stacked_bars=True, interval="1h"))
     d = d.with_panel(p.bargauge_panel(
-        "Mean phase time over the range", "The same phases, mean per start over the whole time range.",
+        "Mean phase time over the range", "The same phases, mean per start over the whole time range. "
+        + PHASE_SELECTIONS,
         [(sq.phase_mean_per_process(m, RANGE, ph.STACKED_PHASES), f"{{{{{v.PHASE}}}}}")], "s", w=8, h=10))
 
     d = d.with_row(p.row("Slowest recent starts"))
@@ -110,7 +118,7 @@ def build() -> db.Dashboard:
     d = d.with_panel(p.timeseries_panel(
         "Weight load throughput by source (GB/s)", "Bytes over time spent in Load weights, starts of the hour "
         "before each point (10^9 bytes/s).", [(sq.weights_gbps(m, HOUR), f"{{{{{v.WEIGHTS_SOURCE}}}}}")],
-        "none", w=16))
+        "none", w=16, interval=RECORDED_STEP))
     d = d.with_panel(p.bargauge_panel(
         "Weight GB/s by source over the range", "", [(sq.weights_gbps(m, RANGE), f"{{{{{v.WEIGHTS_SOURCE}}}}}")],
         "none"))

@@ -100,11 +100,16 @@ def _yaml(doc: object) -> str:
     return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=120, default_flow_style=False, allow_unicode=True)
 
 
+PRETTY_MAX = 8192  # a longer expression stays on one line: VictoriaMetrics refuses queries over 16 KB
+
+
 def _pretty_groups(groups: list[dict]) -> list[dict]:
-    """Rule expressions formatted over several lines (the parser's prettifier; semantics unchanged)."""
+    """Rule expressions formatted over several lines (the parser's prettifier; semantics unchanged), those the
+    prettifier's indentation would make long kept compact."""
     for g in groups:
         for rule in g["rules"]:
-            rule["expr"] = ast.parse(rule["expr"]).prettify().strip() + "\n"
+            pretty = ast.parse(rule["expr"]).prettify().strip() + "\n"
+            rule["expr"] = pretty if len(pretty) <= PRETTY_MAX else rule["expr"]
     return groups
 
 

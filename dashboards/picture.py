@@ -46,8 +46,8 @@ def scene(a: dict[str, float], b: dict[str, float], a_label: str, b_label: str, 
         s.add(Text(left + plot + 16, y + h / 2, text, 12, color))
         y += h
     s.add(Line(left, 64, left, y, "#bbb"))
-    s.add(Text(16, y + 14, "from vllm_startup_phase_duration_seconds; absent = the phase did not run in that fleet",
-               11, "#666"))
+    s.add(Text(16, y + 14, "from vllm_startup_phase_last_duration_seconds; absent = the phase did not run in that "
+               "fleet", 11, "#666"))
     s.height = y + 30
     return s
 

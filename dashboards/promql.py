@@ -54,11 +54,20 @@ def seen_in(sel: str, window: str, offset: str = "") -> str:
     return f"max_over_time({sel}[{window}]{f' offset {offset}' if offset else ''})"
 
 
-def agg(op: str, labels: Iterable[str], expr: str) -> str:
+def agg(op: str, labels: Iterable[str], expr: str, param: str = "") -> str:
     labels = list(labels)
-    return f"{op} {by(labels)} ({expr})" if labels else f"{op}({expr})"
+    args = f"{param}, {expr}" if param else expr
+    return f"{op} {by(labels)} ({args})" if labels else f"{op}({args})"
 
 
-def histogram_quantile(q: float, buckets_expr: str, labels: Iterable[str]) -> str:
-    """``buckets_expr`` yields ``_bucket`` series (with ``le``)."""
-    return f"histogram_quantile({q}, {agg('sum', ['le', *labels], buckets_expr)})"
+def buckets(labels: Iterable[str], expr: str, bounds: Iterable[str]) -> str:
+    """A cumulative histogram of ``expr``'s values (one value per series: a start's): per bound, how many are
+    ``<=`` it, by ``labels``, with the bound as ``le`` ("+Inf": all of them). Every bound of a group is there
+    (``sum`` of ``<= bool``: 0 where no value is under it), so histogram_quantile takes the bound below the first
+    non-empty bucket as its lower edge, not 0."""
+    labels = list(labels)
+
+    def bucket(b: str) -> str:
+        return agg("count", labels, expr) if b == "+Inf" else agg("sum", labels, f"{expr} <= bool {b}")
+
+    return " or ".join(f'label_replace({bucket(b)}, "le", "{b}", "", "")' for b in bounds)

@@ -138,16 +138,16 @@ def _query(source: str, template: str, expr: str, extra_needs: frozenset[str] = 
     return Query(source, expr, expected_labels(expr), needs | extra_needs, paths, template)
 
 
-def _panels(panels: list[dict]) -> Iterator[dict]:
+def walk_panels(panels: list[dict]) -> Iterator[dict]:
     for panel in panels:
         yield panel
-        yield from _panels(panel.get("panels") or [])
+        yield from walk_panels(panel.get("panels") or [])
 
 
 def dashboard_queries(recorded: bool = True) -> Iterator[Query]:
     for uid, doc in generate.dashboards(recorded).items():
         variables = {var["name"] for var in doc.get("templating", {}).get("list", [])}
-        for panel in _panels(doc.get("panels", [])):
+        for panel in walk_panels(doc.get("panels", [])):
             for t in panel.get("targets") or []:
                 if (t.get("datasource") or panel.get("datasource") or {}).get("type") != "prometheus":
                     continue

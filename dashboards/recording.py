@@ -1,19 +1,27 @@
-"""Recording rules: the fleet-wide "starts of the last hour" aggregations, evaluated once per minute by
-Prometheus or vmalert instead of by every dashboard refresh.
+"""Recording rules: the fleet-wide "starts of the last hour" aggregations, evaluated by Prometheus or vmalert
+once per interval instead of by every dashboard refresh, and the only way a fleet dashboard reads phases.
 
-A time-series panel over a 1h sliding window (starts per hour, time to ready p95 over time, GB/s per hour, ...)
-recomputes ``new_in(series, 1h)`` over every start's histogram buckets at each of its points (a 7-day panel at a
-1-minute step: ~10 000 evaluations per refresh), and so does every alert evaluation. A recording rule does it
-once per evaluation interval, aggregated to the fleet: ``sum by (<fleet labels>) (new_in(series, 1h))`` keeps
-the labels a fleet is selected by (cluster, namespace, ``semconv.FLEET_LABELS``, process kind) and the metric's
-own labels, and drops the per-start ones (pod, node, pid, trace id). Summing the recorded series by any subset
-of those labels, with matchers on them, gives exactly what the raw query gives (``count`` of new series becomes
-``sum`` of the recorded counts).
+The startup metrics are one series per start and fact (semconv.STARTUP_METRICS: no histogram buckets), so a
+question over many starts (a fleet's p95 of a phase over 7 days) would read every start's series: at 100,000
+starts a week that is millions of series (docs/results.md "Fleet scale"). A recording rule reads only the
+starts of its window (``new_in(series, 1h)``) and writes an aggregate whose series count depends on the fleet's
+label combinations, not on its number of starts:
 
-startup_queries.py reads a recorded series wherever one answers the question (``lookup``: same series, same
-window, every grouping and matcher label kept); everything else (instant panels over the dashboard's range,
-per-start alerts) reads the raw series. Adding a recording is one ``Recording`` entry in ``RECORDINGS``; the
-dashboards and alerts that can use it switch to it on the next ``python -m dashboards.generate``.
+- ``count`` / ``sum`` of the new series, ``bucket``: how many of them are ``<=`` each bound (a cumulative
+  histogram with ``le``, so ``histogram_quantile`` over their sum answers any selection of the kept labels),
+  ``p95``: their 95th percentile;
+- at a level (its ``keep`` labels; Prometheus' level:metric:operations naming): ``fleet`` keeps every label a
+  fleet is selected by (cluster, namespace, ``semconv.FLEET_LABELS``, process kind) and the metric's own labels;
+  ``phase`` keeps only vLLM version, device model, start mode, process kind and phase (about 50 phases per
+  start: at the fleet level their buckets would outnumber the per-start series they summarize); ``model_phase``
+  keeps cluster, model, process kind and phase (the alerts' per-model baselines: a typical hour's p95 is the
+  median of the recorded hourly p95s, whatever the evaluation interval).
+
+Reading them (startup_queries.py through ``lookup``): over the rule's own window, the recorded series as they
+are (summed by any subset of the kept labels, with matchers on them); over a longer window (a dashboard's time
+range) a ratio — a quantile, a mean, a hit ratio — sums the recorded series over that range
+(``sum_over_time``): each start then weighs as much as every other (it is in as many evaluations), except the
+starts of the range's first and last hour. Counts over a range read the per-start series (one per start).
 
 ``raw_queries()`` turns recording off (the same dashboards and alerts as if no rule existed): the proof on the
 stores compares both forms.
@@ -30,41 +38,74 @@ from . import promql as q
 from . import vocabulary as v
 
 WINDOW = "1h"  # the sliding window of the per-hour panels (variables.HOUR) and of the alerts (Budgets.recent)
-GROUP = "vllm-startup.recording"
-INTERVAL = "1m"
-LEVEL = "fleet"  # level:metric:operations (Prometheus' recording-rule naming): aggregated to the fleet labels
+GROUP, PHASE_GROUP = "vllm-startup.recording", "vllm-startup.recording.phases"
+# Every 4 minutes: a fleet panel's point and an alert over the last hour need no finer resolution, and a 7-day panel
+# then reads 2,520 points per recorded series, not 10,080 (at 100,000 starts a week: 1 s or more per panel); under
+# Prometheus' default 5-minute lookback, so the latest evaluation is always in sight.
+INTERVALS = {GROUP: "4m", PHASE_GROUP: "4m"}
+FLEET, PHASE, MODEL_PHASE = LEVELS = ("fleet", "phase", "model_phase")  # levels (module docstring)
 # Labels a fleet is selected and grouped by (dashboards' fleet filters, alerts' groupings).
 FLEET_KEEP: tuple[str, ...] = (v.CLUSTER, v.NAMESPACE, *v.FLEET_LABELS, v.PROCESS_KIND)
+PHASE_KEEP: tuple[str, ...] = (v.VLLM_VERSION, v.DEVICE_MODEL, v.MODE, v.PROCESS_KIND, v.PHASE)
+MODEL_PHASE_KEEP: tuple[str, ...] = (v.CLUSTER, v.MODEL, v.PROCESS_KIND, v.PHASE)
 PER_START: frozenset[str] = frozenset({v.TRACE_ID})  # metric labels unique to one start: never kept
+# Bucket bounds (s), from the recorded starts: time to ready 15 s to 30 min; phases 0.1 s to 1,000 s, ~x3 apart
+# (50 ms imports to 150 s H100 compiles). Alert budgets on quantiles are among them (exact comparisons).
+READY_BOUNDS: tuple[str, ...] = ("15", "30", "45", "60", "90", "120", "180", "240", "300", "450", "600", "900",
+                                 "1200", "1800", "+Inf")
+PHASE_BOUNDS: tuple[str, ...] = ("0.1", "0.3", "1", "3", "10", "30", "100", "300", "1000", "+Inf")
+QUANTILE = 0.95  # of the p95 recordings
 
 
 @dataclass(frozen=True)
 class Recording:
     source: str  # the raw series (a name of vocabulary.allowed_series())
-    op: str  # how startup_queries aggregates it: "sum" (counters, gauges, histogram buckets) or "count" (starts)
+    op: str  # "count" (starts), "sum", "bucket" (with ``bounds``) or "p95"
+    level: str = FLEET
+    labels: tuple[str, ...] = ()  # the metric's own labels kept at the fleet level (default: all but per-start)
+    bounds: tuple[str, ...] = ()
     window: str = WINDOW
 
     @property
     def record(self) -> str:
-        return f"{LEVEL}:{self.source}:{self.op}_new{self.window}"
+        return f"{self.level}:{self.source}:{self.op}_new{self.window}"
+
+    @property
+    def group(self) -> str:
+        return GROUP if self.level == FLEET else PHASE_GROUP
+
 
     @property
     def keep(self) -> tuple[str, ...]:
-        own = v.allowed_series()[self.source] - v.IDENTITY_LABELS - set(v.FLEET_LABELS) - PER_START
-        return (*FLEET_KEEP, *sorted(own))
+        if self.level == PHASE:
+            return PHASE_KEEP
+        if self.level == MODEL_PHASE:
+            return MODEL_PHASE_KEEP
+        own = self.labels or tuple(sorted(v.allowed_series()[self.source] - v.IDENTITY_LABELS - set(v.FLEET_LABELS)
+                                          - PER_START))
+        return (*FLEET_KEEP, *own)
 
     @property
     def expr(self) -> str:
-        return q.agg(self.op, self.keep, q.new_in(self.source, self.window))
+        new = q.new_in(self.source, self.window)
+        if self.op == "bucket":
+            return q.buckets(self.keep, new, self.bounds)
+        if self.op == "p95":
+            return q.agg("quantile", self.keep, new, f"{QUANTILE:g}")
+        return q.agg(self.op, self.keep, new)
 
     def rule(self) -> dict:
         return {"record": self.record, "expr": self.expr}
 
 
 RECORDINGS: tuple[Recording, ...] = (
-    Recording(v.LAST_START, "count"),  # starts
-    Recording(v.bucket(v.DURATION), "sum"),  # time to ready quantiles
-    Recording(v.bucket(v.PHASE_DURATION), "sum"),  # phase quantiles
+    Recording(v.LAST_START, "count"),  # starts, with their outcome and causes
+    Recording(v.LAST_START, "bucket", labels=(v.OUTCOME,), bounds=READY_BOUNDS),  # time to ready quantiles
+    Recording(v.LAST_START, "sum", labels=(v.OUTCOME,)),  # mean time to ready (with the count)
+    Recording(v.PHASE_LAST, "bucket", PHASE, bounds=PHASE_BOUNDS),  # phase quantiles
+    Recording(v.PHASE_LAST, "sum", PHASE),  # phase means per start (with the count)
+    Recording(v.PHASE_LAST, "count", PHASE),
+    Recording(v.PHASE_LAST, "p95", MODEL_PHASE),  # alerts: a model's usual phase time
     Recording(v.WEIGHTS_BYTES, "sum"),  # weight bytes and GB/s by source
     Recording(v.WEIGHTS_LOAD_TIME, "sum"),
     Recording(v.COMPILES, "sum"),  # compile-cache misses
@@ -88,19 +129,28 @@ def raw_queries() -> Iterator[None]:
 _MATCHER = re.compile(r"\s*(\w+)\s*(=~|!~|!=|=)")
 
 
-def lookup(source: str, op: str, window: str, labels: Iterable[str], matchers: Iterable[str]) -> Recording | None:
-    """The recording that answers ``op by (labels) (new_in(source{matchers}, window))``, if any."""
+def matcher_labels(matchers: Iterable[str]) -> set[str]:
+    return {_MATCHER.match(m).group(1) for m in matchers if m}
+
+
+def lookup(source: str, op: str, labels: Iterable[str], matchers: Iterable[str], level: str = FLEET
+           ) -> Recording | None:
+    """The recording of ``op`` over ``source``'s new series at ``level`` that keeps ``labels`` and every label
+    ``matchers`` select by, if any (None as well under ``raw_queries``)."""
     if not _enabled:
         return None
-    needed = set(labels) | {_MATCHER.match(m).group(1) for m in matchers if m}
+    needed = set(labels) | matcher_labels(matchers)
     for r in RECORDINGS:
-        if (r.source, r.op, r.window) == (source, op, window) and needed <= set(r.keep):
+        if (r.source, r.op, r.level) == (source, op, level) and needed <= set(r.keep):
             return r
     return None
 
 
 def rule_groups() -> list[dict]:
-    return [{"name": GROUP, "interval": INTERVAL, "rules": [r.rule() for r in RECORDINGS]}]
+    groups: dict[str, list[dict]] = {}
+    for r in RECORDINGS:
+        groups.setdefault(r.group, []).append(r.rule())
+    return [{"name": g, "interval": INTERVALS[g], "rules": rules} for g, rules in groups.items()]
 
 
 def sources(series: Iterable[str]) -> set[str]:

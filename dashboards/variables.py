@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
 
-from . import panels
+from . import panels, recording
 from . import promql as q
 from . import vocabulary as v
 
@@ -23,9 +23,9 @@ FLEET_FILTERS: tuple[tuple[str, str, str], ...] = (
     ("vllm_version", v.VLLM_VERSION, "vLLM version"),
     ("mode", v.MODE, "Start mode"),
 )
-# Series every start has on both ingest paths, carrying every fleet and identity label: variable values come
-# from it.
-VALUES_FROM = v.LAST_START
+# Variable values come from the recorded starts (every start, both ingest paths, with every label a fleet filter
+# selects by): a handful of series per fleet key, not one per start over the dashboard's range.
+VALUES_FROM = recording.Recording(v.LAST_START, "count").record
 
 
 def fleet_matchers(prefix: str = "") -> list[str]:

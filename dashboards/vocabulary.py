@@ -1,8 +1,7 @@
 """The only metric and label names dashboards and alerts may use, derived from the package's vocabulary.
 
-- metrics and their labels: ``semconv.STARTUP_METRICS`` / ``RESOURCE_METRICS`` under their Prometheus names
-  (``semconv.prom_name``; histograms add ``_bucket`` / ``_sum`` / ``_count``), startup metrics with the fleet
-  labels;
+- metrics and their labels: ``semconv.STARTUP_METRICS`` / ``RESOURCE_METRICS`` / ``LIVE_METRICS`` under their
+  Prometheus names (``semconv.prom_name``), startup metrics with the fleet labels;
 - identity labels: OpenTelemetry resource attributes as VictoriaMetrics names them (``service_name``,
   ``k8s_pod_name``, ...; OTLP path) and the scrape target's labels (``job``, ``instance``). The deploy's
   Prometheus scrape relabels Kubernetes meta labels to the same ``k8s_*`` names, so one query serves both paths;
@@ -29,14 +28,13 @@ def _k8s(attribute: str) -> str:
 
 
 # --- startup metrics ------------------------------------------------------------------------------------
-DURATION = _metric("vllm.startup.duration")  # histogram: whole start (root span)
-PHASE_DURATION = _metric("vllm.startup.phase.duration")  # histogram: every startup span
+PHASE_LAST = _metric("vllm.startup.phase.last_duration")  # gauge: one series per phase and start
 STARTS = _metric("vllm.startup.starts")
 COMPILES = _metric("vllm.startup.compiles")
 COMPILE_KEYS = _metric("vllm.startup.compile_keys")  # counter: one series per compile-cache key
 WEIGHTS_BYTES = _metric("vllm.startup.weights.bytes")
 WEIGHTS_LOAD_TIME = _metric("vllm.startup.weights.load_time")
-LAST_START = _metric("vllm.startup.last_start.duration")  # gauge: one series per start, with its trace id
+LAST_START = _metric("vllm.startup.last_start.duration")  # gauge: one series per start, with its trace id and time
 
 # --- a start in progress (gauges, until each process's ready point) ---------------------------------------
 IN_PROGRESS_ELAPSED = _metric("vllm.startup.in_progress.elapsed")
@@ -53,18 +51,6 @@ CGROUP_THROTTLED = _metric("vllm.startup.cgroup.cpu.throttled_time")
 GPU_MEMORY_USAGE = _metric("hw.gpu.memory.usage")
 GPU_MEMORY_LIMIT = _metric("hw.gpu.memory.limit")
 GPU_UTILIZATION = _metric("hw.gpu.utilization")
-
-
-def bucket(histogram: str) -> str:
-    return histogram + "_bucket"
-
-
-def sum_of(histogram: str) -> str:
-    return histogram + "_sum"
-
-
-def count_of(histogram: str) -> str:
-    return histogram + "_count"
 
 
 # --- metric labels ---------------------------------------------------------------------------------------
@@ -141,16 +127,11 @@ KSM_CREATED, KSM_READY_TIME, KSM_CONTAINER_INFO, KSM_RESTARTS = KSM_SERIES
 def allowed_series() -> dict[str, frozenset[str]]:
     """Every series name a query may select, with the labels it may carry."""
     out: dict[str, frozenset[str]] = {}
-    for name, (kind, _unit, labels, _doc) in sc.METRICS.items():
+    for name, (_kind, _unit, labels, _doc) in sc.METRICS.items():
         own = {label(x) for x in labels} | IDENTITY_LABELS
         if name in sc.STARTUP_METRICS or name in sc.LIVE_METRICS:
             own |= set(FLEET_LABELS)
-        prom = sc.prom_name(name)
-        if kind == "histogram":
-            out[bucket(prom)] = frozenset(own | {LE})
-            out[sum_of(prom)] = out[count_of(prom)] = frozenset(own)
-        else:
-            out[prom] = frozenset(own)
+        out[sc.prom_name(name)] = frozenset(own)
     for name, labels in KSM_SERIES.items():
         out[name] = frozenset(labels + KSM_COMMON_LABELS)
     return out

@@ -1,19 +1,24 @@
 """What a fleet's starts cost its metrics stores: N simulated starts (support/fleet_sim.py: recorded real starts,
 metrics produced by the agent's own code) written into VictoriaMetrics over OTLP and into Prometheus by backfill
-of their /metrics scrapes, then measured: series created, bytes on disk, ingestion time, and the latency of every
-dashboard panel query, alert expression and recording rule.
+of their /metrics scrapes, with what the recording rules (dashboards/recording.py) record over them, then
+measured: series created, bytes on disk, ingestion time, and the latency of every dashboard panel query, template
+variable, alert expression and recording rule.
 
     python scripts/fleet_scale.py --n 1000 10000 [--stores vm prom] [--json out.json]
-    python scripts/fleet_scale.py --n 1000 --buckets 1,10,60,300 --resource-keep minimal   # a variant
-    python scripts/fleet_scale.py --n 100000 --stores vm --design proposed   # the proposed design
+    python scripts/fleet_scale.py --n 100000 --stores vm --work /big --no-queries --end T   # ingest, keep it
+    python scripts/fleet_scale.py --n 100000 --stores vm --store /big/fleet-vm-.../vm --end T  # query it
 
-Run it with the e2e venv's python (opentelemetry-sdk, prometheus-client, tqdm); the stores are the e2e
-pkgroot's (tests/e2e/bootstrap.sh). Under `nice`: it is CPU-heavy. Queries: a dashboard panel's query is a range
-query over its dashboard's default time range (fleet overview 24h, compare 7d, one start 6h), step = range/1000
-(at least 15 s), the ``raw`` form (recording rules replaced by what they compute: recorded series are not
-backfilled); alert expressions and recording-rule expressions are instant queries at the end of the window.
-Every query runs ``--repeat`` times (VictoriaMetrics with nocache=1; once when a run takes over 10 s); p50/p95
-are over those runs, per query.
+Run it with the e2e venv's python (opentelemetry-sdk, prometheus-client, numpy, tqdm); the stores are the e2e
+pkgroot's (tests/e2e/bootstrap.sh). Under `nice`: it is CPU-heavy. The recording rules' output over the whole
+window is computed (fleet_sim.recorded_series: the rules' expressions at every evaluation, checked against the
+store evaluating them in tests/fleet/test_fleet_sim.py) and imported, not evaluated minute by minute for a week.
+Queries are the dashboards' as shipped (reading recorded series): a panel's query is a range query over its
+dashboard's default time range (fleet overview 24h, compare 7d, one start 6h), step = range/1000 or the panel's
+minimum interval where longer (as Grafana steps a panel of 1,000 points),
+template variables are label-values lookups over that range; alert expressions and recording-rule expressions are
+instant queries at the end of the window (a rule's latency is what one evaluation costs the store). Every query
+runs ``--repeat`` times (VictoriaMetrics with nocache=1; once when a run takes over 10 s); p50/p95 are over those
+runs, per query.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -31,6 +37,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,7 +51,6 @@ PKG_BIN = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-st
 RANGES = {"now-6h": 6 * 3600, "now-24h": 86400, "now-7d": 7 * 86400}
 SLOW_S = 10.0
 TIMEOUT_S = 300.0  # a query still running then counts as failed (its time: this)
-MINIMAL = fs.PROPOSED_RESOURCE
 
 
 def bar(total: int, desc: str):
@@ -64,85 +70,69 @@ def http(url: str, data: bytes | None = None, headers: dict | None = None, timeo
 
 
 # ---- the queries -------------------------------------------------------------------------------------------
-def queries() -> list[tuple[str, str, int | None]]:
-    """(source, PromQL, range in s or None for an instant query) of every panel, alert and recording rule."""
-    import yaml
+LABELS = "labels"  # a template variable: label values over the dashboard's range
 
-    from dashboards import generate
-    from dashboards.queries import all_queries
 
-    ranges = {uid: RANGES[doc["time"]["from"]] for uid, doc in generate.dashboards().items()}
-    out = [(q.source, q.raw or q.expr, ranges[q.source.split("/")[1]] if q.source.startswith("dashboard/") else None)
-           for q in all_queries()]
-    for g in yaml.safe_load(generate.RULES.read_text())["groups"]:
-        out += [(f"record/{r['record']}", r["expr"], None) for r in g["rules"]]
+def queries() -> list[tuple[str, str, int, bool]]:
+    """(source, PromQL, the dashboard's range in s, instant) of every panel target (instant as the panel asks:
+    stat, bar gauge and table panels summarise the range at its end), template variable, alert and recording rule
+    (instant, over the last hour); a variable's PromQL is ``label_values(<selector>, <label>)``."""
+    from dashboards import generate, recording
+    from dashboards.queries import all_queries, variable_queries, walk_panels
+
+    ranges, instant, steps = {}, {}, {}
+    for uid, doc in generate.dashboards().items():
+        ranges[uid] = RANGES[doc["time"]["from"]]
+        for panel in walk_panels(doc.get("panels", [])):
+            for t in panel.get("targets") or []:
+                source = f"dashboard/{uid}/{panel['title']}/{t['refId']}"
+                instant[source] = bool(t.get("instant"))
+                steps[source] = _seconds(panel.get("interval") or "15s")  # the panel's minimum interval
+    out = [(q.source, q.template, ranges[q.source.split("/")[1]], instant[q.source], steps[q.source])
+           if q.source.startswith("dashboard/") else (q.source, q.expr, 3600, True, 0) for q in all_queries()]
+    out += [(f"variable/{src.split('/', 1)[1]}", expr, ranges[src.split("/")[1]], False, 0)
+            for src, expr in variable_queries() if "$" not in expr.split(", ")[-1]]
+    out += [(f"record/{r.record}", r.expr, 3600, True, 0) for r in recording.RECORDINGS]
     return out
 
 
-FLEET_BY = ", ".join(("k8s_cluster_name", "k8s_namespace_name", "vllm_model", "vllm_version", "vllm_device",
-                      "vllm_device_model", "vllm_startup_mode", "vllm_compile_mode"))
+def _seconds(duration: str) -> int:
+    return int(duration[:-1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[duration[-1]]
 
 
-def proposed_queries(pod: str = "") -> list[tuple[str, str, int | None]]:
-    """The proposal's fleet panels and alerts (docs/results.md "A design that scales"), on its per-start gauges."""
-    from vllm_otel_startup import semconv as sc
-
-    fs.proposed([])  # the proposal's gauge in semconv's tables
-    last, phase = sc.prom_name("vllm.startup.last_start.duration"), sc.prom_name(fs.PHASE_LAST)
-    wb, wt = sc.prom_name("vllm.startup.weights.bytes"), sc.prom_name("vllm.startup.weights.load_time")
-    ready, failed = f'{last}{{vllm_startup_outcome="ready"}}', f'{last}{{vllm_startup_outcome="failed"}}'
-    day, week, six = RANGES["now-24h"], RANGES["now-7d"], RANGES["now-6h"]
-    return [
-        ("fleet/starts per hour by model", f"count by (vllm_model) (max_over_time({last}[1h]))", day),
-        ("fleet/time to ready p95 by model", f"quantile by (vllm_model) (0.95, max_over_time({ready}[24h]))", None),
-        ("fleet/phase p95", "quantile by (vllm_startup_phase, vllm_startup_process_kind) "
-                            f"(0.95, max_over_time({phase}[24h]))", None),
-        ("fleet/phase p95 over time", f"quantile by (vllm_startup_phase) (0.95, max_over_time({phase}[1h]))", day),
-        ("fleet/time to ready p50 cold vs warm over time",
-         f"quantile by (vllm_startup_mode) (0.5, max_over_time({ready}[1h]))", day),
-        ("fleet/slowest starts", f"topk(10, max by (k8s_pod_name, trace_id) (max_over_time({ready}[24h])))", None),
-        ("fleet/failed starts", f"count by (vllm_model, vllm_version) (max_over_time({failed}[24h]))", None),
-        ("fleet/weights GB/s by source", f"sum by (vllm_weights_source) (max_over_time({wb}[24h])) / "
-                                         f"sum by (vllm_weights_source) (max_over_time({wt}[24h])) / 1e9", None),
-        ("compare/phase p95 by version", "quantile by (vllm_version, vllm_startup_phase) "
-                                         f"(0.95, max_over_time({phase}[7d]))", None),
-        ("compare/phase p95 by version over time", "quantile by (vllm_version, vllm_startup_phase) "
-                                                   f"(0.95, max_over_time({phase}[1h]))", week),
-        ("compare/time to ready p95 by version over time",
-         f"quantile by (vllm_version) (0.95, max_over_time({ready}[1h]))", week),
-        ("one-start/phases of one pod's start", "max by (vllm_startup_phase, vllm_startup_process_kind) "
-                                                f'(last_over_time({phase}{{k8s_pod_name="{pod}"}}[6h]))', six),
-        *(("record/phase seconds le=" + le, f'label_replace(count by ({FLEET_BY}, vllm_startup_phase, '
-                  f'vllm_startup_process_kind) ((max_over_time({phase}[1h]) unless '
-                  f'max_over_time({phase}[1h] offset 1h)) <= {le}), "le", "{le}", "", "")', None)
-          for le in fs.PROPOSED_BOUNDS),
-        ("alert/slow start", f"max by (k8s_pod_name, vllm_model) (max_over_time({ready}[5m])) > 600", None),
-        ("alert/failure ratio", f"count by (vllm_model) (max_over_time({failed}[1h])) / "
-                                f"count by (vllm_model) (max_over_time({last}[1h])) > 0.1", None),
-        ("alert/phase regression", "quantile by (vllm_model, vllm_startup_phase) (0.95, max_over_time("
-                                   f"{phase}[1h])) > 2 * quantile by (vllm_model, vllm_startup_phase) "
-                                   f"(0.95, max_over_time({phase}[1d] offset 1h))", None),
-    ]
+def _concrete(expr: str, rng: int, one: dict[str, str]) -> str:
+    """A query as Grafana sends it over a ``rng``-second range: $__range the range, $__interval its step (1 h at
+    least: the stacked panel's minimum interval), $__rate_interval 5 m, the one-start dashboard's variables
+    ``one`` (a start's pod and trace id, as its link from the overview fills them), every other variable All."""
+    windows = {"__range": f"{rng}s", "__interval": f"{max(3600, rng // 1000)}s", "__rate_interval": "5m", **one}
+    return re.sub(r"\$\{?(\w+)(?::\w+)?\}?", lambda m: windows.get(m.group(1), ".*"), expr)
 
 
-def time_queries(base: str, end_s: int, repeat: int, vm: bool, design: str = fs.CURRENT, pod: str = "") -> list[dict]:
+def time_queries(base: str, end_s: int, repeat: int, vm: bool, start: fs.SimStart) -> list[dict]:
     from tqdm import tqdm
 
+    one = {"pod": start.pod, "trace_id": fs.spans_of(start)[0].trace_id}
     out = []
-    todo = queries() if design == fs.CURRENT else proposed_queries(pod)
-    for source, expr, rng in tqdm(todo, desc="queries", unit="query", file=sys.stderr, mininterval=2):
-        params = {"query": expr, "time" if rng is None else "end": str(end_s)}
-        if rng is not None:
-            params |= {"start": str(end_s - rng), "step": str(max(15, rng // 1000))}
-        if vm:
-            params["nocache"] = "1"
-        url = f"{base}/api/v1/{'query' if rng is None else 'query_range'}?{urllib.parse.urlencode(params)}"
+    todo = queries()
+    for source, expr, rng, instant, min_step in tqdm(todo, desc="queries", unit="q", file=sys.stderr, mininterval=2):
+        if source.startswith("variable/"):
+            sel, label = re.fullmatch(r"label_values\((.+), (\w+)\)", expr).groups()
+            params = {"match[]": _concrete(sel, rng, one), "start": str(end_s - rng), "end": str(end_s)}
+            url = f"{base}/api/v1/label/{label}/values?{urllib.parse.urlencode(params)}"
+        else:
+            expr = _concrete(expr, rng, one)
+            params = {"query": expr, "time" if instant else "end": str(end_s)}
+            if not instant:
+                params |= {"start": str(end_s - rng), "step": str(max(min_step, rng // 1000))}  # as Grafana
+            if vm:
+                params["nocache"] = "1"
+            url = f"{base}/api/v1/{'query' if instant else 'query_range'}?{urllib.parse.urlencode(params)}"
         times, series, error = [], 0, ""
         for _ in range(repeat):
             t0 = time.perf_counter()
             try:
                 body = json.loads(http(url, timeout=TIMEOUT_S))
-                series = len(body["data"]["result"])
+                series = len(body["data"]["result"] if isinstance(body["data"], dict) else body["data"])
             except urllib.error.HTTPError as exc:  # a query the store refuses is a result too
                 error = f"{exc.code}: {exc.read()[:300].decode(errors='replace')}"
             except Exception as exc:  # noqa: BLE001 - a timeout is one too
@@ -150,57 +140,98 @@ def time_queries(base: str, end_s: int, repeat: int, vm: bool, design: str = fs.
             times.append(time.perf_counter() - t0)
             if times[-1] > SLOW_S:  # one run that slow says enough
                 break
-        out.append({"source": source, "range_s": rng, "p50_s": statistics.median(times),
+        out.append({"source": source, "range_s": rng, "instant": instant, "p50_s": statistics.median(times),
                     "p95_s": sorted(times)[max(0, round(0.95 * len(times)) - 1)], "series": series, "error": error})
     return out
 
 
+# ---- the recording rules' output ------------------------------------------------------------------------------
+def recorded(starts: list[fs.SimStart], end_s: int, window_s: int) -> Iterator[tuple[dict, list[int], list[float]]]:
+    """Every recording's series over the simulated window (and the hour after the last start)."""
+    from dashboards import recording
+
+    for rec in recording.RECORDINGS:
+        interval = int(recording.INTERVALS[rec.group].removesuffix("m")) * 60
+        yield from fs.recorded_series(starts, rec, interval_s=interval, first_s=end_s - window_s - 3600,
+                                      last_s=end_s + 3600)
+
+
+def import_recorded(base: str, starts: list[fs.SimStart], end_s: int, window_s: int) -> dict:
+    """The recordings into VictoriaMetrics (/api/v1/import, JSON lines), replacing any imported before: series,
+    points and seconds."""
+    from dashboards import recording
+
+    t0 = time.perf_counter()
+    match = urllib.parse.urlencode({"match[]": f'{{__name__=~"({"|".join(recording.LEVELS)}):.+"}}'})
+    http(f"{base}/api/v1/admin/tsdb/delete_series?{match}", b"")
+    series = points = 0
+    lines: list[str] = []
+
+    def post() -> None:
+        http(f"{base}/api/v1/import", "".join(lines).encode())
+        lines.clear()
+
+    for labels, ts, values in recorded(starts, end_s, window_s):
+        lines.append(json.dumps({"metric": labels, "values": values, "timestamps": [t * 1000 for t in ts]}) + "\n")
+        series, points = series + 1, points + len(ts)
+        if len(lines) >= 2000:
+            post()
+    post()
+    http(f"{base}/internal/force_flush")
+    return {"recorded_series": series, "recorded_points": points, "record_s": time.perf_counter() - t0}
+
+
 # ---- VictoriaMetrics over OTLP ------------------------------------------------------------------------------
 def run_vm(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s: int) -> dict:
-    port, data = free_port(), work / "vm"
+    port, data = free_port(), a.store or work / "vm"
     proc = subprocess.Popen([str(PKG_BIN / "victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}",
                              f"-storageDataPath={data}", "-opentelemetry.usePrometheusNaming",
                              "-search.latencyOffset=0s", "-retentionPeriod=100y", "-search.maxUniqueTimeseries=0",
                              "-search.maxQueryDuration=10m"],
                             stdout=open(work / "vm.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
     base = f"http://127.0.0.1:{port}"
+    out: dict = {"store": "victoriametrics (OTLP)"}
     try:
-        wait_until(lambda: _ok(f"{base}/health"), 30, "VictoriaMetrics")
-        gen_s = ingest_s = 0.0
-        sent = 0
-        chunks = [(starts[i:i + a.batch], a) for i in range(0, len(starts), a.batch)]
-        with bar(len(starts), "otlp -> victoriametrics") as pb, multiprocessing.Pool(a.jobs) as pool:
-            for n, body, dt in pool.imap(_otlp_body, chunks):  # generated in workers, in order, while we post
-                t1 = time.perf_counter()
-                http(f"{base}/opentelemetry/v1/metrics", body, {"Content-Type": "application/x-protobuf"})
-                gen_s, ingest_s, sent = gen_s + dt, ingest_s + time.perf_counter() - t1, sent + len(body)
-                pb.update(n)
-        t0 = time.perf_counter()
+        wait_until(lambda: _ok(f"{base}/health"), 120, "VictoriaMetrics")
+        if a.store is None:
+            out |= ingest_vm(base, starts, a)
+        out["startup_series"] = int(json.loads(http(f"{base}/api/v1/series/count"))["data"][0])
         http(f"{base}/internal/force_flush")
-        ingest_s += time.perf_counter() - t0
-        series = int(json.loads(http(f"{base}/api/v1/series/count"))["data"][0])
-        samples = _vm_rows(base)
-        lat = time_queries(base, end_s, a.repeat, vm=True, design=a.design, pod=starts[-1].pod)
+        out["startup_bytes"] = du(data)
+        if not a.no_record:
+            out |= import_recorded(base, starts, end_s - a.samples * a.interval, int(a.window_days * 86400))
+        out["series"] = int(json.loads(http(f"{base}/api/v1/series/count"))["data"][0])
+        ready = [s for s in starts if s.template.outcome == "ready"]
+        out["queries"] = [] if a.no_queries else time_queries(base, end_s, a.repeat, vm=True, start=ready[-1])
     finally:
         proc.terminate()
         proc.wait(60)
-    return {"store": "victoriametrics (OTLP)", "series": series, "rows": samples, "bytes": du(data),
-            "generate_s": gen_s, "ingest_s": ingest_s, "otlp_bytes": sent, "queries": lat}
+    out["bytes"] = du(data)
+    return out
+
+
+def ingest_vm(base: str, starts: list[fs.SimStart], a: argparse.Namespace) -> dict:
+    gen_s = ingest_s = 0.0
+    sent = 0
+    chunks = [(starts[i:i + a.batch], a) for i in range(0, len(starts), a.batch)]
+    with bar(len(starts), "otlp -> victoriametrics") as pb, multiprocessing.Pool(a.jobs) as pool:
+        for n, body, dt in pool.imap(_otlp_body, chunks):  # generated in workers, in order, while we post
+            t1 = time.perf_counter()
+            http(f"{base}/opentelemetry/v1/metrics", body, {"Content-Type": "application/x-protobuf"})
+            gen_s, ingest_s, sent = gen_s + dt, ingest_s + time.perf_counter() - t1, sent + len(body)
+            pb.update(n)
+    t0 = time.perf_counter()
+    http(f"{base}/internal/force_flush")
+    ingest_s += time.perf_counter() - t0
+    return {"rows": _vm_rows(base), "generate_s": gen_s, "ingest_s": ingest_s,
+            "otlp_bytes": sent}
 
 
 def _otlp_body(job: tuple[list[fs.SimStart], argparse.Namespace]) -> tuple[int, bytes, float]:
     chunk, a = job
-    _buckets(a.buckets)
     t0 = time.perf_counter()
-    body = fs.otlp_request(chunk, samples=a.samples, interval_s=a.interval, resource_keep=a.keep, design=a.design)
+    body = fs.otlp_request(chunk, samples=a.samples, interval_s=a.interval)
     return len(chunk), body, time.perf_counter() - t0
-
-
-def _buckets(spec: str | None) -> None:
-    if spec is not None:
-        from vllm_otel_startup import semconv as sc
-
-        sc.DURATION_BUCKETS = tuple(float(b) for b in spec.split(",") if b)  # read at record time by our code
 
 
 def _vm_rows(base: str) -> int:
@@ -231,7 +262,7 @@ def run_prom(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s
     with bar(len(starts), "scrapes -> prometheus (promtool backfill)") as pb:
         for chunk in groups.values():
             t0 = time.perf_counter()
-            lines += fs.openmetrics_file(chunk, om, samples=a.samples, interval_s=a.interval, design=a.design)
+            lines += fs.openmetrics_file(chunk, om, samples=a.samples, interval_s=a.interval)
             t1 = time.perf_counter()
             r = subprocess.run([str(PKG_BIN / "promtool"), "tsdb", "create-blocks-from", "openmetrics", str(om),
                                 str(data)], capture_output=True, text=True)
@@ -243,6 +274,9 @@ def run_prom(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s
     listing = subprocess.run([str(PKG_BIN / "promtool"), "tsdb", "list", str(data)], capture_output=True,
                              text=True, check=True).stdout.splitlines()
     series = sum(int(row.split()[6]) for row in listing[1:] if row.strip())  # per block; a series in two counts twice
+    out = {"startup_series": series, "startup_bytes": du(data)}
+    if not a.no_record:
+        out |= backfill_recorded(starts, work, data, end_s - a.samples * a.interval, int(a.window_days * 86400))
     size = du(data)
     port = free_port()
     proc = subprocess.Popen([str(PKG_BIN / "prometheus"), f"--storage.tsdb.path={data}",
@@ -252,12 +286,43 @@ def run_prom(starts: list[fs.SimStart], work: Path, a: argparse.Namespace, end_s
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _ok(f"{base}/-/ready"), 300, "Prometheus")
-        lat = time_queries(base, end_s, a.repeat, vm=False, design=a.design, pod=starts[-1].pod)
+        ready = [s for s in starts if s.template.outcome == "ready"]
+        lat = [] if a.no_queries else time_queries(base, end_s, a.repeat, vm=False, start=ready[-1])
     finally:
         proc.terminate()
         proc.wait(60)
     return {"store": "prometheus (scrape backfill)", "series": series, "rows": lines, "bytes": size,
-            "generate_s": gen_s, "ingest_s": ingest_s, "queries": lat}
+            "generate_s": gen_s, "ingest_s": ingest_s, "queries": lat, **out}
+
+
+def backfill_recorded(starts: list[fs.SimStart], work: Path, data: Path, end_s: int, window_s: int) -> dict:
+    """The recordings into Prometheus' blocks (promtool backfill, OpenMetrics, one file per recording, written as
+    computed: a week of recorded points does not fit in memory as text)."""
+    t0 = time.perf_counter()
+    series = points = 0
+    om = work / "recorded.om"
+    name, f = None, None
+
+    def backfill() -> None:
+        f.write("# EOF\n")
+        f.close()
+        r = subprocess.run([str(PKG_BIN / "promtool"), "tsdb", "create-blocks-from", "openmetrics", str(om),
+                            str(data)], capture_output=True, text=True)
+        if r.returncode:
+            raise RuntimeError(r.stderr[-2000:])
+
+    for labels, ts, values in recorded(starts, end_s, window_s):
+        if labels["__name__"] != name:
+            if f is not None:
+                backfill()
+            name, f = labels["__name__"], open(om, "w")  # noqa: SIM115 - closed by backfill()
+        body = ",".join(f'{k}="{v}"' for k, v in labels.items() if k != "__name__")
+        f.write("".join(f"{name}{{{body}}} {v:g} {t}\n" for t, v in zip(ts, values, strict=True)))
+        series, points = series + 1, points + len(ts)
+    if f is not None:
+        backfill()
+    om.unlink(missing_ok=True)
+    return {"recorded_series": series, "recorded_points": points, "record_s": time.perf_counter() - t0}
 
 
 def _prom_config(work: Path) -> Path:
@@ -268,18 +333,20 @@ def _prom_config(work: Path) -> Path:
 
 # ---- report -------------------------------------------------------------------------------------------------
 def summary(n: int, r: dict) -> str:
-    q = r["queries"]
+    q = r["queries"] or [{"p50_s": 0.0, "p95_s": 0.0, "source": "-/none", "error": ""}]
     p50 = sorted(x["p50_s"] for x in q)
     worst = max(q, key=lambda x: x["p95_s"])
     errors = sum(bool(x["error"]) for x in q)
-    return (f"| {n:,} | {r['store']} | {r['series']:,} | {r['series'] / n:,.0f} | {r['bytes'] / n:,.0f} | "
-            f"{r['ingest_s']:.1f} | {r['generate_s']:.1f} | {statistics.median(p50) * 1000:.0f} | "
+    return (f"| {n:,} | {r['store']} | {r['startup_series']:,} | {r['startup_series'] / n:,.0f} | "
+            f"{r['startup_bytes'] / n:,.0f} | {r.get('recorded_series', 0):,} | {r['bytes'] / n:,.0f} | "
+            f"{r.get('ingest_s', 0):.1f} | {r.get('generate_s', 0):.1f} | {statistics.median(p50) * 1000:.0f} | "
             f"{max(x['p95_s'] for x in q) * 1000:.0f} ({worst['source'].split('/', 1)[1][:40]}) | "
             f"{sum(x['p95_s'] > 1 for x in q)}/{len(q)} | {errors} |")
 
 
-HEADER = ("| starts | store | series | series/start | bytes/start | ingest s | generate s | "
-          "query p50 median ms | worst query p95 ms | queries > 1 s | errors |\n" + "|---" * 11 + "|")
+HEADER = ("| starts | store | startup series | per start | bytes/start | recorded series | bytes/start with them | "
+          "ingest s | generate s | query p50 median ms | worst query p95 ms | queries > 1 s | errors |\n"
+          + "|---" * 13 + "|")
 
 
 def main() -> int:
@@ -292,18 +359,16 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5, help="runs per query (p50/p95 over them)")
     ap.add_argument("--jobs", type=int, default=1, help="processes generating OTLP requests while one posts")
     ap.add_argument("--batch", type=int, default=50, help="starts per OTLP request")
-    ap.add_argument("--buckets", help="comma-separated histogram bounds instead of semconv.DURATION_BUCKETS")
-    ap.add_argument("--resource-keep", choices=["all", "minimal"], default="all",
-                    help="minimal: only service.name, process kind, worker rank and k8s.* as OTLP resource")
-    ap.add_argument("--design", choices=[fs.CURRENT, fs.PROPOSED], default=fs.CURRENT,
-                    help="proposed: the per-start gauges of docs/results.md, minimal resource, its own queries")
+    ap.add_argument("--end", type=int, help="the newest ready time, unix s (default: now): the same plan again")
+    ap.add_argument("--no-queries", action="store_true", help="ingest only (keep the store with --work)")
+    ap.add_argument("--no-record", action="store_true", help="no recording rules' output (raw series only)")
+    ap.add_argument("--store", type=Path, help="VictoriaMetrics: query this data directory (the same --n and --end "
+                                               "it was ingested with) instead of ingesting")
     ap.add_argument("--work", type=Path, help="keep the stores here (default: a temporary directory)")
     ap.add_argument("--json", type=Path, help="write every figure, every query's latency, here")
     a = ap.parse_args()
-    a.keep = MINIMAL if a.resource_keep == "minimal" or a.design == fs.PROPOSED else None
-    _buckets(a.buckets)
     templates = fs.templates()
-    end_s = int(time.time()) // 60 * 60 - a.samples * a.interval - 60
+    end_s = a.end or int(time.time()) // 60 * 60 - a.samples * a.interval - 60
     results = []
     print(HEADER)
     for n in a.n:
@@ -315,8 +380,7 @@ def main() -> int:
             finally:
                 if a.work is None:
                     shutil.rmtree(work, ignore_errors=True)
-            r |= {"n": n, "design": a.design, "samples": a.samples, "interval_s": a.interval, "buckets": a.buckets,
-                  "resource_keep": a.resource_keep}
+            r |= {"n": n, "end_s": end_s, "samples": a.samples, "interval_s": a.interval}
             results.append(r)
             print(summary(n, r), flush=True)
             if a.json:

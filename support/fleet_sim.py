@@ -31,7 +31,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.observations import Obs, fleet_labels, span_observations, start_observations
+from vllm_otel_startup.agent.observations import fleet_labels, span_observations, start_observations
 from vllm_otel_startup.model.spanmodel import Span
 
 STARTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "starts"
@@ -39,7 +39,6 @@ API_SERVER = "api_server"
 MODELS = [f"{org}/{name}" for org in ("meta-llama", "Qwen", "mistralai", "google", "ibm-granite")
           for name in ("small-1b", "chat-8b", "coder-14b", "instruct-32b", "large-70b")]
 VERSIONS = ("0.26.0", "0.28.1", "0.30.2", "0.31.0", "0.32.0")
-CURRENT, PROPOSED = "current", "proposed"
 SCALES = (0.7, 0.85, 1.0, 1.2, 1.5)  # phase durations x one of these per start (quintiles of lognormal(0, 0.3))
 K8S = ("k8s.cluster.name", "k8s.namespace.name", "k8s.pod.name", "k8s.node.name")
 
@@ -165,11 +164,10 @@ def _sampler(kind: str, gpu: bool) -> Any:
                            take_peaks=lambda: {"process": 1.0, "tree": 1.5, "system": 1.9})
 
 
-def otlp_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iterable[str] | None = None,
-                          design: str = CURRENT) -> list[Any]:
+def otlp_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iterable[str] | None = None
+                          ) -> list[Any]:
     """The start's OTLP ResourceMetrics (protobuf), one per process, as the agent records them at the ready
-    point. ``resource_keep``: only these resource attributes (a design that keeps process identity off);
-    ``design``: ``proposed`` passes the observations through ``proposed()`` first."""
+    point. ``resource_keep``: only these resource attributes (a variant that keeps process identity off)."""
     from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -191,7 +189,7 @@ def otlp_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iter
         observations = span_observations(own, fleet)
         if kind == API_SERVER:
             observations += start_observations(spans, fleet)
-        StartupRecorder(m).record(proposed(observations) if design == PROPOSED else observations)
+        StartupRecorder(m).record(observations)
         data = reader.get_metrics_data()
         provider.shutdown()
         if data is not None:
@@ -227,9 +225,9 @@ def stamp(resource_metrics: list[Any], times_ns: list[int]) -> None:
 _made: dict[tuple, tuple[list[bytes], list[dict[str, Any]], str]] = {}
 
 
-def reused_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iterable[str] | None = None,
-                            design: str = CURRENT) -> list[Any]:
-    """``otlp_resource_metrics``, made once per (template, model, version, scale, design): another start with
+def reused_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iterable[str] | None = None
+                            ) -> list[Any]:
+    """``otlp_resource_metrics``, made once per (template, model, version, scale): another start with
     those gets the same points, with its own identity written over the first one's — the resources (pid,
     service.instance.id, pod, node) and the trace id label — which is all that differs between them (the
     observations depend on durations, fleet labels and span attributes only). Exact, and ~10x cheaper."""
@@ -237,10 +235,10 @@ def reused_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: It
     from opentelemetry.proto.metrics.v1.metrics_pb2 import ResourceMetrics
 
     keep = tuple(resource_keep) if resource_keep is not None else None
-    key = (s.template.name, s.model, s.version, s.scale, design, keep)
+    key = (s.template.name, s.model, s.version, s.scale, keep)
     resources = [own[0].resource for own in processes(spans).values()]
     if key not in _made:
-        made = otlp_resource_metrics(s, spans, resource_keep=keep, design=design)
+        made = otlp_resource_metrics(s, spans, resource_keep=keep)
         if len(made) != len(resources):  # a process without metrics: no reuse for this one
             return made
         _made[key] = ([rm.SerializeToString() for rm in made], resources, spans[0].trace_id)
@@ -265,7 +263,7 @@ def reused_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: It
 
 
 def otlp_request(starts: Iterable[SimStart], *, samples: int, interval_s: int,
-                 resource_keep: Iterable[str] | None = None, design: str = CURRENT, reuse: bool = True) -> bytes:
+                 resource_keep: Iterable[str] | None = None, reuse: bool = True) -> bytes:
     """One ExportMetricsServiceRequest (serialized) holding every process of ``starts``; ``reuse``: through
     ``reused_resource_metrics`` (the same request, made faster)."""
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
@@ -273,7 +271,7 @@ def otlp_request(starts: Iterable[SimStart], *, samples: int, interval_s: int,
     make = reused_resource_metrics if reuse else otlp_resource_metrics
     req = ExportMetricsServiceRequest()
     for s in starts:
-        rms = make(s, spans_of(s), resource_keep=resource_keep, design=design)
+        rms = make(s, spans_of(s), resource_keep=resource_keep)
         stamp(rms, [(s.ready_s + k * interval_s) * 10**9 for k in range(samples)])
         req.resource_metrics.extend(rms)
     return req.SerializeToString()
@@ -286,29 +284,25 @@ def target_labels(s: SimStart) -> dict[str, str]:
             **{sc.prom_label(k): v for k, v in s.identity.items()}}
 
 
-def exposition(s: SimStart, spans: list[Span], design: str = CURRENT) -> str:
+def exposition(s: SimStart, spans: list[Span]) -> str:
     """What the API server's GET /metrics serves of the start (prometheus-client text format 0.0.4)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from vllm_otel_startup.agent.prometheus import StartupCollector, families
+    from vllm_otel_startup.agent.prometheus import StartupCollector
 
     registry = CollectorRegistry(auto_describe=False)
     collector = StartupCollector(lambda: spans, fleet_of(s, spans))
-    if design == PROPOSED:
-        fleet = fleet_of(s, spans)
-        obs = proposed(span_observations(spans, fleet) + start_observations(spans, fleet))
-        collector.collect = lambda: families(obs)  # the collector's own rendering of the proposal's observations
     registry.register(collector)
     return generate_latest(registry).decode()
 
 
-def scrape_samples(s: SimStart, *, samples: int, interval_s: int, design: str = CURRENT) -> Iterator[tuple[str, str]]:
+def scrape_samples(s: SimStart, *, samples: int, interval_s: int) -> Iterator[tuple[str, str]]:
     """(metric name, OpenMetrics sample line with a timestamp in s) of ``samples`` scrapes of the start's /metrics;
     nothing for a failed start."""
     if s.template.outcome != "ready":
         return
     extra = ",".join(f'{k}="{v}"' for k, v in target_labels(s).items())
-    for line in exposition(s, spans_of(s), design).splitlines():
+    for line in exposition(s, spans_of(s)).splitlines():
         if not line or line.startswith("#"):
             continue
         series, value = line.rsplit(" ", 1)
@@ -318,13 +312,12 @@ def scrape_samples(s: SimStart, *, samples: int, interval_s: int, design: str = 
             yield name, f"{body} {value} {s.ready_s + k * interval_s}"
 
 
-def openmetrics_file(starts: Iterable[SimStart], path: Path, *, samples: int, interval_s: int,
-                     design: str = CURRENT) -> int:
+def openmetrics_file(starts: Iterable[SimStart], path: Path, *, samples: int, interval_s: int) -> int:
     """Write the scrapes of ``starts`` for promtool's backfill (series of one metric name together, ``# EOF``);
     the number of sample lines."""
     by_name: dict[str, list[str]] = {}
     for s in starts:
-        for name, line in scrape_samples(s, samples=samples, interval_s=interval_s, design=design):
+        for name, line in scrape_samples(s, samples=samples, interval_s=interval_s):
             by_name.setdefault(name, []).append(line)
     n = 0
     with open(path, "w") as f:
@@ -336,33 +329,91 @@ def openmetrics_file(starts: Iterable[SimStart], path: Path, *, samples: int, in
     return n
 
 
-
-# ---- the proposed design (docs/results.md "A design that scales"), not yet the contract -----------------------
-PHASE_LAST = "vllm.startup.phase.last_duration"
-PROPOSED_METRICS = {PHASE_LAST: ("gauge", "s", (sc.PHASE, sc.PROCESS_KIND),
-                                 "this start's duration of the phase (one series per phase per start)")}
-# Buckets of the proposal's recording rules (fleet level: ``count by (<fleet labels>, phase) (... <= le)``),
-# from the recorded phase durations: 50 ms to 30 min, ~x3 apart
-PROPOSED_BOUNDS = ("0.1", "0.3", "1", "3", "10", "30", "100", "300", "1000", "+Inf")
-# OTLP resource attributes kept as labels: the pod, the process kind (no pid, no service.instance.id)
-PROPOSED_RESOURCE = ("service.name", sc.PROCESS_KIND, sc.WORKER_RANK, *K8S)
-_DROPPED = {"vllm.startup.phase.duration", "vllm.startup.phase.cpu_time", "vllm.startup.phase.disk_read",
-            "vllm.startup.duration"}
+# ---- what the recording rules record over such a fleet (dashboards/recording.py) ---------------------------------
+_SOURCES: dict[tuple, list[tuple[str, dict[str, str], float]]] = {}
 
 
-def proposed(observations: list[Obs]) -> list[Obs]:
-    """The agent's observations as the proposal records them: each phase duration one gauge per start (no
-    buckets: fleet quantiles are taken across starts, ``quantile by (...)`` over ``max_over_time``), no per-phase
-    CPU and disk-read series (they stay span attributes), no time-to-ready histogram (``last_start.duration``
-    already holds it, one series per start); everything else unchanged. Registers the gauge in semconv's tables
-    in this process (what the contract change would do)."""
-    sc.METRICS.update(PROPOSED_METRICS)
-    sc.STARTUP_METRICS.update(PROPOSED_METRICS)
-    out = [o for o in observations if o.metric not in _DROPPED]
-    phases: dict[tuple, Obs] = {}  # a phase run twice in one process (a retried step): its total
-    for o in observations:
-        if o.metric == "vllm.startup.phase.duration":
-            key = tuple(sorted(o.labels.items()))
-            prev = phases.get(key)
-            phases[key] = o._replace(metric=PHASE_LAST, value=o.value + (prev.value if prev else 0.0))
-    return out + list(phases.values())
+def source_series(s: SimStart) -> list[tuple[str, dict[str, str], float]]:
+    """(Prometheus name, labels, value) of the start's startup series as VictoriaMetrics holds them over OTLP,
+    with the labels a recording can keep: the metric's own and fleet labels, the process kind, cluster and
+    namespace (pod, node, pid, instance id, ...: never kept by a recording, left out here)."""
+    key = (s.template.name, s.model, s.version, s.scale)
+    if key not in _SOURCES:
+        spans = spans_of(s)
+        fleet = fleet_of(s, spans)
+        out = []
+        for own in processes(spans).values():
+            kind = str(own[0].resource.get(sc.PROCESS_KIND))
+            observations = span_observations(own, fleet)
+            if kind == API_SERVER:
+                observations += start_observations(spans, fleet)
+            for o in observations:
+                labels = {sc.prom_label(k): v for k, v in {sc.PROCESS_KIND: kind, **o.labels}.items()
+                          if k != sc.TRACE_ID}
+                out.append((sc.prom_name(o.metric), labels, float(o.value)))
+        _SOURCES[key] = out
+    extra = {sc.prom_label(K8S[0]): s.cluster, sc.prom_label(K8S[1]): s.namespace}
+    return [(name, {**labels, **extra}, value) for name, labels, value in _SOURCES[key]]
+
+
+def _quantile(phi: float, values: list[float]) -> float:
+    """PromQL's quantile(): linear interpolation between the closest ranks."""
+    v = sorted(values)
+    rank = phi * (len(v) - 1)
+    lo = int(rank)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (rank - lo)
+
+
+def recorded_series(starts: list[SimStart], recording: Any, *, interval_s: int, first_s: int, last_s: int
+                    ) -> Iterator[tuple[dict[str, str], list[int], list[float]]]:
+    """(labels with __name__, timestamps in s, values) of what ``recording`` (a dashboards.recording.Recording:
+    ``op`` by its ``keep`` labels over the series new in its window) records when evaluated every ``interval_s``
+    from ``first_s`` to ``last_s`` over these starts' series (each first seen at its start's ready time), as
+    vmalert or Prometheus would write it. A start's series is new at an evaluation at ``t`` when its ready time
+    is in (t - window, t]."""
+    import numpy as np
+
+    window = {"m": 60, "h": 3600, "d": 86400}[recording.window[-1]] * int(recording.window[:-1])
+    evals = np.arange(first_s - first_s % interval_s + interval_s, last_s + 1, interval_s)
+    n = len(evals)
+    from array import array
+
+    by_key: dict[tuple, tuple[array, array]] = {}  # compact: ~50 series per start at 100,000 starts
+    bounds = [(b, float(b)) for b in recording.bounds]
+    for s in starts:
+        for name, labels, value in source_series(s):
+            if name != recording.source:
+                continue
+            key = tuple(labels.get(k, "") for k in recording.keep)
+            if recording.op == "bucket":  # every bound of the group, 0 where the value is over it
+                for b, bound in bounds:
+                    readies, vals = by_key.setdefault((*key, b), (array("q"), array("d")))
+                    readies.append(s.ready_s)
+                    vals.append(1.0 if value <= bound else 0.0)
+            else:
+                readies, vals = by_key.setdefault(key, (array("q"), array("d")))
+                readies.append(s.ready_s)
+                vals.append(1.0 if recording.op == "count" else value)
+    names = (*recording.keep, "le") if recording.op == "bucket" else recording.keep
+    for key, (readies, vals) in by_key.items():
+        labels = {"__name__": recording.record, **{k: v for k, v in zip(names, key, strict=True) if v}}
+        r = np.asarray(readies, dtype=np.int64)
+        if recording.op == "p95":
+            order = np.argsort(r, kind="stable")
+            r, x = r[order], np.asarray(vals)[order]
+            lo = np.searchsorted(r, evals - window, side="right")
+            hi = np.searchsorted(r, evals, side="right")
+            ts, out = [], []
+            for k in np.nonzero(hi > lo)[0]:
+                ts.append(int(evals[k]))
+                out.append(_quantile(0.95, list(x[lo[k]:hi[k]])))
+            yield labels, ts, out
+            continue
+        k0 = np.searchsorted(evals, r, side="left")  # first evaluation at or after the ready time
+        k1 = np.searchsorted(evals, r + window, side="left")  # first one the start is out of the window again
+        w = np.asarray(vals)
+        total = np.cumsum(np.bincount(k0, w, n + 1) - np.bincount(k1, w, n + 1))[:n]
+        present = np.cumsum(np.bincount(k0, None, n + 1) - np.bincount(k1, None, n + 1))[:n] > 0
+        idx = np.nonzero(present)[0]
+        yield labels, [int(t) for t in evals[idx]], [float(v) for v in total[idx]]

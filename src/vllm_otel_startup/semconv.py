@@ -295,6 +295,13 @@ STACKED_GROUPS: dict[str, tuple[str, ...]] = {
                   "cudagraph_capture_mode", "gc", "module_import"),
 }
 
+# Phases with a metric (vllm.startup.phase.last_duration, the in-progress phase): what a fleet compares — the
+# stacked breakdown's leaf-level phases, each process's whole phase and the phases alerts budget. The nested detail
+# (compile stages, loader steps, ...) stays in the trace: at ~65 phases a compiled start would cost its store more
+# than 100 series (docs/results.md "Fleet scale").
+METRIC_PHASES: frozenset[str] = frozenset(STACKED_GROUPS["stacked"]) | {
+    "startup", "engine_core_process", "worker_process", "model_inspection", "weights_download", "kv_cache_profile"}
+
 PHASE_GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "waterfall": WATERFALL_GROUPS, "predict": PREDICT_GROUPS, "stacked": STACKED_GROUPS,
 }
@@ -312,23 +319,23 @@ NETWORK_IO_DIRECTION = "network.io.direction"  # receive | transmit (OTel semcon
 CPU_SCOPE = "vllm.startup.cpu.scope"  # process | tree | system
 HW_ID, HW_NAME, HW_VENDOR, HW_TYPE, HW_GPU_TASK = "hw.id", "hw.name", "hw.vendor", "hw.type", "hw.gpu.task"
 
-# Histogram buckets (s): 50 ms to 30 min.
+# Histogram buckets (s), 50 ms to 30 min: the spanmetrics overlay's (deploy/kubernetes/overlays/spanmetrics), which
+# derives per-span histograms in a collector; the agent's own startup metrics have no histogram (one series per fact).
 DURATION_BUCKETS: tuple[float, ...] = (
     0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800,
 )
 
 # name -> (instrument, unit, labels, description)
 # Startup metrics: recorded once per start at each process's ready point, from its startup spans; they
-# carry FLEET_LABELS besides the labels listed. Served over OTLP and on vLLM's own GET /metrics.
+# carry FLEET_LABELS besides the labels listed. Served over OTLP and on vLLM's own GET /metrics. One series per
+# fact and start, no histogram buckets: fleet distributions are counted by the recording rules
+# (dashboards/recording.py), so a start costs its store tens of series, not a thousand (docs/results.md).
 STARTUP_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
-    "vllm.startup.duration": ("histogram", "s", (OUTCOME,),
-                              "whole start: API-server process creation to HTTP accepting (the root span)"),
-    "vllm.startup.phase.duration": ("histogram", "s", (PHASE, PROCESS_KIND),
-                                    "every startup span's duration, by phase and process kind"),
-    "vllm.startup.phase.cpu_time": ("counter", "s", (PHASE, PROCESS_KIND),
-                                    "CPU time the process spent during each startup span"),
-    "vllm.startup.phase.disk_read": ("counter", "By", (PHASE, PROCESS_KIND),
-                                     "bytes the process read from storage during each startup span"),
+    "vllm.startup.phase.last_duration": (
+        "gauge", "s", (PHASE, PROCESS_KIND),
+        "this start's time in each phase of METRIC_PHASES: the phase's spans in one process added up (one series "
+        "per phase, process kind and start; on /metrics, which serves the whole start, the slowest process of the "
+        "kind)"),
     "vllm.startup.starts": ("counter", "{start}", (OUTCOME,), "starts, by outcome (ready, failed or exited)"),
     "vllm.startup.compiles": ("counter", "{compile}", (COMPILE_CACHE_HIT,),
                               "torch.compile runs at startup, by compile-cache hit (true or false)"),
@@ -362,15 +369,15 @@ RESOURCE_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
 # A start in progress: reported by each process from its start until its ready point (then absent), with the
 # fleet labels; the trace id tells a start still running from a finished one (vllm.startup.last_start.duration).
 LIVE_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
-    "vllm.startup.in_progress.elapsed": ("gauge", "s", (PROCESS_KIND, PHASE, TRACE_ID),
-                                         "seconds since this process was created, while it starts, labelled with "
-                                         "its innermost open phase"),
+    "vllm.startup.in_progress.elapsed": ("gauge", "s", (PROCESS_KIND, TRACE_ID),
+                                         "seconds since this process was created, while it starts"),
     "vllm.startup.in_progress.phase_elapsed": ("gauge", "s", (PROCESS_KIND, PHASE, TRACE_ID),
-                                               "seconds this process has been in its innermost open phase"),
-    "vllm.startup.in_progress.remaining": ("gauge", "s", (PHASE, TRACE_ID),
+                                               "seconds this process has been in its innermost open phase with a "
+                                               "metric (METRIC_PHASES; a waiting phase as it is): a new series per "
+                                               "phase, the only in-progress gauge labelled with it"),
+    "vllm.startup.in_progress.remaining": ("gauge", "s", (TRACE_ID,),
                                            "API server: expected seconds to ready from this node's recorded starts "
-                                           "of the same model and configuration (absent without such history); "
-                                           "phase: the start's current phase the estimate is made from"),
+                                           "of the same model and configuration (absent without such history)"),
 }
 METRICS = {**STARTUP_METRICS, **RESOURCE_METRICS, **LIVE_METRICS}
 

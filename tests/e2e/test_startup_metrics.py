@@ -27,31 +27,29 @@ def by_phase(series: list[dict]) -> dict[tuple[str, str], float]:
     return {(s["metric"][PHASE], s["metric"][KIND]): float(s["value"][1]) for s in series}
 
 
-def span_sums(obs) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], int]]:
+def span_totals(obs) -> dict[tuple[str, str], float]:
     total: dict[tuple[str, str], float] = defaultdict(float)
-    count: dict[tuple[str, str], int] = defaultdict(int)
     for s in obs.file_spans():
-        key = (s.attrs[sc.PHASE], s.attrs[sc.PROCESS_KIND])
-        total[key] += s.duration
-        count[key] += 1
-    return total, count
+        if s.attrs.get(sc.PHASE) in sc.METRIC_PHASES:  # the phases with a metric; the rest is trace detail
+            total[(s.attrs[sc.PHASE], s.attrs[sc.PROCESS_KIND])] += s.duration
+    return total
 
 
 @pytest.mark.parametrize("which", ["eager", "compiled_cold"])
-def test_each_phase_duration_is_its_spans_duration_on_both_paths(which, request, backends):
-    """Same numbers, two paths: for every (phase, process kind), the histogram sum and count in
-    VictoriaMetrics (OTLP from the process that ran it) and in Prometheus (the API server's /metrics, fed
-    by the EngineCore's and worker's spool) equal the spans of that phase in the start's trace."""
+def test_each_phase_is_one_series_holding_its_spans_duration_on_both_paths(which, request, backends):
+    """Same numbers, two paths: for every (phase, process kind), one series per start in VictoriaMetrics (OTLP
+    from the process that ran it) and in Prometheus (the API server's /metrics, fed by the EngineCore's and
+    worker's spool), holding the time of that phase's spans in the start's trace (one process per kind here), for
+    every phase of semconv.METRIC_PHASES the start ran."""
     obs = request.getfixturevalue(which)
-    total, count = span_sums(obs)
-    name = sc.prom_name("vllm.startup.phase.duration")
+    total = span_totals(obs)
+    name = sc.prom_name("vllm.startup.phase.last_duration")
     for path, query in (("otlp", vm), ("scrape", prom)):
-        sums = by_phase(query(backends, obs, f"{name}_sum"))
-        counts = by_phase(query(backends, obs, f"{name}_count"))
-        assert set(sums) == set(total), (path, sorted(set(total) ^ set(sums)))
+        series = query(backends, obs, name)
+        values = by_phase(series)
+        assert len(values) == len(series) and set(values) == set(total), (path, sorted(set(total) ^ set(values)))
         for key, seconds in total.items():
-            assert sums[key] == pytest.approx(seconds, abs=1e-6 * count[key]), (path, key)
-            assert counts[key] == count[key], (path, key)
+            assert values[key] == pytest.approx(seconds, abs=1e-6), (path, key)
     kinds = {k for _, k in total}
     assert kinds == {"api_server", "engine_core", "worker"}
 
@@ -59,20 +57,30 @@ def test_each_phase_duration_is_its_spans_duration_on_both_paths(which, request,
 def test_whole_start_duration_outcome_and_trace_link(eager, backends):
     root = eager.root
     for query in (vm, prom):
-        [d] = query(backends, eager, sc.prom_name("vllm.startup.duration") + "_sum")
-        assert float(d["value"][1]) == pytest.approx(root.duration, abs=2e-6)  # the store keeps µs: two ends rounded
-        assert d["metric"][sc.prom_label(sc.OUTCOME)] == "ready"
         [n] = query(backends, eager, sc.prom_name("vllm.startup.starts"))
         assert float(n["value"][1]) == 1 and n["metric"][sc.prom_label(sc.OUTCOME)] == "ready"
         [last] = query(backends, eager, sc.prom_name("vllm.startup.last_start.duration"))
         assert last["metric"][sc.TRACE_ID] == root.trace_id
+        assert last["metric"][sc.prom_label(sc.OUTCOME)] == "ready"
         assert last["metric"][sc.prom_label(sc.WEIGHTS_SOURCE)] == "local_dir"
         assert last["metric"][sc.prom_label(sc.MODEL_INSPECTION_CACHE_HIT)] == "false"
         assert float(last["value"][1]) == pytest.approx(root.duration, abs=2e-6)  # the store keeps µs: two ends rounded
 
 
+@pytest.mark.parametrize("which", ["eager", "compiled_cold"])
+def test_a_start_costs_each_store_at_most_100_series(which, request, backends):
+    """Issue 18's budget on the real stores: every series the start created — startup metrics, resource
+    fingerprint and in-progress gauges of every process over OTLP; the startup metrics on /metrics."""
+    obs = request.getfixturevalue(which)
+    pod = f'k8s_pod_name="{obs.start.name}"'
+    [otlp] = backends.vm_query(f"count(last_over_time({{{pod}}}[1d]))")
+    [scraped] = backends.prom_query(f'count({{__name__=~"vllm_startup_.+", {pod}}})', at=obs.start.scraped_at)
+    phases = len(span_totals(obs))
+    assert phases + 3 <= int(scraped["value"][1]) <= int(otlp["value"][1]) <= 100, (phases, scraped, otlp)
+
+
 def test_fleet_labels_agree_across_processes(eager, backends, tiny_model):
-    series = vm(backends, eager, sc.prom_name("vllm.startup.phase.duration") + "_count")
+    series = vm(backends, eager, sc.prom_name("vllm.startup.phase.last_duration"))
     fleet = {tuple((k, s["metric"].get(sc.prom_label(k), "")) for k in sc.FLEET_LABELS) for s in series}
     assert len(fleet) == 1, fleet  # the EngineCore and worker carry the API server's values
     labels = dict(next(iter(fleet)))

@@ -29,24 +29,14 @@ START_S = 55.0
 Sample = tuple[str, dict[str, str], float]
 
 
-def _histogram(name: str, labels: dict[str, str], seconds: float) -> Iterator[Sample]:
-    yield v.sum_of(name), labels, seconds
-    yield v.count_of(name), labels, 1
-    for le in sc.DURATION_BUCKETS:
-        yield v.bucket(name), {**labels, v.LE: f"{le:g}"}, 1 if seconds <= le else 0
-    yield v.bucket(name), {**labels, v.LE: "+Inf"}, 1
-
-
 def _start(process_labels: dict[str, dict[str, str]]) -> Iterator[Sample]:
     """The startup metrics; ``process_labels``: kind -> the labels that identify that kind's series."""
     for kind, own in process_labels.items():
         labels = {**own, **FLEET}
-        yield from _histogram(v.PHASE_DURATION, {**labels, v.PHASE: ph.PROCESS_PHASE[kind], v.PROCESS_KIND: kind},
-                              START_S - 5)
+        yield v.PHASE_LAST, {**labels, v.PHASE: ph.PROCESS_PHASE[kind], v.PROCESS_KIND: kind}, START_S - 5
         for phase in PHASES_BY_KIND[kind]:
-            yield from _histogram(v.PHASE_DURATION, {**labels, v.PHASE: phase, v.PROCESS_KIND: kind}, 2.0)
+            yield v.PHASE_LAST, {**labels, v.PHASE: phase, v.PROCESS_KIND: kind}, 2.0
     api = {**process_labels[v.API_SERVER], **FLEET}
-    yield from _histogram(v.DURATION, {**api, v.OUTCOME: v.READY}, START_S)
     yield v.STARTS, {**api, v.OUTCOME: v.READY}, 1
     yield v.LAST_START, {**api, v.OUTCOME: v.READY, v.TRACE_ID: "4bf92f3577b34da6a3ce929d0e0e4736",
                          v.COMPILE_CACHE_HIT: "", v.MODEL_INSPECTION_CACHE_HIT: v.FALSE,

@@ -43,17 +43,6 @@ def series(name: str, labels: dict[str, str], value: float, first: int, last: in
     return {"series": f"{name}{{{body}}}", "values": " ".join(tokens)}
 
 
-def histogram(name: str, labels: dict[str, str], observations: list[float], first: int,
-              last: int = MINUTES) -> list[dict]:
-    out = [series(v.sum_of(name), labels, sum(observations), first, last),
-           series(v.count_of(name), labels, len(observations), first, last)]
-    for le in [*sc.DURATION_BUCKETS, float("inf")]:
-        count = sum(1 for o in observations if o <= le)
-        out.append(series(v.bucket(name), {**labels, v.LE: "+Inf" if le == float("inf") else f"{le:g}"}, count,
-                          first, last))
-    return out
-
-
 def last_start(pod: str, trace: str, seconds: float, first: int, outcome: str = v.READY, **labels: str) -> dict:
     return series(v.LAST_START, {**start_labels(pod, **labels), v.OUTCOME: outcome, v.TRACE_ID: trace},
                   seconds, first)
@@ -61,8 +50,8 @@ def last_start(pod: str, trace: str, seconds: float, first: int, outcome: str = 
 
 def phase(pod: str, name: str, seconds: float, first: int, kind: str = v.WORKER, last: int = MINUTES,
           **labels: str) -> list[dict]:
-    return histogram(v.PHASE_DURATION, {**start_labels(pod, **labels), v.PHASE: name, v.PROCESS_KIND: kind},
-                     [seconds], first, last)
+    return [series(v.PHASE_LAST, {**start_labels(pod, **labels), v.PHASE: name, v.PROCESS_KIND: kind}, seconds,
+                   first, last)]
 
 
 def assert_alerts(tmp_path: Path, alert: str, input_series: list[dict], at: int, expected: list[dict[str, str]],
@@ -130,6 +119,14 @@ def test_recording_rules_are_used_and_computed_from_defined_metrics():
         used = generate.ast.used(r.expr)
         assert used.series == {r.source} and r.source in allowed, r.record
         assert set(r.keep) <= allowed[r.source], set(r.keep) - allowed[r.source]
+
+
+def test_every_rule_expression_fits_a_victoriametrics_query():
+    """vmalert sends each expression as a query; VictoriaMetrics refuses one over -search.maxQueryLen (16 KB)."""
+    for path in (generate.RULES, generate.ALERTS):
+        for g in yaml.safe_load(path.read_text())["groups"]:
+            for rule in g["rules"]:
+                assert len(rule["expr"].encode()) <= 16384, rule.get("record") or rule.get("alert")
 
 
 def test_promtool_rejects_a_broken_rule(tmp_path):
@@ -204,20 +201,20 @@ def test_pod_slow_to_ready_ignores_other_containers_and_old_pods(tmp_path):
 # --- our time to ready, per model ---------------------------------------------------------------------------
 
 def test_startup_slow_fires_when_p95_time_to_ready_exceeds_the_budget(tmp_path):
-    slow = histogram(v.DURATION, {**start_labels("p1"), v.OUTCOME: v.READY}, [900], 100)
+    slow = [last_start("p1", "t1", 900, 100)]
     assert_alerts(tmp_path, "VllmStartupSlow", slow, 110, [{v.CLUSTER: "c1", v.MODEL: "m"}])
 
 
 def test_startup_slow_stays_silent_for_fast_starts_and_for_starts_before_the_window(tmp_path):
-    fast = histogram(v.DURATION, {**start_labels("p1"), v.OUTCOME: v.READY}, [120], 100)
-    old_slow = histogram(v.DURATION, {**start_labels("p2", **{v.MODEL: "m2"}), v.OUTCOME: v.READY}, [900], 10)
-    assert_alerts(tmp_path, "VllmStartupSlow", fast + old_slow, 110, [])
+    fast = last_start("p1", "t1", 120, 100)
+    old_slow = last_start("p2", "t2", 900, 10, **{v.MODEL: "m2"})
+    assert_alerts(tmp_path, "VllmStartupSlow", [fast, old_slow], 110, [])
 
 
 def test_startup_slow_uses_per_model_budgets(tmp_path):
     budgets = alerts.Budgets(ready_by_model_s={"big-.*": 1200})
-    starts = (histogram(v.DURATION, {**start_labels("p1", **{v.MODEL: "big-70b"}), v.OUTCOME: v.READY}, [900], 100)
-              + histogram(v.DURATION, {**start_labels("p2", **{v.MODEL: "small"}), v.OUTCOME: v.READY}, [900], 100))
+    starts = [last_start("p1", "t1", 900, 100, **{v.MODEL: "big-70b"}),
+              last_start("p2", "t2", 900, 100, **{v.MODEL: "small"})]
     assert_alerts(tmp_path, "VllmStartupSlow", starts, 110, [{v.CLUSTER: "c1", v.MODEL: "small"}], budgets)
 
 
@@ -261,10 +258,14 @@ def test_phase_over_budget_fires_and_names_the_phase(tmp_path):
     assert_alerts(tmp_path, "VllmStartupPhaseOverBudget", s, 110, [_phase_alert_labels("p1", "torch_compile")])
 
 
-def test_phase_over_budget_averages_parallel_workers(tmp_path):
-    s = histogram(v.PHASE_DURATION, {**start_labels("p1"), v.PHASE: "weights_load", v.PROCESS_KIND: v.WORKER},
-                  [200, 250], 100)  # two tensor-parallel workers in one start: mean 225 s < 300 s
-    assert_alerts(tmp_path, "VllmStartupPhaseOverBudget", s, 110, [])
+def test_phase_over_budget_judges_parallel_workers_by_the_slowest(tmp_path):
+    def workers(*seconds: float) -> list[dict]:  # tensor-parallel workers of one start: one series each (OTLP)
+        return [x for pid, s in enumerate(seconds) for x in phase("p1", "weights_load", s, 100,
+                                                                   **{v.PROCESS_PID: str(300 + pid)})]
+
+    assert_alerts(tmp_path, "VllmStartupPhaseOverBudget", workers(200, 250), 110, [])  # under 300 s
+    assert_alerts(tmp_path, "VllmStartupPhaseOverBudget", workers(200, 350), 110,
+                  [_phase_alert_labels("p1", "weights_load")])
 
 
 def _baseline(n: int, seconds: float) -> list[dict]:
@@ -281,7 +282,15 @@ def test_phase_regressed_stays_silent_within_the_fleets_spread(tmp_path):
     assert_alerts(tmp_path, "VllmStartupPhaseRegressed", s, 210, [])
 
 
-def test_phase_regressed_needs_a_baseline_of_enough_spans(tmp_path):
+def test_phase_regressed_counts_the_baseline_over_the_whole_window(tmp_path):
+    """Five starts 20 minutes apart: never five in one hour, five in the baseline (the recorded hourly counts summed
+    over it)."""
+    spread = [x for i in range(5) for x in phase(f"old{i}", "torch_compile", 40, 10 + 20 * i, last=60 + 20 * i)]
+    s = spread + phase("new", "torch_compile", 100, 200)
+    assert_alerts(tmp_path, "VllmStartupPhaseRegressed", s, 210, [_phase_alert_labels("new", "torch_compile")])
+
+
+def test_phase_regressed_needs_a_baseline_of_enough_starts(tmp_path):
     s = _baseline(3, 40) + phase("new", "torch_compile", 100, 200)
     assert_alerts(tmp_path, "VllmStartupPhaseRegressed", s, 210, [])
 

@@ -25,7 +25,7 @@ def validator() -> jsonschema.Draft7Validator:
 
 
 def _panels(doc: dict) -> list[dict]:
-    return list(queries._panels(doc["panels"]))
+    return list(queries.walk_panels(doc["panels"]))
 
 
 def test_committed_files_match_the_code():

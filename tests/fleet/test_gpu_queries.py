@@ -1,7 +1,9 @@
 """Every dashboard query a GPU start can feed, on a real GPU start's series in a real VictoriaMetrics.
 
-The series are the last point of every metric the recorded H100 start (tests/data/starts/gpu: vLLM 0.26.0,
-8B-shaped, cold) exported over OTLP, as its independent receiver stored them; they are imported the way
+The series are the last point of every resource metric the recorded H100 start (tests/data/starts/gpu: vLLM
+0.26.0, 8B-shaped, cold) exported over OTLP, as its independent receiver stored them, and its startup metrics as
+the agent's code derives them from that start's recorded spans (observations.py, per process as each process
+records them: the recording predates one series per phase and start); they are imported the way
 VictoriaMetrics stores OTLP with -opentelemetry.usePrometheusNaming (the OTLP name by semconv.prom_name,
 attributes and resource attributes as labels). That VM had no Kubernetes: the replay adds the pod identity
 the downward API would have given it (IDENTITY), which is the only thing not recorded. vmalert evaluates the
@@ -27,6 +29,7 @@ from vllm_otel_startup import semconv as sc
 
 RECORDED = (Path(__file__).resolve().parents[1] / "data" / "starts" / "gpu"
             / "h100-llama8b-compiled-cold.metrics.jsonl.gz")
+SPANS = RECORDED.with_name("h100-llama8b-compiled-cold.jsonl.gz")
 IDENTITY = {"k8s_cluster_name": "gpu-cluster", "k8s_namespace_name": "gpu", "k8s_pod_name": "vllm-h100-0",
             "k8s_node_name": "h100-node"}
 FED = frozenset({al.GPU, al.COMPILE, al.COMPILE_MISS, queries.CGROUP})  # what this cold GPU start feeds
@@ -42,22 +45,27 @@ def _fmt(labels: dict[str, str]) -> str:
 
 
 def samples() -> Iterator[tuple[str, dict[str, str], float]]:
-    """(Prometheus name, labels, value) of every recorded series, histograms as _sum, _count and _bucket."""
+    """(Prometheus name, labels, value) of every recorded resource series and of the start's startup metrics."""
+    from vllm_otel_startup.agent.observations import fleet_labels, span_observations, start_observations
+    from vllm_otel_startup.cli import sources
+
     with gzip.open(RECORDED, "rt") as f:
         rows = [json.loads(line) for line in f]
     for row in rows:
-        name, labels = sc.prom_name(row["name"]), _labels(row)
-        if row["kind"] != "histogram":
-            yield name, labels, float(row["value"])
-            continue
-        stem = name.removesuffix("_seconds") + ("_seconds" if name.endswith("_seconds") else "")
-        yield f"{stem}_sum", labels, float(row["value"])
-        yield f"{stem}_count", labels, float(row["count"])
-        cumulative = 0
-        for bound, n in zip([*row["bounds"], "+Inf"], row["buckets"], strict=True):
-            cumulative += int(n)
-            le = bound if isinstance(bound, str) else f"{bound:g}"
-            yield f"{stem}_bucket", {**labels, "le": le}, float(cumulative)
+        if row["name"] in sc.RESOURCE_METRICS:
+            yield sc.prom_name(row["name"]), _labels(row), float(row["value"])
+    spans = sources.one(str(SPANS)).spans
+    fleet = fleet_labels(next(s for s in spans if s.attrs.get(sc.PHASE) == "startup").attrs)
+    by_process: dict[str, list] = {}
+    for s in spans:
+        by_process.setdefault(str(s.resource["service.instance.id"]), []).append(s)
+    for own in by_process.values():
+        resource = {k: v for k, v in own[0].resource.items() if not isinstance(v, list)}
+        observations = span_observations(own, fleet)
+        if resource.get(sc.PROCESS_KIND) == "api_server":
+            observations += start_observations(spans, fleet)
+        for o in observations:
+            yield sc.prom_name(o.metric), _labels({"resource": resource, "attrs": o.labels}), o.value
 
 
 @pytest.fixture(scope="module")

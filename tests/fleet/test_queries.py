@@ -17,7 +17,7 @@ BY_SOURCE = {q.source: q for q in QUERIES}
 def _prometheus_targets() -> list[tuple[str, str, str]]:
     out = []
     for uid, doc in generate.dashboards().items():
-        for panel in queries._panels(doc["panels"]):
+        for panel in queries.walk_panels(doc["panels"]):
             for t in panel.get("targets") or []:
                 if t["datasource"]["type"] == "prometheus":
                     out.append((uid, panel["title"], t["refId"]))
@@ -111,16 +111,22 @@ def test_one_ready_start_answers_most_queries():
     assert any(q.source.startswith("dashboard/vllm-startup-one-start/") for q in answerable)
 
 
-def test_per_hour_panels_and_hour_alerts_read_the_recording_rules_and_range_panels_do_not():
-    """Sliding 1h windows (time series, alerts over Budgets.recent) read recorded series; instant panels over
-    the dashboard's range and per-start alerts read raw series (recording.py says why). ``raw`` is the same
-    query with no recording."""
+def test_fleet_distributions_read_the_recording_rules_and_per_start_questions_do_not():
+    """Quantiles, means and ratios over many starts read recorded series (over the rule's window as they are,
+    over a dashboard's range summed over time); every phase panel does; counts over a range, per-start tables and
+    per-start alerts read the raw series (recording.py says why). ``raw`` is the same query with no recording."""
     from dashboards import recording
 
+    buckets = recording.lookup(v.LAST_START, "bucket", [], [f'{v.OUTCOME}="{v.READY}"'])
     ttr = BY_SOURCE["dashboard/vllm-startup-fleet/Time to ready p50 / p95 / p99/B"]
-    assert ttr.recorded == {recording.Recording(v.bucket(v.DURATION), "sum").record}
+    assert ttr.recorded == {buckets.record} and "sum_over_time" not in ttr.expr
+    over_range = BY_SOURCE["dashboard/vllm-startup-fleet/Time to ready/A"]
+    assert over_range.recorded == {buckets.record} and "sum_over_time" in over_range.expr
     assert BY_SOURCE["alert/VllmStartupSlow"].recorded
-    for source in ("dashboard/vllm-startup-fleet/Time to ready/A", "dashboard/vllm-startup-fleet/Slowest starts/A",
+    for q_ in QUERIES:
+        if v.PHASE_LAST in promql_ast.used(q_.raw).series and q_.source.startswith("dashboard/vllm-startup-"):
+            assert q_.recorded and v.PHASE_LAST not in promql_ast.used(q_.expr).series, q_.source
+    for source in ("dashboard/vllm-startup-fleet/Starts/A", "dashboard/vllm-startup-fleet/Slowest starts/A",
                    "alert/VllmStartupPhaseOverBudget", "alert/VllmStartupCrashLooping"):
         assert not BY_SOURCE[source].recorded and BY_SOURCE[source].raw == BY_SOURCE[source].expr, source
     for q in QUERIES:

@@ -84,7 +84,8 @@ def _wait_recorded(base: str, *, flush: bool = False, timeout: float = 30) -> se
     while True:
         if flush:
             _get(f"{base}/internal/force_flush")
-        have = {r["metric"]["__name__"] for r in _query(base, 'count by (__name__) ({__name__=~"fleet:.+"})')}
+        recorded = f'{{__name__=~"({"|".join(recording.LEVELS)}):.+"}}'
+        have = {r["metric"]["__name__"] for r in _query(base, f"count by (__name__) ({recorded})")}
         if have >= wanted:
             return wanted
         if time.monotonic() > deadline:

@@ -29,7 +29,10 @@ def recorded_from_defined_metrics(groups: list[dict]) -> dict[str, frozenset[str
             for series, labels in used.selectors:
                 assert set(labels) <= BASE[series], rule["record"]
             assert used.labels <= set().union(*(BASE[s] for s in used.series)), rule["record"]
-            assert recorded[rule["record"]] <= set().union(*(BASE[s] for s in used.series)), rule["record"]
+            # a bucket recording adds its bound as le (label_replace): the only label a rule may create
+            assert used.created <= {v.LE}, rule["record"]
+            assert recorded[rule["record"]] <= set().union(*(BASE[s] for s in used.series)) | used.created, \
+                rule["record"]
     return recorded
 
 
@@ -57,7 +60,7 @@ def test_every_query_uses_only_defined_labels(query):
 
 def test_label_replace_only_renames_kube_state_metrics_to_our_identity_names():
     for q in QUERIES:
-        assert promql_ast.used(q.expr).created <= {v.NAMESPACE, v.POD, v.PHASE}, q.source
+        assert promql_ast.used(q.expr).created <= {v.NAMESPACE, v.POD, v.PHASE, v.LE}, q.source
 
 
 def test_recorded_series_are_allowed_only_as_the_rules_file_defines_them():
@@ -77,10 +80,11 @@ def test_recorded_series_are_allowed_only_as_the_rules_file_defines_them():
 
 
 def test_a_query_with_an_unknown_metric_or_label_is_caught():
-    bad = promql_ast.used('sum by (vllm_gpu) (vllm_startup_phase_duration_seconds_sum{vllm_startup_stage="x"})')
+    bad = promql_ast.used('sum by (vllm_gpu) (vllm_startup_phase_last_duration_seconds{vllm_startup_stage="x"})')
     series, labels = bad.selectors[0]
     assert "vllm_startup_stage" not in ALLOWED[series] and "vllm_gpu" not in ALLOWED[series]
     assert "vllm_startup_total_seconds" not in ALLOWED
+    assert "vllm_startup_phase_duration_seconds_bucket" not in ALLOWED  # the per-span histogram is gone
 
 
 def test_template_variable_queries_use_only_defined_names():
@@ -93,7 +97,8 @@ def test_template_variable_queries_use_only_defined_names():
 
 
 def test_every_name_comes_from_the_package_vocabulary():
-    assert v.DURATION == sc.prom_name("vllm.startup.duration") == "vllm_startup_duration_seconds"
+    assert sc.prom_name("vllm.startup.phase.last_duration") == v.PHASE_LAST
+    assert v.PHASE_LAST == "vllm_startup_phase_last_duration_seconds"
     assert set(v.FLEET_LABELS) == {sc.prom_label(x) for x in sc.FLEET_LABELS}
     assert {v.CLUSTER, v.NAMESPACE, v.POD, v.NODE} <= {sc.prom_label(a) for a in K8S_ENV}
     assert v.START_KEYS == (v.CLUSTER, v.NAMESPACE, v.POD)
@@ -132,7 +137,7 @@ def test_alert_budgets_name_real_phases_and_sit_on_bucket_boundaries():
     b = alerts.Budgets()
     assert set(b.phase_s) <= set(sc.PHASES)
     for seconds in [b.ready_s, *b.ready_by_model_s.values()]:
-        assert seconds in sc.DURATION_BUCKETS  # p95 > budget is then exact (alerts.py)
+        assert f"{seconds:g}" in recording.READY_BOUNDS  # p95 > budget is then exact (alerts.py)
 
 
 _TRACEQL_NAMES = re.compile(r"\b(span|resource)\.([a-z0-9_.]+)")

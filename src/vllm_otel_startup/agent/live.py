@@ -43,6 +43,18 @@ LIVE_SUFFIX = ".live"
 _KIND_ORDER = {API_SERVER: 0, "engine_core": 1, "worker": 2}
 
 
+def metric_phase(p: dict[str, Any]) -> tuple[str, float]:
+    """The phase a process's in-progress gauge names, and its elapsed seconds: the innermost open phase that has a
+    metric (semconv.METRIC_PHASES, so the fleet has a usual time for it), or the innermost one when it only waits
+    (stuck-in-phase alerts leave waiting phases out)."""
+    stack = p.get("stack") or []
+    if not (stack and stack[-1].get("waiting")):
+        for e in reversed(stack):
+            if e["phase"] in sc.METRIC_PHASES:
+                return e["phase"], float(e["elapsed_s"])
+    return p["phase"], float(p["phase_elapsed_s"])
+
+
 class Live:
     """This process's start in progress (one per process, owned by the runtime)."""
 
@@ -157,13 +169,14 @@ class Live:
         for p in procs:
             if not p.get("phase"):
                 continue
-            labels = {**fleet, sc.PROCESS_KIND: p["process_kind"], sc.PHASE: p["phase"], sc.TRACE_ID: tid}
+            labels = {**fleet, sc.PROCESS_KIND: p["process_kind"], sc.TRACE_ID: tid}
+            # only the phase gauge carries the phase: a label that changes starts a new series each time
             out.append(("vllm.startup.in_progress.elapsed", float(p["elapsed_s"]), labels))
-            out.append(("vllm.startup.in_progress.phase_elapsed", float(p["phase_elapsed_s"]), labels))
+            phase, seconds = metric_phase(p)
+            out.append(("vllm.startup.in_progress.phase_elapsed", seconds, {**labels, sc.PHASE: phase}))
         est = self.estimate
         if est is not None and self.rt.info.kind == API_SERVER:
-            out.append(("vllm.startup.in_progress.remaining", est.remaining,
-                        {**fleet, sc.PHASE: est.phase, sc.TRACE_ID: tid}))
+            out.append(("vllm.startup.in_progress.remaining", est.remaining, {**fleet, sc.TRACE_ID: tid}))
         return out
 
     def own_series(self) -> list[tuple[str, float, dict[str, str]]]:

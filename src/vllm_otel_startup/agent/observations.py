@@ -11,6 +11,8 @@ from vllm_otel_startup.model.argv import model_name
 from vllm_otel_startup.model.redact import scrub
 from vllm_otel_startup.model.spanmodel import Span
 
+PHASE_LAST = "vllm.startup.phase.last_duration"
+
 
 class Obs(NamedTuple):
     metric: str  # a name of semconv.STARTUP_METRICS
@@ -37,21 +39,28 @@ def fleet_labels(facts: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
+def _process_of(s: Span) -> str:
+    return str(s.resource.get("service.instance.id") or s.resource.get("process.pid") or "")
+
+
 def span_observations(spans: Iterable[Span], fleet: dict[str, str]) -> list[Obs]:
-    """Per-span metrics: phase duration / CPU / disk, compiles, weights, CUDA graphs."""
+    """Per-phase metrics: each metric phase's time (semconv.METRIC_PHASES; its spans in one process added up; of
+    several processes of one kind, the slowest), compiles, weights, CUDA graphs."""
     out: list[Obs] = []
+    totals: dict[tuple[str, str], dict[str, Obs]] = {}  # (phase, kind) -> process -> its total
     for s in spans:
         a = s.attrs
         phase = a.get(sc.PHASE)
         if not phase:
             continue
-        base = {**fleet, sc.PHASE: phase, sc.PROCESS_KIND: label_value(a.get(sc.PROCESS_KIND))}
+        kind = label_value(a.get(sc.PROCESS_KIND))
         ids = (s.trace_id, s.span_id)
-        out.append(Obs("vllm.startup.phase.duration", s.duration, base, *ids))
-        if sc.RES_CPU_TIME in a:
-            out.append(Obs("vllm.startup.phase.cpu_time", float(a[sc.RES_CPU_TIME]), base, *ids))
-        if sc.RES_DISK_READ in a:
-            out.append(Obs("vllm.startup.phase.disk_read", float(a[sc.RES_DISK_READ]), base, *ids))
+        if phase in sc.METRIC_PHASES:
+            per_process = totals.setdefault((phase, kind), {})
+            prev = per_process.get(_process_of(s))
+            per_process[_process_of(s)] = (prev._replace(value=prev.value + s.duration) if prev else
+                                           Obs(PHASE_LAST, s.duration,
+                                               {**fleet, sc.PHASE: phase, sc.PROCESS_KIND: kind}, *ids))
         if phase == "torch_compile":
             hit = {sc.COMPILE_CACHE_HIT: label_value(a.get(sc.COMPILE_CACHE_HIT))}
             out.append(Obs("vllm.startup.compiles", 1, {**fleet, **hit}, *ids))
@@ -66,7 +75,7 @@ def span_observations(spans: Iterable[Span], fleet: dict[str, str]) -> list[Obs]
             out.append(Obs("vllm.startup.weights.load_time", s.duration, src, *ids))
         elif phase == "cudagraph_capture" and sc.CUDAGRAPH_COUNT in a:
             out.append(Obs("vllm.startup.cudagraphs", float(a[sc.CUDAGRAPH_COUNT]), dict(fleet), *ids))
-    return out
+    return [max(per_process.values(), key=lambda o: o.value) for per_process in totals.values()] + out
 
 
 def _compile_hit(spans: list[Span]) -> str:
@@ -94,7 +103,6 @@ def start_observations(spans: list[Span], fleet: dict[str, str]) -> list[Obs]:
         sc.WEIGHTS_SOURCE: _first(spans, "weights_load", sc.WEIGHTS_SOURCE),
     }
     return [
-        Obs("vllm.startup.duration", root.duration, outcome, *ids),
         Obs("vllm.startup.starts", 1, outcome, *ids),
         Obs("vllm.startup.last_start.duration", root.duration, {**outcome, **causes}, *ids),
     ]

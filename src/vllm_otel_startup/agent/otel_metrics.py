@@ -1,5 +1,5 @@
-"""OpenTelemetry metrics: the startup observations recorded at a process's ready point (histograms with
-exemplars pointing at the observed span), and the sampler's resource readings as observable instruments
+"""OpenTelemetry metrics: the startup observations recorded at a process's ready point (counters and gauges,
+with exemplars pointing at the observed span), and the sampler's resource readings as observable instruments
 that report from process start until the sampler stops."""
 
 from __future__ import annotations
@@ -35,10 +35,7 @@ class StartupRecorder:
         inst = self._instruments.get(name)
         if inst is None:
             kind, unit, _, desc = sc.STARTUP_METRICS[name]
-            if kind == "histogram":
-                inst = self.meter.create_histogram(name, unit=unit, description=desc,
-                                                   explicit_bucket_boundaries_advisory=list(sc.DURATION_BUCKETS))
-            elif kind == "counter":
+            if kind == "counter":
                 inst = self.meter.create_counter(name, unit=unit, description=desc)
             else:
                 inst = self.meter.create_gauge(name, unit=unit, description=desc)
@@ -51,9 +48,7 @@ class StartupRecorder:
                 inst = self._instrument(o.metric)
                 ctx = _exemplar_context(o)
                 kind = sc.STARTUP_METRICS[o.metric][0]
-                if kind == "histogram":
-                    inst.record(o.value, o.labels, context=ctx)
-                elif kind == "counter":
+                if kind == "counter":
                     inst.add(o.value, o.labels, context=ctx)
                 else:
                     inst.set(o.value, o.labels, context=ctx)

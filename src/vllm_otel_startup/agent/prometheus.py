@@ -15,11 +15,6 @@ from vllm_otel_startup.model.spanmodel import Span
 _log = logging.getLogger("vllm_otel_startup")
 
 
-def le(bound: float) -> str:
-    """Bucket bounds written as the OTLP-to-Prometheus translation writes them ("1", "2.5", "+Inf")."""
-    return str(int(bound)) if float(bound).is_integer() else repr(float(bound))
-
-
 class StartupCollector:
     """prometheus_client custom collector; ``spans()`` returns the whole start at scrape time."""
 
@@ -40,7 +35,7 @@ class StartupCollector:
 
 
 def families(observations: list[Obs]) -> Iterator[Any]:
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     grouped: dict[str, dict[tuple[tuple[str, str], ...], list[float]]] = {}
     for o in observations:
@@ -50,12 +45,7 @@ def families(observations: list[Obs]) -> Iterator[Any]:
         kind, _, _, desc = sc.STARTUP_METRICS[metric]
         name = sc.prom_name(metric)
         labels = [k for k, _ in next(iter(series))]
-        if kind == "histogram":
-            fam = HistogramMetricFamily(name, desc, labels=labels)
-            for key, values in series.items():
-                buckets = [(le(b), sum(1 for v in values if v <= b)) for b in sc.DURATION_BUCKETS]
-                fam.add_metric([v for _, v in key], buckets + [("+Inf", len(values))], sum(values))
-        elif kind == "counter":
+        if kind == "counter":
             fam = CounterMetricFamily(name, desc, labels=labels)
             for key, values in series.items():
                 fam.add_metric([v for _, v in key], sum(values))
