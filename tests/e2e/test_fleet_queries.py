@@ -176,13 +176,26 @@ def _panel(source: str) -> str:
     return template
 
 
+def _in_namespace(template: str, namespace: str) -> str:
+    """A phase panel's raw form narrowed to one namespace: the recorded phase level keeps no namespace (recording.py),
+    and the session's other starts (faults, loaders, compile-key changes: warm starts that miss the cache) share
+    every label it keeps with the two compiled starts compared here. The raw form answers as the recorded one
+    (test_every_answerable_query_returns_data_with_its_labels, tests/fleet)."""
+    narrowed = template.replace(f"{dq.v.PHASE_LAST}{{", f'{dq.v.PHASE_LAST}{{{dq.v.NAMESPACE}="{namespace}", ')
+    assert narrowed != template, template
+    return narrowed
+
+
+def _raw_panel(source: str) -> str:
+    [query] = [q for q in dq.dashboard_queries(recorded=False) if q.source == source]
+    return query.template
+
+
 def test_compare_dashboard_shows_cold_against_warm_phase_by_phase(stores, tmp_path):
-    """Fleet A = cold starts, B = warm starts (the start mode: phase panels follow the version, device model and
-    mode selections, not the namespace), on the OTLP store: the compare dashboard's phase p50 (over the starts
-    that compiled: every cold one compiled afresh, 31 – 44 s here, every warm one hit the cache, 6 – 18 s) shows
-    torch.compile faster where the compile cache hit, and the fleet overview's mean phase breakdown of each fleet
-    (per start: the eager starts of each side count with no compile) is drawn side by side (VOS_DOCS_PICTURE=path
-    also writes that picture there, for docs/)."""
+    """Fleet A = cold compiled starts, B = warm compiled starts (namespace `compiled`, start mode), on the OTLP
+    store: the compare dashboard's phase p50 shows torch.compile faster where the compile cache hit, and the
+    fleet overview's mean phase breakdown of each fleet is drawn side by side (VOS_DOCS_PICTURE=path also
+    writes that picture there, for docs/). The panels' raw forms, narrowed to the namespace (_in_namespace)."""
     import os
 
     from dashboards.picture import render
@@ -190,20 +203,20 @@ def test_compare_dashboard_shows_cold_against_warm_phase_by_phase(stores, tmp_pa
     backends, _ = stores
     p50 = {}
     for side, ref, mode in (("a", "A", "cold"), ("b", "B", "warm")):
-        expr = _select(_panel(f"dashboard/vllm-startup-compare/Phase durations: A vs B/{ref}"),
-                       {f"{side}_namespace": "compiled", f"{side}_mode": mode})
+        expr = _select(_in_namespace(_raw_panel(f"dashboard/vllm-startup-compare/Phase durations: A vs B/{ref}"),
+                                     "compiled"), {f"{side}_mode": mode})
         p50[side] = {r["metric"][sc.prom_label(sc.PHASE)]: float(r["value"][1]) for r in backends.vm_query(expr)}
     assert "torch_compile" in p50["a"] and "torch_compile" in p50["b"], p50
     assert p50["a"]["torch_compile"] > p50["b"]["torch_compile"] + 5
     means = {}
     for side, mode in (("a", "cold"), ("b", "warm")):
-        expr = _select(_panel("dashboard/vllm-startup-fleet/Mean phase time over the range/A"),
-                       {"namespace": "compiled", "mode": mode})
+        expr = _select(_in_namespace(_raw_panel("dashboard/vllm-startup-fleet/Mean phase time over the range/A"),
+                                     "compiled"), {"mode": mode})
         means[side] = {r["metric"][sc.prom_label(sc.PHASE)]: float(r["value"][1]) for r in backends.vm_query(expr)}
-    assert means["a"]["torch_compile"] > means["b"]["torch_compile"] > 0
+    assert means["a"]["torch_compile"] > means["b"]["torch_compile"] + 5
     assert means["a"]["config"] > 1 > means["b"]["config"]  # the modelinfo cache: inspection subprocess or not
     out = os.environ.get("VOS_DOCS_PICTURE") or str(tmp_path / "compare.png")
-    render(means["a"], means["b"], "cold (empty cache root)", "warm (same cache root)", out,
+    render(means["a"], means["b"], "compiled, cold (empty cache root)", "compiled, warm (same cache root)", out,
            title="vLLM startup, fleet A vs B: mean time per start of each phase (fleet overview's breakdown)")
     assert Path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
