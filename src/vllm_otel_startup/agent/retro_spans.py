@@ -56,14 +56,19 @@ def hand_back(exc_type: type[BaseException]) -> None:
     type, not the instance: vLLM raises a bare ``SystemExit()``). Should it land in our callback again, it is
     caught and handed back again."""
     tid = threading.get_ident()
+    left = threading.Event()  # the hook is done: raising before would land in it, and be ignored there too
 
     def deliver() -> None:
         import ctypes
 
+        left.wait(1.0)
         time.sleep(0.001)  # the GIL comes back to us after the collection, at the main thread's next switch
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(exc_type))
 
-    threading.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True).start()
+    try:
+        threading.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True).start()
+    finally:
+        left.set()
 
 
 def _import_wrapper(original: Any, enter: Any, exit_: Any) -> Any:
