@@ -10,6 +10,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 from . import panels as p
 from . import phases as ph
 from . import promql as q
+from . import recording
 from . import startup_queries as sq
 from . import vocabulary as v
 from .variables import HOUR, INTERVAL, RANGE, fleet_matchers, fleet_variables
@@ -18,8 +19,8 @@ UID = "vllm-startup-fleet"
 TITLE = "vLLM startup: fleet overview"
 TAG = "vllm-startup"
 ONE_START_UID = "vllm-startup-one-start"
-# Time series over recorded series: one point per evaluation is all there is (recording.INTERVALS)
-RECORDED_STEP = "4m"
+# Time series over recorded series: one point per evaluation is all there is
+RECORDED_STEP = recording.INTERVALS[recording.GROUP]
 PHASE_SELECTIONS = ("Phase panels follow only the vLLM version, device model and start mode selections "
                     "(dashboards/recording.py: phase series at every fleet label would cost the store more than the "
                     "starts they summarize).")

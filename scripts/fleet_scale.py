@@ -151,9 +151,8 @@ def recorded(starts: list[fs.SimStart], end_s: int, window_s: int) -> Iterator[t
     from dashboards import recording
 
     for rec in recording.RECORDINGS:
-        interval = int(recording.INTERVALS[rec.group].removesuffix("m")) * 60
-        yield from fs.recorded_series(starts, rec, interval_s=interval, first_s=end_s - window_s - 3600,
-                                      last_s=end_s + 3600)
+        yield from fs.recorded_series(starts, rec, interval_s=_seconds(recording.INTERVALS[rec.group]),
+                                      first_s=end_s - window_s - 3600, last_s=end_s + 3600)
 
 
 def import_recorded(base: str, starts: list[fs.SimStart], end_s: int, window_s: int) -> dict:

@@ -10,6 +10,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 import test_queries_on_stores as base
@@ -123,20 +124,26 @@ def test_both_paths_carry_the_same_startup_series(starts):
     assert otlp == scrape
 
 
-def test_both_stores_take_the_simulated_fleet(starts, tmp_path):
-    few = starts[:6]
-    ready = sum(s.template.outcome == "ready" for s in few)
+def _victoriametrics_holding(starts, tmp_path) -> Iterator[str]:
+    """A real VictoriaMetrics (its URL) holding ``starts`` as the simulator posts them over OTLP."""
     port = base._free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={tmp_path / 'vm'}",
            "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s", "-retentionPeriod=100y"]
-    query = {"query": "count(last_over_time(vllm_startup_starts_total[2d]))", "time": str(END_S + 120)}
     for _ in base._serve(cmd, f"{url}/health"):
-        body = fs.otlp_request(few, samples=2, interval_s=60)
+        body = fs.otlp_request(starts, samples=2, interval_s=60)
         urllib.request.urlopen(urllib.request.Request(f"{url}/opentelemetry/v1/metrics", data=body,  # noqa: S310
                                                       headers={"Content-Type": "application/x-protobuf"}), timeout=60)
         base._get(f"{url}/internal/force_flush")
         time.sleep(0.5)
+        yield url
+
+
+def test_both_stores_take_the_simulated_fleet(starts, tmp_path):
+    few = starts[:6]
+    ready = sum(s.template.outcome == "ready" for s in few)
+    query = {"query": "count(last_over_time(vllm_startup_starts_total[2d]))", "time": str(END_S + 120)}
+    for url in _victoriametrics_holding(few, tmp_path):
         res = json.loads(base._get(f"{url}/api/v1/query?{urllib.parse.urlencode(query)}"))["data"]["result"]
         assert int(res[0]["value"][1]) == len(few)  # failed starts too: one starts series per start
     om = tmp_path / "scrapes.om"
@@ -191,18 +198,9 @@ def test_the_recorded_series_it_computes_are_what_the_rules_record(templates, tm
     from dashboards import recording
 
     few = fs.plan(60, templates, end_s=END_S, window_s=3 * 3600, failed_share=0.1)
-    port = base._free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={tmp_path / 'vm'}",
-           "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s", "-retentionPeriod=100y"]
     times = [t - t % 60 for t in (END_S - 7200, END_S - 3600 + 300, END_S + 60)]  # evaluation times: whole minutes
     checked = 0
-    for _ in base._serve(cmd, f"{url}/health"):
-        body = fs.otlp_request(few, samples=2, interval_s=60)
-        urllib.request.urlopen(urllib.request.Request(f"{url}/opentelemetry/v1/metrics", data=body,  # noqa: S310
-                                                      headers={"Content-Type": "application/x-protobuf"}), timeout=60)
-        base._get(f"{url}/internal/force_flush")
-        time.sleep(0.5)
+    for url in _victoriametrics_holding(few, tmp_path):
         for rec in recording.RECORDINGS:
             computed = {}
             for labels, ts, values in fs.recorded_series(few, rec, interval_s=60, first_s=END_S - 4 * 3600,
