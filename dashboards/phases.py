@@ -45,7 +45,7 @@ CONTAINS: dict[str, tuple[str, ...]] = {
     "model_inspection": ("model_inspection_subprocess", "model_inspection_cache_save"),
     "async_llm_init": ("tokenizer", "engine_client"),
     "engine_client": ("engine_client_init",),
-    "engine_client_init": ("engine_spawn", "engine_wait"),
+    "engine_client_init": ("engine_spawn", "engine_wait", "engine_connect"),
     "engine_wait": ("engine_core_process",),
     "engine_core_process": ("interpreter_start", "imports", "process_entry", "engine_core_init", "hf_config",
                             "model_inspection", "tokenizer"),

@@ -29,7 +29,7 @@ def phases_table() -> str:
         spans = names.get(phase, [])
         native = [n for n in spans if n in NATIVE_SPANS]
         rows.append(f"| `{phase}` | {', '.join(f'`{n}`' for n in spans) or '—'} | {meaning} | "
-                    f"{', '.join(native) if native else 'no (ours on every version)'} |")
+                    f"{', '.join(native) if native else 'no (ours)'} |")
     return "\n".join(rows)
 
 

@@ -12,6 +12,7 @@ import itertools
 import logging
 import os
 import sys
+import time
 import types
 
 import pytest
@@ -46,6 +47,7 @@ POINTS: dict[str, dict] = {
     "ctx": {"span": "torch.compile", "phase": "torch_compile"},
     "enrich": {"span": "", "phase": "weights_load", "probe": "prepare_weights"},
     "once": {"span": "CUDA init", "phase": "cuda_init"},
+    "since": {"span": "Engine connect", "phase": "engine_connect", "since": "Engine handshake"},
 }
 KINDS = sorted(wrappers.BUILDERS)
 
@@ -110,6 +112,8 @@ def patched(st, kind: str, is_async: bool):
     mod = types.ModuleType(name)
     mod.target = raw = make_target(kind, is_async)
     point = PatchPoint(f"{name}:target", process="any", hook=kind, **POINTS[kind])
+    if point.since:  # the span it starts from ended in this process: (start, end, name, id, parent id, phase)
+        st.rt.local.append((time.time_ns(), time.time_ns(), point.since, 1, None, "engine_wait"))
     st.installer.apply(mod, [point])
     assert st.installer.status[point.target] == "applied"
     assert mod.target is not raw and mod.target.__wrapped__ is raw
@@ -261,6 +265,7 @@ NEEDS = {
     "ctx": {"Hook.live", "trace.get_current_span", "Tracer.start_span", "context.attach", "Span.end"},
     "enrich": {"Hook.live", "Probes.after_call"},
     "once": {"Hook.live", "time.time_ns", "Tracer.start_span", "Span.end"},
+    "since": {"Hook.live", "time.time_ns", "Tracer.start_span", "Span.end"},
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import time
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.process import ENV_KIND, ENV_PARENT
@@ -66,6 +67,33 @@ def test_new_release_tokenizer_is_renderer(start):
     s = start("api_server", "0.33.0")
     call("vllm.renderers.registry:renderer_from_config")
     assert [sp.attributes[sc.PHASE] for sp in s.spans("Tokenizer init")] == ["tokenizer"]
+
+
+def test_old_release_names_the_engine_connect_after_the_handshake(start):
+    # vLLM < 0.17 binds the client's input socket only after READY: the time until the EngineCore's first message
+    # (ZMQ's reconnect interval) is a span of its own, from the handshake's end to the engine monitor's start
+    s = start("api_server", "0.15.1")
+    call("vllm.v1.engine.utils:wait_for_engine_startup")
+    time.sleep(0.02)
+    call("vllm.v1.engine.core_client:MPClient.start_engine_core_monitor")
+    [wait], [connect] = s.spans("Engine handshake"), s.spans("Engine connect")
+    assert connect.start_time == wait.end_time and connect.end_time - connect.start_time >= 20_000_000
+    assert connect.attributes[sc.PHASE] == "engine_connect" and sc.WAITING not in connect.attributes
+    assert connect.attributes[sc.PROCESS_KIND] == "api_server"
+
+
+def test_engine_connect_needs_a_handshake_that_ended_in_this_process(start):
+    s = start("api_server", "0.15.1")
+    call("vllm.v1.engine.core_client:MPClient.start_engine_core_monitor")  # no handshake ended here: nothing
+    assert s.spans("Engine connect") == []
+
+
+def test_new_release_has_no_engine_connect_span(start):
+    s = start("api_server", "0.17.0")
+    call("vllm.v1.engine.utils:wait_for_engine_startup")
+    call("vllm.v1.engine.core_client:MPClient.start_engine_core_monitor")
+    assert s.spans("Engine connect") == []
+    assert s.installer.status["vllm.v1.engine.core_client:MPClient.start_engine_core_monitor"] == "out_of_range"
 
 
 def test_missing_target_is_logged_once_recorded_and_never_raised(start, caplog):

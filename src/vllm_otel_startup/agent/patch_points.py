@@ -15,6 +15,8 @@ Hook kinds:
   ctx       span around a context manager returned by the call (enter to exit)
   enrich    no span: a cause probe (causes.py) records attributes for the named phase
   once      span around the first call in this process only (then the original is put back)
+  since     no span around the call: a span from the end of this process's last ``since`` span to the call's
+            start (vLLM's inline work between two calls that no function of its own names)
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from vllm_otel_startup import semconv as sc
 
 API, CORE, WORKER, ANY = "api_server", "engine_core", "worker", "any"
-HOOKS = frozenset({"span", "spawn", "ready", "guard", "marker", "cli_main", "ctx", "enrich", "once"})
+HOOKS = frozenset({"span", "spawn", "ready", "guard", "marker", "cli_main", "ctx", "enrich", "once", "since"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class PatchPoint:
     segment: str | None = None  # marker: name of the segment that starts here
     probe: str | None = None  # causes.py probe name
     ends: str | None = None  # ready: the process kind whose startup this call's return ends
+    since: str | None = None  # since: the span whose end starts this row's span
 
     @property
     def module(self) -> str:
@@ -103,6 +106,11 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P("vllm.v1.engine.utils:CoreEngineProcManager.__init__", "Engine spawn", "engine_spawn", API,
       hook="spawn", child=CORE),
     P("vllm.v1.engine.utils:wait_for_engine_startup", "Engine handshake", "engine_wait", API, waiting=True),
+    # before 0.17 MPClient binds its input socket only after the handshake: the EngineCore's DEALER, connecting
+    # as soon as it sent READY, finds no listener and ZMQ retries it after its reconnect interval (~0.1-0.2 s of
+    # the start, measured on 0.15.1); 0.17+ binds before spawning the engine
+    P("vllm.v1.engine.core_client:MPClient.start_engine_core_monitor", "Engine connect", "engine_connect", API,
+      "<0.17", "since", since="Engine handshake"),
     P(f"{_OAS}:build_app", "Build app", "app_build", API, "<0.29"),
     P(f"{_LAUNCH}.app:build_app", "Build app", "app_build", API, ">=0.29"),
     P(f"{_OAS}:init_app_state", "Init app state", "app_state", API, "<0.29"),

@@ -219,6 +219,19 @@ def _marker(h: Hook) -> Steps:
     return Steps(before=(close_segment,))
 
 
+def _since(h: Hook) -> Steps:
+    """vLLM's inline work since the row's ``since`` span ended in this process, as a span made when the call
+    comes (a child of what is current there); none where that span never ended here."""
+    def record(h: Hook, c: Call) -> None:
+        if not h.live:
+            return
+        now = time.time_ns()
+        ends = [end for _, end, name, *_ in list(h.rt.local) if name == h.point.since and end <= now]
+        if ends:
+            h.tracer.start_span(h.point.span, start_time=max(ends)).end(end_time=now)
+    return Steps(before=(record,))
+
+
 def _cli_main(h: Hook) -> Steps:
     """A failure escaping vLLM's CLI fails the start; a CLI that returns before ready has exited."""
     def failed(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
@@ -320,6 +333,7 @@ BUILDERS: dict[str, Callable[[Hook], Steps]] = {
     "ctx": _ctx,
     "enrich": _enrich,
     "once": _once,
+    "since": _since,
 }
 
 
