@@ -271,10 +271,9 @@ PREDICT_GROUPS: dict[str, tuple[str, ...]] = {
                   "executor_init", "structured_output_init", "scheduler_init", "worker_spawn", "worker_wait",
                   "worker_init", "device_init", "cuda_init", "distributed_init", "process_group_init",
                   "model_parallel_init", "model_runner_init", "model_load", "model_loader", "model_state_init",
-                  "sampler_init", "profile_run",
-                  "compiled_first_run", "sampler_warmup", "cudagraph_memory_profile", "torch_compile_stage",
-                  "aot_save", "kernel_autotune", "jit_warmup", "inductor_lazy_init", "cudagraph_capture_mode", "gc",
-                  "module_import"),
+                  "sampler_init", "profile_run", "compiled_first_run", "sampler_warmup", "cudagraph_memory_profile",
+                  "torch_compile_stage", "aot_save", "kernel_autotune", "jit_warmup", "inductor_lazy_init",
+                  "cudagraph_capture_mode", "gc", "module_import"),
 }
 
 # The dashboards' stacked breakdown: leaf-level phases that never overlap on one start's critical path, in

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import Span as SdkSpan
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import guard, hooks, wrappers
-from vllm_otel_startup.agent.patch_points import PatchPoint
+from vllm_otel_startup.agent.patch_points import SPAN_PHASES, PatchPoint
 from vllm_otel_startup.agent.process import SPAWN_ENV
 
 RESULT = object()  # what vLLM's function returns
@@ -113,7 +113,7 @@ def patched(st, kind: str, is_async: bool):
     mod.target = raw = make_target(kind, is_async)
     point = PatchPoint(f"{name}:target", process="any", hook=kind, **POINTS[kind])
     if point.since:  # the span it starts from ended in this process: (start, end, name, id, parent id, phase)
-        st.rt.local.append((time.time_ns(), time.time_ns(), point.since, 1, None, "engine_wait"))
+        st.rt.local.append((time.time_ns(), time.time_ns(), point.since, 1, None, SPAN_PHASES[point.since]))
     st.installer.apply(mod, [point])
     assert st.installer.status[point.target] == "applied"
     assert mod.target is not raw and mod.target.__wrapped__ is raw
