@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from support.start_pool import SLOTS, label
 from vllm_otel_startup.cli.report import Span
 
 E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e"))
@@ -289,9 +290,17 @@ class Start:
     name: str = ""  # k8s.pod.name resource attribute: selects this start's metric series
     namespace: str = "vllm"  # k8s.namespace.name: a fleet
     scraped_at: float | None = None  # when Prometheus scraped its /metrics (unix s)
+    ended_ns: int = 0  # when the server had stopped: spawn -> ended is the start's cost to the suite
 
 
-def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
+def serve(*args, **kwargs) -> Start:
+    """:func:`start`, in one of the suite's start slots: at most VOS_PARALLEL_STARTS starts run at once
+    (support/start_pool.py)."""
+    with SLOTS.one():
+        return start(*args, **kwargs)
+
+
+def start(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
           name: str | None = None, namespace: str = "vllm", on_start=None, on_ready=None,
@@ -344,25 +353,27 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
         finally:
             # SIGTERM to the API server alone stops the whole tree cleanly (vllm-on-cpu.md).
             _stop(proc, signal.SIGTERM, timeout=60)
-    _ledger(name, args, instrument, spawn_ns, ready_ns, proc.returncode)
+    ended_ns = time.time_ns()
+    _ledger(name, args, instrument, spawn_ns, ready_ns, ended_ns, proc.returncode)
     if expect_ready and ready_ns is None:
         raise AssertionError(f"vllm serve did not become ready; log:\n{log_path.read_text()[-4000:]}")
     return Start(proc.pid, spawn_ns, ready_ns, proc.returncode, log_path.read_text(errors="replace"), files,
-                 name, namespace, scraped_at)
+                 name, namespace, scraped_at, ended_ns)
 
 
 LEDGER_ENV = "VOS_START_LEDGER"  # tests/run.sh: every real start of the run, a JSON line each (support/run_summary.py)
 
 
-def _ledger(name: str, args, instrument: bool, spawn_ns: int, ready_ns: int | None, returncode: int | None) -> None:
-    """One line per real `vllm serve` the suite made: which test, how long to ready, how long in all."""
+def _ledger(name: str, args, instrument: bool, spawn_ns: int, ready_ns: int | None, ended_ns: int,
+            returncode: int | None) -> None:
+    """One line per real `vllm serve` the suite made: which test (or pool job), how long to ready, how long in all."""
     path = os.environ.get(LEDGER_ENV)
     if not path:
         return
-    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    test = label() or os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
     row = {"test": test, "name": name, "args": list(args), "instrumented": instrument,
            "ready_s": round((ready_ns - spawn_ns) / 1e9, 2) if ready_ns else None,
-           "wall_s": round((time.time_ns() - spawn_ns) / 1e9, 2), "returncode": returncode}
+           "wall_s": round((ended_ns - spawn_ns) / 1e9, 2), "returncode": returncode}
     with open(path, "a") as f:
         f.write(json.dumps(row) + "\n")
 

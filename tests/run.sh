@@ -21,7 +21,9 @@ step "bootstrap compat" bash tests/compat/bootstrap.sh >/dev/null
 V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"
 step "ruff" "$V/bin/python" -m ruff check src tests scripts dashboards support
 JUNIT=$(mktemp -t vos-junit.XXXXXX.xml)
-export VOS_START_LEDGER; VOS_START_LEDGER=$(mktemp -t vos-starts.XXXXXX.jsonl)
+# (a VOS_START_LEDGER of the caller's is kept: its starts, a line each)
+KEEP_LEDGER=${VOS_START_LEDGER:+1}
+export VOS_START_LEDGER="${VOS_START_LEDGER:-$(mktemp -t vos-starts.XXXXXX.jsonl)}"
 rc=0
 t0=$SECONDS
 "$V/bin/python" -m pytest -rA -v --junitxml="$JUNIT" "${@:-tests}" || rc=$?
@@ -29,5 +31,6 @@ echo "pytest $((SECONDS - t0))" >> "$STEPS"
 "$V/bin/python" -m support.run_summary "$JUNIT" "$STEPS" "$VOS_START_LEDGER"
 # why each test failed, last: a log cut to its tail keeps it (support/failure_digest.py)
 [ "$rc" = 0 ] || "$V/bin/python" -m support.failure_digest "$JUNIT"
-rm -f "$JUNIT" "$STEPS" "$VOS_START_LEDGER"
+rm -f "$JUNIT" "$STEPS"
+[ -n "$KEEP_LEDGER" ] || rm -f "$VOS_START_LEDGER"
 exit "$rc"

@@ -2,18 +2,20 @@
 each in the environment tests/compat/bootstrap.sh built for that release (0.32.0: the e2e environment), exporting
 into one set of real backends of this module's own (namespace ``compat``), so one dashboard query sees them all.
 
-A start runs on first use and is shared by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts
+Every start the selected tests read is queued when the tier begins (support/start_pool.py runs several at once) and
+is shared by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts
 showed to tests/data/compat-results.json (scripts/gen_docs.py renders docs/telemetry.md's version table from it);
 ``VOS_E2E_LOCK=/path`` takes that file lock for the starts (machines shared with other suites).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,7 @@ sys.path.insert(0, str(REPO))  # support/
 import compat_facts as cf  # noqa: E402
 
 from support import ci, harness  # noqa: E402
+from support.start_pool import SLOTS, StartPool  # noqa: E402
 from vllm_otel_startup.model.spanmodel import parse_otlp  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -100,30 +103,57 @@ def compat_model(compat_workdir) -> Path:
     return out
 
 
+def wanted(items) -> list[tuple[str, str]]:
+    """The (release, mode) starts the selected tier tests read: a test of one start, or the cross-release test of a
+    mode (every release); compiled starts first (the longest)."""
+    keys: set[tuple[str, str]] = set()
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if Path(str(item.fspath)).parent != Path(__file__).parent or "mode" not in params:
+            continue
+        releases = [params["release"]] if "release" in params else cf.RELEASES
+        keys |= {(r, params["mode"]) for r in releases}
+    return sorted(keys, key=lambda k: (k[1] != "compiled", cf.RELEASES.index(k[0])))
+
+
 @pytest.fixture(scope="module")
-def compat(compat_backends, compat_model, compat_workdir):
-    """``compat(release, mode)``: that start, observed (run on first use). Records the results at teardown."""
-    seen: dict[tuple[str, str], Observed] = {}
+def compat(request, compat_backends, compat_model, compat_workdir):
+    """``compat(release, mode)``: that start, observed. Every start the selected tests read is queued at once in a
+    start pool (support/start_pool.py: several at a time); with ``VOS_COMPAT_RECORD=1`` each runs with the machine to
+    itself (its timings are recorded). Records the results at teardown."""
     lock = _Lock()
+    lock.take()
+    recording = os.environ.get("VOS_COMPAT_RECORD") == "1"
+    pool = StartPool("tests/compat/conftest.py")
+
+    def run(release: str, mode: str) -> Observed:
+        venv = venv_of(release)
+        cache = compat_workdir / f"{release}-{mode}"
+        with SLOTS.alone() if recording else contextlib.nullcontext():
+            start = harness.serve(compat_model, cache, compat_backends, venv=venv,
+                                  namespace=f"{cf.NAMESPACE}-{mode}", name=f"compat-{release}-{mode}",
+                                  args=cf.MODES[mode])
+        first = compat_backends.trace_of_root(start.pid)
+        path = start.trace_file_dir / f"{first[0].trace_id}.jsonl"
+        written = sum(len(parse_otlp(json.loads(x))) for x in path.read_text().splitlines() if x.strip())
+        obs = Observed(release, mode, start, compat_backends.trace_of_root(start.pid, expect=written))
+        obs.wall_s = (start.ended_ns - start.spawn_ns) / 1e9  # launch -> ready -> scraped -> stopped: its CI cost
+        return obs
+
+    queued = {key: pool.ahead(key, functools.partial(run, *key)) for key in wanted(request.session.items)}
 
     def get(release: str, mode: str) -> Observed:
         key = (release, mode)
-        if key not in seen:
-            venv = venv_of(release)
-            cache = compat_workdir / f"{release}-{mode}"
-            lock.take()
-            t0 = time.monotonic()
-            start = harness.serve(compat_model, cache, compat_backends, venv=venv, namespace=f"{cf.NAMESPACE}-{mode}",
-                                  name=f"compat-{release}-{mode}", args=cf.MODES[mode])
-            wall = time.monotonic() - t0  # launch -> ready -> scraped -> stopped: this start's CI cost
-            first = compat_backends.trace_of_root(start.pid)
-            path = start.trace_file_dir / f"{first[0].trace_id}.jsonl"
-            written = sum(len(parse_otlp(json.loads(x))) for x in path.read_text().splitlines() if x.strip())
-            seen[key] = Observed(release, mode, start, compat_backends.trace_of_root(start.pid, expect=written))
-            seen[key].wall_s = wall
-        return seen[key]
+        later = queued.get(key) or pool.ahead(key, functools.partial(run, *key))
+        queued[key] = later
+        return later.result()
 
     yield get
+    pool.close()
     lock.release()
-    if os.environ.get("VOS_COMPAT_RECORD") == "1" and seen:
-        cf.record(RESULTS, [cf.facts(o, venv_of(o.release)) for o in seen.values()])
+    seen = []
+    for later in queued.values():
+        with contextlib.suppress(Exception, pytest.skip.Exception, pytest.fail.Exception):  # its tests said why
+            seen.append(later.result())
+    if recording and seen:
+        cf.record(RESULTS, [cf.facts(o, venv_of(o.release)) for o in seen])

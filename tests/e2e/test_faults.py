@@ -10,10 +10,16 @@ ready point from the caller's side. The agent's own DEBUG line ("ready-point wai
 cross-checked against it.
 
 The misbehaving collectors are stand-ins (tests/e2e/faults.py): a real one cannot be told to fail on purpose.
+
+Every case's start is queued when the module begins (``cases``: support/start_pool.py runs them beside the suite's
+other starts) and each test asserts on its own case. The bounded waits hold under a busy machine (the probe takes the
+machine's share out); the recorded timings are the machine's at that moment: with $VOS_FAULT_REPORT set, for
+docs/results.md, every case runs with the machine to itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,6 +27,8 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import faults
@@ -29,6 +37,7 @@ import pytest
 import ready_probe
 
 from support import harness
+from support.start_pool import SLOTS, Later
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.cli import report
@@ -57,6 +66,8 @@ WAIT_MS = 1e3 * settings.seconds_from_ms(settings.FLUSH_MS, {})  # the documente
 class Run:
     def __init__(self, case: str, start: harness.Start, probe: Path) -> None:
         self.case, self.start = case, start
+        self.requests: int | None = None  # export attempts a stand-in collector saw
+        self.killed: dict = {}  # the worker the case killed
         found = WAIT.findall(start.log)
         self.self_reported = {kind: float(ms) for kind, ms, _ in found}  # the agent's own DEBUG print
         self.exported_in_wait = {kind: done == "done" for kind, _, done in found}
@@ -120,6 +131,42 @@ def fault_cache(workdir, tiny_model, backends):
         Path(report_path).write_text(json.dumps(RESULTS, indent=1))
 
 
+@dataclass
+class Ctx:
+    """What a case's start needs (set up in pytest's thread, used in the pool's)."""
+
+    cache: Path
+    model: Path
+    backends: harness.Backends
+    probe_path: Path
+    workdir: Path
+
+
+CASES: dict[str, Callable[[Ctx], object]] = {}  # case -> its start(s), in the order they are queued
+
+
+def case(name: str):
+    def register(make: Callable[[Ctx], object]) -> Callable[[Ctx], object]:
+        CASES[name] = make
+        return make
+    return register
+
+
+@pytest.fixture(scope="module")
+def cases(fault_cache, tiny_model, backends, probe_path, workdir, starts) -> dict[str, Later]:
+    """Every case's start, queued (after the warm-up) in the suite's start pool."""
+    ctx = Ctx(fault_cache, tiny_model, backends, probe_path, workdir)
+    recording = bool(os.environ.get("VOS_FAULT_REPORT"))  # the machine to itself: timings for docs/results.md
+
+    def make(run: Callable[[Ctx], object]) -> Callable[[], object]:
+        def alone_or_not() -> object:
+            with SLOTS.alone() if recording else contextlib.nullcontext():
+                return run(ctx)
+        return alone_or_not
+
+    return {name: starts.ahead(("faults", name), make(run)) for name, run in CASES.items()}
+
+
 @pytest.fixture(scope="module")
 def probe_path(workdir) -> Path:
     return ready_probe.install_dir(workdir / "ready-probe")
@@ -164,8 +211,13 @@ def assert_complete_locally(run: Run) -> None:
 
 
 # ---- 1-3: the collector down, blackholed, slow, failing ------------------------------------------------------
-def test_healthy_collector_baseline(fault_cache, tiny_model, backends, probe_path):
-    run = serve("healthy collector", tiny_model, fault_cache, probe_path, backends=backends)
+@case("healthy collector")
+def _healthy(c: Ctx) -> Run:
+    return serve("healthy collector", c.model, c.cache, c.probe_path, backends=c.backends)
+
+
+def test_healthy_collector_baseline(cases, backends):
+    run = cases["healthy collector"].result()
     assert run.seconds
     run.assert_waits_bounded()
     assert_complete_locally(run)
@@ -181,42 +233,64 @@ COLLECTORS = {
 }
 
 
-@pytest.mark.parametrize("case", list(COLLECTORS))
-def test_a_collector_fault_never_delays_ready_and_loses_nothing_locally(case, fault_cache, tiny_model, probe_path):
-    port, server, protocol = COLLECTORS[case]()
-    try:
-        run = serve(case, tiny_model, fault_cache, probe_path, env=otlp(port, protocol))
-    finally:
-        if server is not None:
-            server.close()
+def _collector_case(name: str) -> None:
+    @case(name)
+    def run(c: Ctx) -> Run:
+        port, server, protocol = COLLECTORS[name]()
+        try:
+            r = serve(name, c.model, c.cache, c.probe_path, env=otlp(port, protocol))
+        finally:
+            if server is not None:
+                server.close()
+        r.requests = getattr(server, "requests", None)  # export attempts the stand-in saw
+        return r
+
+
+for _name in COLLECTORS:
+    _collector_case(_name)
+
+
+@pytest.mark.parametrize("name", list(COLLECTORS))
+def test_a_collector_fault_never_delays_ready_and_loses_nothing_locally(name, cases):
+    run = cases[name].result()
     assert run.start.ready_ns is not None
     # the only time the fault can cost the start: our bounded waits at the three ready points
     run.assert_waits_bounded()
     assert_complete_locally(run)
-    if server is not None and hasattr(server, "requests"):
-        assert server.requests > 0  # the export was attempted, in the background
+    if run.requests is not None:
+        assert run.requests > 0  # the export was attempted, in the background
 
 
 # ---- 4: failing starts fail exactly as without us --------------------------------------------------------
-def test_unknown_flag_fails_exactly_as_without_us(fault_cache, tiny_model, backends, probe_path):
-    plain = harness.serve(tiny_model, fault_cache, None, args=["--no-such-flag"], instrument=False,
-                          expect_ready=False, timeout=120)
-    run = serve("unknown flag", tiny_model, fault_cache, probe_path, backends=backends, args=["--no-such-flag"],
-                expect_ready=False, timeout=120)
+@case("unknown flag")
+def _unknown_flag(c: Ctx) -> tuple[harness.Start, Run]:
+    plain = harness.serve(c.model, c.cache, None, args=["--no-such-flag"], instrument=False, expect_ready=False,
+                          timeout=120)
+    return plain, serve("unknown flag", c.model, c.cache, c.probe_path, backends=c.backends,
+                        args=["--no-such-flag"], expect_ready=False, timeout=120)
+
+
+def test_unknown_flag_fails_exactly_as_without_us(cases):
+    plain, run = cases["unknown flag"].result()
     assert run.start.returncode == plain.returncode == 2
     assert "unrecognized arguments: --no-such-flag" in run.start.log
     [root] = run.named(sc.ROOT_SPAN)
     assert root.attrs[sc.OUTCOME] == "failed" and root.status == 2
 
 
-def test_a_model_that_fails_while_loading(fault_cache, tiny_model, backends, workdir, probe_path):
-    broken = workdir / "broken-model"
-    shutil.copytree(tiny_model, broken, dirs_exist_ok=True)
+@case("model fails while loading")
+def _broken_model(c: Ctx) -> tuple[harness.Start, Run]:
+    broken = c.workdir / "broken-model"
+    shutil.copytree(c.model, broken, dirs_exist_ok=True)
     weights = broken / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # truncated in the middle
-    plain = harness.serve(broken, fault_cache, None, instrument=False, expect_ready=False, timeout=300)
-    run = serve("model fails while loading", broken, fault_cache, probe_path, backends=backends, expect_ready=False,
-                timeout=300)
+    plain = harness.serve(broken, c.cache, None, instrument=False, expect_ready=False, timeout=300)
+    return plain, serve("model fails while loading", broken, c.cache, c.probe_path, backends=c.backends,
+                        expect_ready=False, timeout=300)
+
+
+def test_a_model_that_fails_while_loading(cases):
+    plain, run = cases["model fails while loading"].result()
     assert plain.returncode not in (0, None) and run.start.returncode == plain.returncode
     failing = [s for s in run.spans if s.status == 2 and s.attrs.get(sc.PROCESS_KIND) == "worker"]
     assert any(s.attrs[sc.PHASE] in ("weights_load", "model_loader", "model_load") for s in failing), \
@@ -230,10 +304,10 @@ def test_a_model_that_fails_while_loading(fault_cache, tiny_model, backends, wor
 
 
 # ---- 5: a process killed in the middle of its start ----------------------------------------------------------
-def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, tiny_model, backends, probe_path):
+@case("worker SIGKILL mid-start")
+def _worker_killed(c: Ctx) -> Run:
     """SIGKILL to the worker while it allocates its KV cache (4 GiB here, so the allocation takes seconds; its
-    resident memory passing 1.2 GB says it has begun): the phases every process had finished are in the trace
-    store afterwards (finished spans leave within 0.5 s), and the root records the failure."""
+    resident memory passing 1.2 GB says it has begun)."""
     killed: dict = {}
 
     def killer(proc) -> None:
@@ -253,9 +327,17 @@ def test_worker_killed_mid_start_keeps_what_every_process_finished(fault_cache, 
 
         threading.Thread(target=run, daemon=True).start()
 
-    run = serve("worker SIGKILL mid-start", tiny_model, fault_cache, probe_path, backends=backends, on_start=killer,
-                env={"VLLM_CPU_KVCACHE_SPACE": "4"}, expect_ready=False, timeout=300)
-    assert killed, "the worker was never killed"
+    r = serve("worker SIGKILL mid-start", c.model, c.cache, c.probe_path, backends=c.backends, on_start=killer,
+              env={"VLLM_CPU_KVCACHE_SPACE": "4"}, expect_ready=False, timeout=300)
+    r.killed = killed
+    return r
+
+
+def test_worker_killed_mid_start_keeps_what_every_process_finished(cases, backends):
+    """The phases every process had finished are in the trace store afterwards (finished spans leave within
+    0.5 s), and the root records the failure."""
+    run = cases["worker SIGKILL mid-start"].result()
+    assert run.killed, "the worker was never killed"
     stored = backends.trace_of_root(run.start.pid)
     names = {(s.name, s.attrs.get(sc.PROCESS_KIND)) for s in stored}
     assert (sc.WORKER_PROCESS_SPAN, "worker") not in names, "killed after its start was over: not a mid-start kill"
@@ -290,11 +372,15 @@ def vllm_with_a_renamed_target(root: Path) -> Path:
     return root
 
 
-def test_a_target_renamed_by_a_new_vllm_is_reported_and_the_rest_works(fault_cache, tiny_model, workdir,
-                                                                        probe_path):
-    overlay = vllm_with_a_renamed_target(workdir / "vllm-renamed")
-    run = serve("patch point missing (target renamed)", tiny_model, fault_cache, probe_path,
-                env={"PYTHONPATH": str(overlay)})
+@case("patch point missing (target renamed)")
+def _renamed(c: Ctx) -> Run:
+    overlay = vllm_with_a_renamed_target(c.workdir / "vllm-renamed")
+    return serve("patch point missing (target renamed)", c.model, c.cache, c.probe_path,
+                 env={"PYTHONPATH": str(overlay)})
+
+
+def test_a_target_renamed_by_a_new_vllm_is_reported_and_the_rest_works(cases):
+    run = cases["patch point missing (target renamed)"].result()
     target = "vllm.v1.engine.utils:wait_for_engine_startup"
     [root] = run.named(sc.ROOT_SPAN)
     assert root.attrs.get(sc.PATCH_MISSING) == [target]
@@ -317,11 +403,20 @@ INVALID = {
 }
 
 
-@pytest.mark.parametrize("case", list(INVALID))
-def test_invalid_otel_settings_cost_one_warning(case, fault_cache, tiny_model, backends, probe_path):
-    extra, pattern = INVALID[case]
-    env = {**otlp(backends.otlp_http), **extra}
-    run = serve(case, tiny_model, fault_cache, probe_path, env=env)
+def _invalid_case(name: str) -> None:
+    @case(name)
+    def run(c: Ctx) -> Run:
+        return serve(name, c.model, c.cache, c.probe_path, env={**otlp(c.backends.otlp_http), **INVALID[name][0]})
+
+
+for _name in INVALID:
+    _invalid_case(_name)
+
+
+@pytest.mark.parametrize("name", list(INVALID))
+def test_invalid_otel_settings_cost_one_warning(name, cases, backends):
+    _, pattern = INVALID[name]
+    run = cases[name].result()
     assert run.start.ready_ns is not None
     run.assert_waits_bounded()
     assert len(run.warnings(pattern)) == 1, run.warnings("")
@@ -329,7 +424,7 @@ def test_invalid_otel_settings_cost_one_warning(case, fault_cache, tiny_model, b
                 "Failed to initialize sampler" in line or "Configuration of" in line]
     assert "sk-hdr-secret" not in run.start.log
     assert_complete_locally(run)
-    if case != "bad endpoint URL":  # repaired: the trace reaches the store as usual
+    if name != "bad endpoint URL":  # repaired: the trace reaches the store as usual
         assert backends.trace_of_root(run.start.pid)
 
 
@@ -355,18 +450,24 @@ def test_no_planted_secret_in_metrics_or_the_printed_breakdown(eager, backends):
 
 
 # ---- 10: nowhere to write the local file -------------------------------------------------------------------
-def test_unwritable_local_file_location(fault_cache, tiny_model, workdir, probe_path):
-    blocker = workdir / "not-a-directory"
+@case("local file unwritable")
+def _unwritable(c: Ctx) -> harness.Start:
+    blocker = c.workdir / "not-a-directory"
     blocker.write_text("a file where the directory should be\n")
-    out = fault_cache / "probe" / "unwritable-dir"
-    st = harness.serve(tiny_model, fault_cache, None, args=["--enforce-eager"], name="unwritable-dir",
+    out = c.cache / "probe" / "unwritable-dir"
+    st = harness.serve(c.model, c.cache, None, args=["--enforce-eager"], name="unwritable-dir",
                        env=probed({"OTEL_PYTHON_VLLM_STARTUP_DIR": str(blocker / "starts"),
-                                   "OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1"}, probe_path, out))
+                                   "OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1"}, c.probe_path, out))
     RESULTS["local file unwritable"] = {"ready": st.ready_ns is not None, "returncode": st.returncode,
                                         "seconds": (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None,
                                         "waits_ms": {r["kind"]: round(r["flush_ms"], 2) for r in ready_probe.read(out)},
                                         "self_reported_ms": {k: float(ms) for k, ms, _ in WAIT.findall(st.log)},
                                         "spans": 0, "kinds": []}
+    return st
+
+
+def test_unwritable_local_file_location(cases):
+    st = cases["local file unwritable"].result()
     assert st.ready_ns is not None and not tracebacks_raised_by_us(st.log)
     warnings = [line for line in st.log.splitlines() if "cannot write startup trace" in line]
     assert 1 <= len(warnings) <= 3  # one per process that tried

@@ -4,9 +4,9 @@ in Prometheus (scraping the opt-in status endpoint), the status endpoint answeri
 VllmStartupStuckInPhase alert evaluated by a real vmalert and delivered by a real Alertmanager to a webhook
 receiver here, naming the phase — all before the server is ready; then the start completes and the alert resolves.
 
-Two starts share this module: a first cold compiled start (no OTLP: it only writes its local start file, this
-node's history) and the start under test (a fresh cache root: the same cold compile), whose readiness estimate
-comes from the first. Its fleet (cluster label ``e2e-live``) has no phase history in the stores, so the alert
+The start under test (a fresh cache root: a cold compile) has this node's history: the local start file of the
+session's cold compiled start (conftest's ``compiled_cold``, same model and configuration), from which its readiness
+estimate comes. Its fleet (cluster label ``e2e-live``) has no phase history in the stores, so the alert
 takes its budget path, with a 5 s torch.compile budget (the history path: tests/fleet/test_alert_rules.py).
 vmalert comes from Debian's victoria-metrics package (tests/e2e/bootstrap.sh), Alertmanager from Debian's
 prometheus-alertmanager (tests/e2e/bootstrap_live.sh).
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -197,10 +198,12 @@ class Watch:
 
 
 @pytest.fixture(scope="module")
-def live(backends, tiny_model, workdir):
+def live(backends, tiny_model, workdir, compiled_cold):
     files = workdir / "live-files"  # this node's recorded starts: the history of the estimate
-    first = harness.serve(tiny_model, workdir / "live-history", None, files=files, name="live-history")
-    assert list(files.glob("*.jsonl")), "the history start wrote no start file"
+    files.mkdir(parents=True, exist_ok=True)
+    history = compiled_cold.start.trace_file_dir / f"{compiled_cold.root.trace_id}.jsonl"
+    shutil.copy(history, files)  # the session's cold compiled start: same model and configuration, its own file
+    first = compiled_cold.start
     alerting = Alerting(backends, workdir / "live-alerting")
     status_port, vllm_port = harness.free_port(), harness.free_port()
     name = "live-held"

@@ -18,9 +18,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from e2e_ahead import queue_ahead
 from e2e_observed import Observed, observe
 
 from support import ci, harness
+from support.start_pool import Later
 from vllm_otel_startup import semconv as sc
 
 pytestmark = pytest.mark.e2e
@@ -68,13 +70,21 @@ def artifacts(tiny_model, workdir) -> Path:
     return out
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _loader_starts_ahead(request):
+    queue_ahead(request, ("runai_s3", "tensorizer_start", "sharded_start", "runai_sharded_start", "runai_local",
+                          "dummy_start"))
+
+
 @pytest.fixture(scope="session")
-def runai_local(backends, tiny_model, workdir) -> Observed:
-    _need("runai_model_streamer")
-    return observe(backends, harness.serve(
-        tiny_model, workdir / "runai-local", backends,
-        args=["--enforce-eager", "--load-format", "runai_streamer",
-              "--model-loader-extra-config", json.dumps({"concurrency": 4})]))
+def runai_local(backends, tiny_model, workdir, starts) -> Later:
+    def make() -> Observed:
+        _need("runai_model_streamer")
+        return observe(backends, harness.serve(
+            tiny_model, workdir / "runai-local", backends,
+            args=["--enforce-eager", "--load-format", "runai_streamer",
+                  "--model-loader-extra-config", json.dumps({"concurrency": 4})]))
+    return starts.ahead("runai_local", make)
 
 
 @pytest.fixture(scope="session")
@@ -102,7 +112,11 @@ def _s3_env(url: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def runai_s3(backends, tiny_model, workdir, s3_server) -> Observed:
+def runai_s3(backends, tiny_model, workdir, s3_server, starts) -> Later:
+    return starts.ahead("runai_s3", lambda: _runai_s3(backends, tiny_model, workdir, s3_server))
+
+
+def _runai_s3(backends, tiny_model, workdir, s3_server) -> Observed:
     upload = (
         "import boto3, pathlib, sys\n"
         "s3 = boto3.client('s3')\n"
@@ -117,29 +131,33 @@ def runai_s3(backends, tiny_model, workdir, s3_server) -> Observed:
 
 
 @pytest.fixture(scope="session")
-def tensorizer_start(backends, artifacts, workdir) -> Observed:
-    return observe(backends, harness.serve(artifacts / "tensorizer", workdir / "tensorizer", backends,
-                                            args=["--enforce-eager", "--load-format", "tensorizer"]))
+def tensorizer_start(backends, artifacts, workdir, starts) -> Later:
+    return starts.ahead("tensorizer_start", lambda: observe(backends, harness.serve(
+        artifacts / "tensorizer", workdir / "tensorizer", backends,
+        args=["--enforce-eager", "--load-format", "tensorizer"])))
 
 
 @pytest.fixture(scope="session")
-def sharded_start(backends, artifacts, workdir) -> Observed:
-    return observe(backends, harness.serve(artifacts / "sharded", workdir / "sharded", backends,
-                                            args=["--enforce-eager", "--load-format", "sharded_state"]))
+def sharded_start(backends, artifacts, workdir, starts) -> Later:
+    return starts.ahead("sharded_start", lambda: observe(backends, harness.serve(
+        artifacts / "sharded", workdir / "sharded", backends,
+        args=["--enforce-eager", "--load-format", "sharded_state"])))
 
 
 @pytest.fixture(scope="session")
-def runai_sharded_start(backends, artifacts, workdir) -> Observed:
-    _need("runai_model_streamer")
-    return observe(backends, harness.serve(artifacts / "sharded", workdir / "runai-sharded", backends,
-                                            args=["--enforce-eager", "--load-format", "runai_streamer_sharded"],
-                                            env={"RUNAI_STREAMER_CONCURRENCY": "2"}))
+def runai_sharded_start(backends, artifacts, workdir, starts) -> Later:
+    def make() -> Observed:
+        _need("runai_model_streamer")
+        return observe(backends, harness.serve(artifacts / "sharded", workdir / "runai-sharded", backends,
+                                                args=["--enforce-eager", "--load-format", "runai_streamer_sharded"],
+                                                env={"RUNAI_STREAMER_CONCURRENCY": "2"}))
+    return starts.ahead("runai_sharded_start", make)
 
 
 @pytest.fixture(scope="session")
-def dummy_start(backends, tiny_model, workdir) -> Observed:
-    return observe(backends, harness.serve(tiny_model, workdir / "dummy", backends,
-                                            args=["--enforce-eager", "--load-format", "dummy"]))
+def dummy_start(backends, tiny_model, workdir, starts) -> Later:
+    return starts.ahead("dummy_start", lambda: observe(backends, harness.serve(
+        tiny_model, workdir / "dummy", backends, args=["--enforce-eager", "--load-format", "dummy"])))
 
 
 def _common(span: harness.Span, loader: str, requested: str, effective: str, source: str) -> None:
