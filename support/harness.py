@@ -20,10 +20,12 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -204,13 +206,14 @@ class Backends:
         return seen[-1]
 
     # ---- Phoenix queries ---------------------------------------------------------------------------
-    def all_spans(self) -> list[dict[str, Any]]:
+    def all_spans(self, **filters: str) -> list[dict[str, Any]]:
+        """Every span Phoenix holds, or those matching ``filters`` (its span list's query parameters: ``trace_id``,
+        ``name``)."""
         out: list[dict[str, Any]] = []
         cursor = None
         while True:
-            url = f"http://127.0.0.1:{self.phoenix_http}/v1/projects/default/spans?limit=1000"
-            if cursor:
-                url += f"&cursor={cursor}"
+            params = {"limit": "1000", **filters} | ({"cursor": cursor} if cursor else {})
+            url = f"http://127.0.0.1:{self.phoenix_http}/v1/projects/default/spans?{urllib.parse.urlencode(params)}"
             status, body = http_get(url, timeout=30)
             assert status == 200, f"Phoenix span query failed: {status} {body[:200]!r}"
             doc = json.loads(body)
@@ -221,16 +224,19 @@ class Backends:
 
     def trace_of_root(self, pid: int, expect: int = 0, timeout: float = 30) -> list[Span]:
         """The spans of the start whose root carries process.pid == pid, once at least ``expect`` of them
-        arrived (or ``timeout`` passed: the caller asserts on what is there)."""
+        arrived (or ``timeout`` passed: the caller asserts on what is there). Asks Phoenix for roots, then for that
+        trace alone (the store holds every start of the session)."""
         found: list[Span] = []
+        trace_id: str | None = None
 
         def ready() -> bool:
-            nonlocal found
-            spans = [from_phoenix(s) for s in self.all_spans()]
-            roots = [s for s in spans if s.name == "vLLM startup" and s.attrs.get("process.pid") == pid]
-            if not roots:
-                return False
-            found = [s for s in spans if s.trace_id == roots[0].trace_id]
+            nonlocal found, trace_id
+            if trace_id is None:
+                roots = [from_phoenix(s) for s in self.all_spans(name="vLLM startup")]
+                trace_id = next((s.trace_id for s in roots if s.attrs.get("process.pid") == pid), None)
+                if trace_id is None:
+                    return False
+            found = [from_phoenix(s) for s in self.all_spans(trace_id=trace_id)]
             return len(found) >= expect
 
         try:
@@ -293,23 +299,49 @@ class Start:
     ended_ns: int = 0  # when the server had stopped: spawn -> ended is the start's cost to the suite
 
 
-def serve(*args, **kwargs) -> Start:
-    """:func:`start`, in one of the suite's start slots: at most VOS_PARALLEL_STARTS starts run at once
-    (support/start_pool.py)."""
-    with SLOTS.one():
-        return start(*args, **kwargs)
+_SEEDS: dict[Path, Path | None] = {}
+_SEED_LOCK = threading.Lock()
+_SEED_SCRIPT = ("from vllm.model_executor.models.registry import ModelRegistry\n"
+                "assert ModelRegistry._try_inspect_model_cls('LlamaForCausalLM') is not None\n")
 
 
-def start(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
+def seed_modelinfo(cache: Path, venv: Path = VENV) -> bool:
+    """Give the cache root ``cache`` vLLM's model-inspection cache for the tiny model's architecture, as a second
+    start on that root would find it: the start skips its model-inspection subprocess (a third import of vLLM,
+    ~13 s of one core here). For the starts whose tests do not read that phase. The cache is made once per
+    environment (vLLM 0.32's registry, in a scratch cache root); False where it could not be made (the start is
+    then cold, as without this)."""
+    with _SEED_LOCK:
+        if venv not in _SEEDS:
+            root = E2E_HOME / "modelinfo-seed" / venv.name
+            shutil.rmtree(root, ignore_errors=True)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
+            env.update(VLLM_CACHE_ROOT=str(root), VLLM_NO_USAGE_STATS="1", HF_HUB_OFFLINE="1")
+            r = subprocess.run([str(venv / "bin/python"), "-c", _SEED_SCRIPT], env=env, capture_output=True,
+                               timeout=300)
+            found = root / "modelinfos"
+            _SEEDS[venv] = found if r.returncode == 0 and any(found.glob("*.json")) else None
+        seed = _SEEDS[venv]
+    if seed is None:
+        return False
+    shutil.copytree(seed, cache / "vllm" / "modelinfos", dirs_exist_ok=True)
+    return True
+
+
+def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
           name: str | None = None, namespace: str = "vllm", on_start=None, on_ready=None,
-          bin_dir: Path | None = None, venv: Path = VENV, cwd: Path | None = None) -> Start:
+          bin_dir: Path | None = None, venv: Path = VENV, cwd: Path | None = None,
+          warm_modelinfo: bool = False) -> Start:
     """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
-    With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped.
+    With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped. It runs in one
+    of the suite's start slots (support/start_pool.py: at most VOS_PARALLEL_STARTS starts at once), given back
+    when the server is told to stop (a shutdown costs little CPU).
     ``on_start(proc)`` runs right after the launch (a fault to inject while it starts), ``on_ready(proc)`` once
     it is ready (before it is stopped); ``bin_dir`` goes first on PATH (a wrapper ``vllm``); ``venv``: the
-    environment that runs it (default: the e2e environment); ``cwd``: where it runs."""
+    environment that runs it (default: the e2e environment); ``cwd``: where it runs; ``warm_modelinfo``: the cache
+    root holds vLLM's model-inspection cache (:func:`seed_modelinfo`), for a start whose tests do not read it."""
     port = port or free_port()
     name = name or f"{cache.name}-{port}"
     files = files or (cache / "starts")
@@ -333,26 +365,32 @@ def start(model: Path, cache: Path, backends: Backends | None, *, args: list[str
     if instrument:
         cmd = [str(venv / "bin/opentelemetry-instrument"), *cmd]
     log_path = cache / f"serve-{port}.log"
-    with open(log_path, "wb") as log:
-        spawn_ns = time.time_ns()
-        proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
-        if on_start is not None:
-            on_start(proc)
-        ready_ns = scraped_at = None
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline and proc.poll() is None:
-                if http_get(f"http://127.0.0.1:{port}/health", timeout=1)[0] == 200:
-                    ready_ns = time.time_ns()
-                    break
-                time.sleep(0.02)
-            if ready_ns is not None and on_ready is not None:
-                on_ready(proc)
-            if ready_ns is not None and backends is not None and instrument:
-                scraped_at = backends.scrape(name, port, namespace=namespace)
-        finally:
-            # SIGTERM to the API server alone stops the whole tree cleanly (vllm-on-cpu.md).
-            _stop(proc, signal.SIGTERM, timeout=60)
+    slot = contextlib.ExitStack()
+    with slot:  # closed early, when the server is told to stop; here on any error before
+        slot.enter_context(SLOTS.one())
+        if warm_modelinfo:
+            seed_modelinfo(cache, venv)
+        with open(log_path, "wb") as log:
+            spawn_ns = time.time_ns()
+            proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
+            if on_start is not None:
+                on_start(proc)
+            ready_ns = scraped_at = None
+            deadline = time.monotonic() + timeout
+            try:
+                while time.monotonic() < deadline and proc.poll() is None:
+                    if http_get(f"http://127.0.0.1:{port}/health", timeout=1)[0] == 200:
+                        ready_ns = time.time_ns()
+                        break
+                    time.sleep(0.02)
+                if ready_ns is not None and on_ready is not None:
+                    on_ready(proc)
+                if ready_ns is not None and backends is not None and instrument:
+                    scraped_at = backends.scrape(name, port, namespace=namespace)
+            finally:
+                slot.close()
+                # SIGTERM to the API server alone stops the whole tree cleanly (vllm-on-cpu.md).
+                _stop(proc, signal.SIGTERM, timeout=60)
     ended_ns = time.time_ns()
     _ledger(name, args, instrument, spawn_ns, ready_ns, ended_ns, proc.returncode)
     if expect_ready and ready_ns is None:

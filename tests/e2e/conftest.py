@@ -113,6 +113,7 @@ def _secrets_start(backends, tiny_model, workdir) -> Observed:
              "OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key={p['otlp_header']}"},
         on_ready=lambda proc: spooled.extend(  # the children's spool, while the server runs (removed at exit)
             f.read_text(errors="replace") for f in (workdir / "secrets" / "tmp").rglob("*.json")),
+        warm_modelinfo=True,
     )
     obs = observe(backends, start)
     obs.planted, obs.spooled = dict(p), spooled
@@ -147,7 +148,7 @@ def tensor_parallel(backends, tiny_model, workdir, starts) -> Later:
     """Two tensor-parallel workers (CPU: one NUMA node here, so each worker's OpenMP threads are bound by hand)."""
     return starts.ahead("tensor_parallel", lambda: observe(backends, harness.serve(
         tiny_model, workdir / "tp2", backends, args=["--enforce-eager", "--tensor-parallel-size", "2"],
-        env={"VLLM_CPU_OMP_THREADS_BIND": omp_binds(2)})))
+        env={"VLLM_CPU_OMP_THREADS_BIND": omp_binds(2)}, warm_modelinfo=True)))
 
 
 @pytest.fixture(scope="session")
@@ -210,6 +211,7 @@ def hub(padded_model):
 
 def _hub_serve(backends, hub, workdir) -> harness.Start:
     return harness.serve(Path(HUB_REPO), workdir / "hub", backends, args=["--enforce-eager"], namespace=WEIGHTS_NS,
+                         warm_modelinfo=True,
                          env={"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0", "HF_ENDPOINT": hub.url,
                               "HF_HOME": str(workdir / "hf-home")})
 
@@ -255,6 +257,7 @@ def slow_storage(backends, padded_model, workdir, starts) -> Later:
         if importlib.util.find_spec("fuse") is None:
             ci.missing("fusepy is not installed", "tests/e2e/bootstrap_remote.sh")
         with SLOTS.alone(), SlowMount(padded_model, workdir / "slow-mnt", SLOW_RATE, workdir / "slow-fs.log") as m:
-            start = harness.serve(m.path, workdir / "slow", backends, args=["--enforce-eager"], namespace=WEIGHTS_NS)
+            start = harness.serve(m.path, workdir / "slow", backends, args=["--enforce-eager"], namespace=WEIGHTS_NS,
+                                  warm_modelinfo=True)
         return observe(backends, start)
     return starts.ahead("slow_storage", make)

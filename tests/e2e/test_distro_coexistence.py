@@ -41,7 +41,7 @@ def coexisting(request, backends, tiny_model, workdir):
     first = [str(DISTRO)] if name == "distro-first" else [str(_our_metadata(workdir / "ours-meta")), str(DISTRO)]
     pythonpath = os.pathsep.join(first + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     start = harness.serve(tiny_model, cache, backends, args=["--enforce-eager"], name=f"ecosystem-{name}",
-                          env={**EMPTY, "PYTHONPATH": pythonpath})
+                          env={**EMPTY, "PYTHONPATH": pythonpath}, warm_modelinfo=True)
     return request.param, start
 
 

@@ -130,7 +130,8 @@ def killed_start(case: str, sig: int, delay: float, tiny_model, workdir, backend
     watcher = Watcher(cache / f"serve-{port}.log", files, sig, delay)
     with SLOTS.alone():  # the 0.1 s window is the watcher's: no other start may hold up its thread or the worker
         st = harness.serve(tiny_model, cache, backends, args=["--enforce-eager"], port=port, files=files,
-                           name=f"kill-{case}", on_start=watcher, expect_ready=False, timeout=600)
+                           name=f"kill-{case}", on_start=watcher, expect_ready=False, timeout=600,
+                           warm_modelinfo=True)
     assert watcher.kill_ns is not None, f"never saw the line or never killed; log tail:\n{st.log[-3000:]}"
     if sig == signal.SIGTERM and (where := ignored_in(st.log)) is not None:
         # vLLM raises its SystemExit once; Python ignores an exception raised inside a finalizer or a gc callback

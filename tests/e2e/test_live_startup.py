@@ -188,8 +188,8 @@ class Watch:
         spans: list = []
 
         def progress_span() -> bool:
-            spans[:] = [s for s in self.b.all_spans() if s["name"] == "Startup in progress"
-                        and (s.get("attributes") or {}).get("vllm.startup.live.phase") == PHASE]
+            spans[:] = [s for s in self.b.all_spans(name="Startup in progress")
+                        if (s.get("attributes") or {}).get("vllm.startup.live.phase") == PHASE]
             return bool(spans)
 
         harness.wait_until(progress_span, 60, "a 'Startup in progress' span in Phoenix", interval=1.0)

@@ -83,7 +83,7 @@ def runai_local(backends, tiny_model, workdir, starts) -> Later:
         return observe(backends, harness.serve(
             tiny_model, workdir / "runai-local", backends,
             args=["--enforce-eager", "--load-format", "runai_streamer",
-                  "--model-loader-extra-config", json.dumps({"concurrency": 4})]))
+                  "--model-loader-extra-config", json.dumps({"concurrency": 4})], warm_modelinfo=True))
     return starts.ahead("runai_local", make)
 
 
@@ -127,21 +127,22 @@ def _runai_s3(backends, tiny_model, workdir, s3_server) -> Observed:
     r = subprocess.run([harness.python(), "-c", upload, str(tiny_model)], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     return observe(backends, harness.serve(
-        f"s3://{BUCKET}/tiny", workdir / "runai-s3", backends, args=["--enforce-eager"], env=_s3_env(s3_server)))
+        f"s3://{BUCKET}/tiny", workdir / "runai-s3", backends, args=["--enforce-eager"], warm_modelinfo=True,
+        env=_s3_env(s3_server)))
 
 
 @pytest.fixture(scope="session")
 def tensorizer_start(backends, artifacts, workdir, starts) -> Later:
     return starts.ahead("tensorizer_start", lambda: observe(backends, harness.serve(
         artifacts / "tensorizer", workdir / "tensorizer", backends,
-        args=["--enforce-eager", "--load-format", "tensorizer"])))
+        args=["--enforce-eager", "--load-format", "tensorizer"], warm_modelinfo=True)))
 
 
 @pytest.fixture(scope="session")
 def sharded_start(backends, artifacts, workdir, starts) -> Later:
     return starts.ahead("sharded_start", lambda: observe(backends, harness.serve(
         artifacts / "sharded", workdir / "sharded", backends,
-        args=["--enforce-eager", "--load-format", "sharded_state"])))
+        args=["--enforce-eager", "--load-format", "sharded_state"], warm_modelinfo=True)))
 
 
 @pytest.fixture(scope="session")
@@ -150,6 +151,7 @@ def runai_sharded_start(backends, artifacts, workdir, starts) -> Later:
         _need("runai_model_streamer")
         return observe(backends, harness.serve(artifacts / "sharded", workdir / "runai-sharded", backends,
                                                 args=["--enforce-eager", "--load-format", "runai_streamer_sharded"],
+                                                warm_modelinfo=True,
                                                 env={"RUNAI_STREAMER_CONCURRENCY": "2"}))
     return starts.ahead("runai_sharded_start", make)
 
@@ -157,7 +159,8 @@ def runai_sharded_start(backends, artifacts, workdir, starts) -> Later:
 @pytest.fixture(scope="session")
 def dummy_start(backends, tiny_model, workdir, starts) -> Later:
     return starts.ahead("dummy_start", lambda: observe(backends, harness.serve(
-        tiny_model, workdir / "dummy", backends, args=["--enforce-eager", "--load-format", "dummy"])))
+        tiny_model, workdir / "dummy", backends, args=["--enforce-eager", "--load-format", "dummy"],
+        warm_modelinfo=True)))
 
 
 def _common(span: harness.Span, loader: str, requested: str, effective: str, source: str) -> None:
