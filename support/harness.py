@@ -409,7 +409,7 @@ def _ledger(name: str, args, instrument: bool, spawn_ns: int, ready_ns: int | No
     if not path:
         return
     test = label() or os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
-    row = {"test": test, "name": name, "args": list(args), "instrumented": instrument,
+    row = {"test": test, "name": name, "args": list(args), "instrumented": instrument, "spawn": spawn_ns / 1e9,
            "ready_s": round((ready_ns - spawn_ns) / 1e9, 2) if ready_ns else None,
            "wall_s": round((ended_ns - spawn_ns) / 1e9, 2), "returncode": returncode}
     with open(path, "a") as f:

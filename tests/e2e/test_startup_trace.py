@@ -182,8 +182,14 @@ def test_phase_durations_match_vllms_log_lines(which, request):
             continue
         logged = float(m.group(1))
         span = obs.one(span_name)
+        # vLLM's timer runs inside the span: a garbage collection between its end and the span's (its log call, the
+        # return) is in the span only, and named there (a gen-2 collection of a process holding torch and vLLM takes
+        # 0.1-0.6 s, longer with the cores busy); one inside vLLM's timer is in both
+        collected = sum(g.duration for g in obs.named("Garbage collection")
+                        if g.parent_id == span.span_id and g.start >= span.start and g.end <= span.end)
         tolerance = max(0.01 * logged, 0.05)
-        assert abs(span.duration - logged) <= tolerance, (span_name, span.duration, logged)
+        assert abs(span.duration - collected - logged) <= tolerance or abs(span.duration - logged) <= tolerance, \
+            (span_name, span.duration, collected, logged)
         checked += 1
     assert checked >= 3
 
