@@ -10,17 +10,16 @@ a tier's tests read are submitted to a :class:`StartPool` before the first of th
 - A test whose assertion depends on the machine being otherwise idle (a kill timed to 0.1 s, a recorded timing)
   runs its starts inside ``SLOTS.alone()``: it waits for the running starts to end, and no other starts until it
   is done.
-- ``StartPool.ahead(key, make)`` queues ``make()`` (it makes one start, or a chain that must run in order) and
-  returns a :class:`Later`; reading the Later's attributes waits for the result, or runs ``make`` in the reading
-  thread if no worker has taken it yet (so a chain that reads another Later never waits on a queue). An exception
-  (a failed assertion, pytest's skip) is raised to every reader.
+- ``StartPool.ahead(key, make, after=keys)`` queues ``make()`` (it makes one start) to run once the starts named
+  in ``after`` are done (a cache root they share), and returns a :class:`Later`; reading the Later's attributes
+  waits for the result, or runs ``make`` in the reading thread if no worker has taken it yet. An exception (a
+  failed assertion, pytest's skip) is raised to every reader.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -99,8 +98,8 @@ def label() -> str | None:
 
 
 class _Job:
-    def __init__(self, make: Callable[[], Any]) -> None:
-        self.make = make
+    def __init__(self, make: Callable[[], Any], after: tuple[Any, ...]) -> None:
+        self.make, self.after = make, after
         self.state = "queued"  # -> running -> done
         self.result: Any = None
         self.error: BaseException | None = None
@@ -108,29 +107,36 @@ class _Job:
 
 
 class StartPool:
-    """Background workers (as many as SLOTS has slots) making queued starts; ``where`` names the queuing test file
-    in the ledger."""
+    """Background workers (one more than SLOTS has slots) making queued starts in the order queued, a start only once
+    the starts it comes ``after`` are done (a worker never sits waiting on another start); ``where`` names the
+    queuing test file in the ledger."""
 
     def __init__(self, where: str, slots: Slots = SLOTS) -> None:
         self.where, self.slots = where, slots
         self._jobs: dict[Any, _Job] = {}
-        self._lock = threading.Lock()
-        self._queue: queue.Queue = queue.Queue()
+        self._order: list[Any] = []  # queued keys, in order
+        self._cond = threading.Condition()
         self._closed = False
+        # one worker more than slots: a worker also observes its start's trace and builds what a start needs (no
+        # slot held), while the slots stay busy
         self._workers = [threading.Thread(target=self._work, daemon=True, name=f"start-pool-{i}")
-                         for i in range(slots.n)]
+                         for i in range(slots.n + 1)]
         for t in self._workers:
             t.start()
 
-    def ahead(self, key: Any, make: Callable[[], Any]) -> Later:
-        with self._lock:
+    def ahead(self, key: Any, make: Callable[[], Any], after: tuple[Any, ...] = ()) -> Later:
+        with self._cond:
             if key not in self._jobs:
-                self._jobs[key] = _Job(make)
-                self._queue.put(key)
+                self._jobs[key] = _Job(make, tuple(after))
+                self._order.append(key)
+                self._cond.notify_all()
         return Later(self, key)
 
     def get(self, key: Any) -> Any:
         job = self._jobs[key]
+        for dep in job.after:  # in this thread: a queued dependency is made here, a running one waited for
+            with contextlib.suppress(BaseException):  # its own readers get its error; this start runs regardless
+                self.get(dep)
         if self._claim(job):
             self._run(key, job)
         job.done.wait()
@@ -139,7 +145,7 @@ class StartPool:
         return job.result
 
     def _claim(self, job: _Job) -> bool:
-        with self._lock:
+        with self._cond:
             if job.state != "queued" or self._closed:
                 return False
             job.state = "running"
@@ -153,28 +159,37 @@ class StartPool:
             job.error = exc
         finally:
             _LABEL.value = None
-            job.state = "done"
-            job.done.set()
+            with self._cond:
+                job.state = "done"
+                job.done.set()
+                self._cond.notify_all()
+
+    def _next(self) -> tuple[Any, _Job] | None:
+        """The first queued job whose dependencies are done (claimed), or None once closed."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                for key in self._order:
+                    job = self._jobs[key]
+                    if job.state == "queued" and all(self._jobs[d].state == "done" for d in job.after):
+                        job.state = "running"
+                        return key, job
+                self._cond.wait()
 
     def _work(self) -> None:
-        while True:
-            key = self._queue.get()
-            if key is None:
-                return
-            job = self._jobs[key]
-            if self._claim(job):
-                self._run(key, job)
+        while (picked := self._next()) is not None:
+            self._run(*picked)
 
     def close(self) -> None:
         """Queued starts are dropped (their readers are gone); running ones end first."""
-        with self._lock:
+        with self._cond:
             self._closed = True
             for job in self._jobs.values():
                 if job.state == "queued":
                     job.state, job.error = "done", RuntimeError("the start pool closed before this start ran")
                     job.done.set()
-        for _ in self._workers:
-            self._queue.put(None)
+            self._cond.notify_all()
         for t in self._workers:
             t.join()
 

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from e2e_starts import Session, plan
 
 from support import ci, harness
 from vllm_otel_startup import semconv as sc
@@ -32,17 +33,28 @@ def _our_metadata(into: Path) -> Path:
     return into
 
 
-@pytest.fixture(scope="module", params=["opentelemetry-distro first", "vllm_startup first"])
-def coexisting(request, backends, tiny_model, workdir):
-    if not (DISTRO / "opentelemetry" / "distro").is_dir():
-        ci.missing("opentelemetry-distro not installed", "tests/e2e/bootstrap_ecosystem.sh")
-    name = "distro-first" if request.param.startswith("opentelemetry") else "ours-first"
-    cache = workdir / f"ecosystem-{name}"
-    first = [str(DISTRO)] if name == "distro-first" else [str(_our_metadata(workdir / "ours-meta")), str(DISTRO)]
-    pythonpath = os.pathsep.join(first + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    start = harness.serve(tiny_model, cache, backends, args=["--enforce-eager"], name=f"ecosystem-{name}",
-                          env={**EMPTY, "PYTHONPATH": pythonpath}, warm_modelinfo=True)
-    return request.param, start
+ORDERS = {"opentelemetry-distro first": "distro-first", "vllm_startup first": "ours-first"}
+
+
+def _coexisting(name: str):
+    def start(s: Session) -> harness.Start:
+        if not (DISTRO / "opentelemetry" / "distro").is_dir():
+            ci.missing("opentelemetry-distro not installed", "tests/e2e/bootstrap_ecosystem.sh")
+        cache = s.workdir / f"ecosystem-{name}"
+        first = [str(DISTRO)] if name == "distro-first" else [str(_our_metadata(s.workdir / "ours-meta")), str(DISTRO)]
+        pythonpath = os.pathsep.join(first + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+        return harness.serve(s.tiny_model, cache, s.backends, args=["--enforce-eager"], name=f"ecosystem-{name}",
+                             env={**EMPTY, "PYTHONPATH": pythonpath}, warm_modelinfo=True)
+    plan(f"distro/{name}")(start)
+
+
+for _name in ORDERS.values():
+    _coexisting(_name)
+
+
+@pytest.fixture(scope="module", params=list(ORDERS))
+def coexisting(request, e2e):
+    return request.param, e2e.later(f"distro/{ORDERS[request.param]}").result()
 
 
 def test_configured_by_us_in_either_order_without_warnings(coexisting, backends):

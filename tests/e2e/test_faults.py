@@ -11,15 +11,14 @@ cross-checked against it.
 
 The misbehaving collectors are stand-ins (tests/e2e/faults.py): a real one cannot be told to fail on purpose.
 
-Every case's start is queued when the module begins (``cases``: support/start_pool.py runs them beside the suite's
-other starts) and each test asserts on its own case. The bounded waits hold under a busy machine (the probe takes the
+Every case's start is a plan (e2e_starts.py), queued with the session's other starts, and each test asserts on its
+own case. The bounded waits hold under a busy machine (the probe takes the
 machine's share out); the recorded timings are the machine's at that moment: with $VOS_FAULT_REPORT set, for
 docs/results.md, every case runs with the machine to itself.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -35,9 +34,10 @@ import faults
 import psutil
 import pytest
 import ready_probe
+from e2e_starts import Session, plan
 
 from support import harness
-from support.start_pool import SLOTS, Later
+from support.start_pool import Later
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.cli import report
@@ -112,13 +112,18 @@ class Run:
         return [line for line in self.start.log.splitlines() if "vllm-otel-startup:" in line and pattern in line]
 
 
-@pytest.fixture(scope="module")
-def fault_cache(workdir, tiny_model, backends):
+def _fault_cache(s: Session) -> Path:
     """One cache root for every case, warm (an eager start's only cache, vLLM's model-inspection cache, seeded: what a
     first start would leave there), so each start differs from the baseline only by its fault."""
-    cache = workdir / "faults"
+    cache = s.workdir / "faults"
     assert harness.seed_modelinfo(cache), "vLLM's model-inspection cache could not be made"
-    yield cache
+    return cache
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fault_matrix_printed():
+    """The matrix, printed once the module's cases are done (and written to $VOS_FAULT_REPORT)."""
+    yield
     report_path = os.environ.get("VOS_FAULT_REPORT")
     base = RESULTS.get("healthy collector", {}).get("seconds")
     print("\nfault matrix (eager, warm caches):")
@@ -134,7 +139,7 @@ def fault_cache(workdir, tiny_model, backends):
 
 @dataclass
 class Ctx:
-    """What a case's start needs (set up in pytest's thread, used in the pool's)."""
+    """What a case's start needs (the session's, and the matrix's own cache root and stopwatch)."""
 
     cache: Path
     model: Path
@@ -143,34 +148,27 @@ class Ctx:
     workdir: Path
 
 
-CASES: dict[str, Callable[[Ctx], object]] = {}  # case -> its start(s), in the order they are queued
+CASES: list[str] = []  # in the order they are queued
+RECORDING = bool(os.environ.get("VOS_FAULT_REPORT"))  # each case with the machine to itself: docs/results.md timings
 
 
 def case(name: str):
+    """Register ``make(ctx)`` as the plan of the case ``name`` (e2e_starts.py)."""
     def register(make: Callable[[Ctx], object]) -> Callable[[Ctx], object]:
-        CASES[name] = make
+        def run(s: Session) -> object:
+            probe = s.resource("ready_probe", lambda: ready_probe.install_dir(s.workdir / "ready-probe"))
+            return make(Ctx(s.resource("fault_cache", lambda: _fault_cache(s)), s.tiny_model, s.backends, probe,
+                            s.workdir))
+        plan(f"faults/{name}", alone=RECORDING)(run)
+        CASES.append(name)
         return make
     return register
 
 
 @pytest.fixture(scope="module")
-def cases(fault_cache, tiny_model, backends, probe_path, workdir, starts) -> dict[str, Later]:
-    """Every case's start, queued (after the warm-up) in the suite's start pool."""
-    ctx = Ctx(fault_cache, tiny_model, backends, probe_path, workdir)
-    recording = bool(os.environ.get("VOS_FAULT_REPORT"))  # the machine to itself: timings for docs/results.md
-
-    def make(run: Callable[[Ctx], object]) -> Callable[[], object]:
-        def alone_or_not() -> object:
-            with SLOTS.alone() if recording else contextlib.nullcontext():
-                return run(ctx)
-        return alone_or_not
-
-    return {name: starts.ahead(("faults", name), make(run)) for name, run in CASES.items()}
-
-
-@pytest.fixture(scope="module")
-def probe_path(workdir) -> Path:
-    return ready_probe.install_dir(workdir / "ready-probe")
+def cases(e2e) -> dict[str, Later]:
+    """Every case's start, queued with the session's other starts (e2e_starts.py)."""
+    return {name: e2e.later(f"faults/{name}") for name in CASES}
 
 
 def probed(env: dict | None, probe_path: Path, out: Path) -> dict:

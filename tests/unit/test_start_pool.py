@@ -55,16 +55,21 @@ def test_alone_waits_for_running_starts_and_holds_new_ones_back():
     pool.close()
 
 
-def test_a_later_read_before_any_worker_took_it_runs_in_the_reading_thread():
-    slots = Slots(1)
-    gate = threading.Event()
-    pool = StartPool("test", slots)
-    blocker = pool.ahead("blocker", gate.wait)  # the only worker is busy
+def busy(pool: StartPool, gate: threading.Event) -> list[Later]:
+    """Every worker of the pool held by a start that waits for ``gate``."""
+    held = [pool.ahead(f"blocker-{i}", gate.wait) for i in range(pool.slots.n + 1)]
     time.sleep(0.05)
+    return held
+
+
+def test_a_later_read_before_any_worker_took_it_runs_in_the_reading_thread():
+    gate = threading.Event()
+    pool = StartPool("test", Slots(2))
+    blockers = busy(pool, gate)
     ran_in = pool.ahead("chain", lambda: threading.current_thread().name)
     assert ran_in.result() == threading.current_thread().name
     gate.set()
-    blocker.result()
+    assert all(b.result() is True for b in blockers)
     pool.close()
 
 
@@ -97,15 +102,13 @@ def test_a_later_reads_and_sets_the_results_attributes():
 
 
 def test_close_drops_what_no_worker_took():
-    slots = Slots(1)
     gate = threading.Event()
-    pool = StartPool("test", slots)
-    running = pool.ahead("running", gate.wait)
-    time.sleep(0.05)
+    pool = StartPool("test", Slots(1))
+    running = busy(pool, gate)
     queued = pool.ahead("queued", lambda: "never")
     threading.Timer(0.1, gate.set).start()
     pool.close()
-    assert running.result() is True
+    assert all(r.result() is True for r in running)
     with pytest.raises(RuntimeError, match="closed before this start ran"):
         queued.result()
 
@@ -120,3 +123,28 @@ def test_parallel_starts_setting(monkeypatch, raw, ok):
             parallel_from_env()
     monkeypatch.delenv("VOS_PARALLEL_STARTS")
     assert parallel_from_env() == default_parallel() >= 1
+
+
+def test_a_start_after_another_waits_for_it_without_holding_a_worker():
+    slots = Slots(2)
+    order: list[str] = []
+    gate = threading.Event()
+    pool = StartPool("test", slots)
+
+    def step(name: str, wait: threading.Event | None = None):
+        def run():
+            if wait is not None:
+                wait.wait()
+            order.append(name)
+            return name
+        return run
+
+    first = pool.ahead("first", step("first", gate))
+    second = pool.ahead("second", step("second"), after=("first",))
+    other = pool.ahead("other", step("other"))
+    assert other.result() == "other"  # the second worker did not sit on "second"
+    assert order == ["other"]
+    gate.set()
+    assert second.result() == "second" and first.result() == "first"
+    assert order == ["other", "first", "second"]
+    pool.close()

