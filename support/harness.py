@@ -336,8 +336,8 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
           warm_modelinfo: bool = False) -> Start:
     """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
     With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped. It runs in one
-    of the suite's start slots (support/start_pool.py: at most VOS_PARALLEL_STARTS starts at once), given back
-    when the server is told to stop (a shutdown costs little CPU).
+    of the suite's start slots (support/start_pool.py: at most VOS_PARALLEL_STARTS starts at once) until it is ready
+    (or has failed): a ready server idles while it is scraped and stopped.
     ``on_start(proc)`` runs right after the launch (a fault to inject while it starts), ``on_ready(proc)`` once
     it is ready (before it is stopped); ``bin_dir`` goes first on PATH (a wrapper ``vllm``); ``venv``: the
     environment that runs it (default: the e2e environment); ``cwd``: where it runs; ``warm_modelinfo``: the cache
@@ -366,7 +366,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
         cmd = [str(venv / "bin/opentelemetry-instrument"), *cmd]
     log_path = cache / f"serve-{port}.log"
     slot = contextlib.ExitStack()
-    with slot:  # closed early, when the server is told to stop; here on any error before
+    with slot:  # closed early, once the server is ready or gone; here on any error before
         slot.enter_context(SLOTS.one())
         if warm_modelinfo:
             seed_modelinfo(cache, venv)
@@ -383,6 +383,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
                         ready_ns = time.time_ns()
                         break
                     time.sleep(0.02)
+                slot.close()  # a ready server idles (~0.1 core here) while it is scraped and stopped
                 if ready_ns is not None and on_ready is not None:
                     on_ready(proc)
                 if ready_ns is not None and backends is not None and instrument:

@@ -2,17 +2,13 @@
 each in the environment tests/compat/bootstrap.sh built for that release (0.32.0: the e2e environment), exporting
 into one set of real backends of this module's own (namespace ``compat``), so one dashboard query sees them all.
 
-Every start the selected tests read is queued when the tier begins (support/start_pool.py runs several at once) and
-is shared by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts
-showed to tests/data/compat-results.json (scripts/gen_docs.py renders docs/telemetry.md's version table from it);
-``VOS_E2E_LOCK=/path`` takes that file lock for the starts (machines shared with other suites).
+Each start is a plan of the run (support/plans.py: queued when the run begins, several made at once) and is shared
+by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts showed to tests/data/compat-results.json
+(scripts/gen_docs.py renders docs/telemetry.md's version table from it).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import functools
 import json
 import os
 import sys
@@ -27,7 +23,7 @@ sys.path.insert(0, str(REPO))  # support/
 import compat_facts as cf  # noqa: E402
 
 from support import ci, harness  # noqa: E402
-from support.start_pool import SLOTS, StartPool  # noqa: E402
+from support.plans import Session, plan  # noqa: E402
 from vllm_otel_startup.model.spanmodel import parse_otlp  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -62,50 +58,33 @@ class Observed:
         return [s for line in path.read_text().splitlines() if line.strip() for s in parse_otlp(json.loads(line))]
 
 
-class _Lock:
-    """``VOS_E2E_LOCK``: taken before the first start and held until the last one ended (a machine shared with
-    other suites that hold it for a whole run)."""
-
-    def __init__(self) -> None:
-        self.file = None
-
-    def take(self) -> None:
-        path = os.environ.get("VOS_E2E_LOCK")
-        if path and self.file is None:
-            self.file = open(path, "a")  # noqa: SIM115 - held across starts
-            fcntl.flock(self.file, fcntl.LOCK_EX)
-
-    def release(self) -> None:
-        if self.file is not None:
-            self.file.close()  # closing drops the lock
-            self.file = None
+def _workdir(s: Session) -> Path:
+    def make() -> Path:
+        (s.workdir / "compat").mkdir(exist_ok=True)
+        return s.workdir / "compat"
+    return s.resource("compat_workdir", make)
 
 
-@pytest.fixture(scope="module")
-def compat_workdir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("compat")
+def _backends(s: Session) -> harness.Backends:
+    """The tier's own stores: one dashboard query over every release's starts, and nothing else's."""
+    return s.resource("compat_backends", lambda: harness.Backends(_workdir(s) / "backends").start(),
+                      close=harness.Backends.stop)
 
 
-@pytest.fixture(scope="module")
-def compat_backends(compat_workdir):
-    b = harness.Backends(compat_workdir / "backends").start()
-    yield b
-    b.stop()
+def _model(s: Session) -> Path:
+    def build() -> Path:
+        out = harness.make_tiny_model(_workdir(s) / "tiny-model")
+        # built by transformers 5 (the e2e environment), whose tokenizer class name transformers 4 (0.15.1's pin)
+        # does not know: the class name both know, as a model saved by transformers 4 has it
+        cfg = out / "tokenizer_config.json"
+        cfg.write_text(json.dumps(json.loads(cfg.read_text()) | {"tokenizer_class": "PreTrainedTokenizerFast"}))
+        return out
+    return s.resource("compat_model", build)
 
 
-@pytest.fixture(scope="module")
-def compat_model(compat_workdir) -> Path:
-    out = harness.make_tiny_model(compat_workdir / "tiny-model")
-    # built by transformers 5 (the e2e environment), whose tokenizer class name transformers 4 (0.15.1's pin)
-    # does not know: the class name both know, as a model saved by transformers 4 has it
-    cfg = out / "tokenizer_config.json"
-    cfg.write_text(json.dumps(json.loads(cfg.read_text()) | {"tokenizer_class": "PreTrainedTokenizerFast"}))
-    return out
-
-
-def wanted(items) -> list[tuple[str, str]]:
+def wanted(items) -> set[tuple[str, str]]:
     """The (release, mode) starts the selected tier tests read: a test of one start, or the cross-release test of a
-    mode (every release); compiled starts first (the longest)."""
+    mode (every release)."""
     keys: set[tuple[str, str]] = set()
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
@@ -113,47 +92,55 @@ def wanted(items) -> list[tuple[str, str]]:
             continue
         releases = [params["release"]] if "release" in params else cf.RELEASES
         keys |= {(r, params["mode"]) for r in releases}
-    return sorted(keys, key=lambda k: (k[1] != "compiled", cf.RELEASES.index(k[0])))
+    return keys
+
+
+RECORDING = os.environ.get("VOS_COMPAT_RECORD") == "1"  # each start with the machine to itself: timings recorded
+
+
+def _start(release: str, mode: str):
+    def run(s: Session) -> Observed:
+        venv = venv_of(release)
+        backends = _backends(s)
+        start = harness.serve(_model(s), _workdir(s) / f"{release}-{mode}", backends, venv=venv,
+                              namespace=f"{cf.NAMESPACE}-{mode}", name=f"compat-{release}-{mode}",
+                              args=cf.MODES[mode])
+        first = backends.trace_of_root(start.pid)
+        path = start.trace_file_dir / f"{first[0].trace_id}.jsonl"
+        written = sum(len(parse_otlp(json.loads(x))) for x in path.read_text().splitlines() if x.strip())
+        obs = Observed(release, mode, start, backends.trace_of_root(start.pid, expect=written))
+        obs.wall_s = (start.ended_ns - start.spawn_ns) / 1e9  # launch -> ready -> scraped -> stopped: its CI cost
+        return obs
+    # compiled starts are registered first: the longest, queued first
+    plan(f"compat/{release}-{mode}", alone=RECORDING, module="test_releases",
+         select=lambda items: (release, mode) in wanted(items))(run)
+
+
+for _mode in sorted(cf.MODES, key=lambda m: m != "compiled"):
+    for _release in cf.RELEASES:
+        _start(_release, _mode)
 
 
 @pytest.fixture(scope="module")
-def compat(request, compat_backends, compat_model, compat_workdir):
-    """``compat(release, mode)``: that start, observed. Every start the selected tests read is queued at once in a
-    start pool (support/start_pool.py: several at a time); with ``VOS_COMPAT_RECORD=1`` each runs with the machine to
-    itself (its timings are recorded). Records the results at teardown."""
-    lock = _Lock()
-    lock.take()
-    recording = os.environ.get("VOS_COMPAT_RECORD") == "1"
-    pool = StartPool("tests/compat/conftest.py")
+def compat_backends(e2e) -> harness.Backends:
+    return _backends(e2e)
 
-    def run(release: str, mode: str) -> Observed:
-        venv = venv_of(release)
-        cache = compat_workdir / f"{release}-{mode}"
-        with SLOTS.alone() if recording else contextlib.nullcontext():
-            start = harness.serve(compat_model, cache, compat_backends, venv=venv,
-                                  namespace=f"{cf.NAMESPACE}-{mode}", name=f"compat-{release}-{mode}",
-                                  args=cf.MODES[mode])
-        first = compat_backends.trace_of_root(start.pid)
-        path = start.trace_file_dir / f"{first[0].trace_id}.jsonl"
-        written = sum(len(parse_otlp(json.loads(x))) for x in path.read_text().splitlines() if x.strip())
-        obs = Observed(release, mode, start, compat_backends.trace_of_root(start.pid, expect=written))
-        obs.wall_s = (start.ended_ns - start.spawn_ns) / 1e9  # launch -> ready -> scraped -> stopped: its CI cost
-        return obs
 
-    queued = {key: pool.ahead(key, functools.partial(run, *key)) for key in wanted(request.session.items)}
+@pytest.fixture(scope="module")
+def compat_model(e2e) -> Path:
+    return _model(e2e)
+
+
+@pytest.fixture(scope="module")
+def compat(e2e):
+    """``compat(release, mode)``: that start, observed (a plan of the run: support/plans.py; with
+    ``VOS_COMPAT_RECORD=1`` each runs with the machine to itself). Records the results at teardown."""
+    seen: dict[tuple[str, str], Observed] = {}
 
     def get(release: str, mode: str) -> Observed:
-        key = (release, mode)
-        later = queued.get(key) or pool.ahead(key, functools.partial(run, *key))
-        queued[key] = later
-        return later.result()
+        seen[(release, mode)] = e2e.later(f"compat/{release}-{mode}").result()
+        return seen[(release, mode)]
 
     yield get
-    pool.close()
-    lock.release()
-    seen = []
-    for later in queued.values():
-        with contextlib.suppress(Exception, pytest.skip.Exception, pytest.fail.Exception):  # its tests said why
-            seen.append(later.result())
-    if recording and seen:
-        cf.record(RESULTS, [cf.facts(o, venv_of(o.release)) for o in seen])
+    if RECORDING and seen:
+        cf.record(RESULTS, [cf.facts(o, venv_of(o.release)) for o in seen.values()])

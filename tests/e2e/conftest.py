@@ -1,7 +1,8 @@
-"""Session fixtures: real backends, a tiny model built offline, and real instrumented vLLM starts.
+"""The shared real instrumented vLLM starts of the e2e tier (the run's backends, tiny model and work directory are
+tests/conftest.py's).
 
-Every start runs once per session and is shared by the tests that read it (a start costs ~1 minute). Each is a plan
-(e2e_starts.py), queued when the first e2e test runs and made in the background, as many at once as the machine has
+Every start runs once per run and is shared by the tests that read it (a start costs ~1 minute). Each is a plan
+(support/plans.py), queued when the run begins and made in the background, as many at once as the machine has
 cores for (support/start_pool.py). The shared starts are defined here and read through a fixture of the same name,
 which returns a ``Later``: its attributes are the ``Observed`` start's, once it is there. A skip or failure inside a
 start reaches the tests that read it.
@@ -22,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # support/: shared
 
 from e2e_observed import Observed, observe  # noqa: E402
 from e2e_params import COMPILE_KEY_NS, HUB_RATE, HUB_REPO, P2P_HOST, SLOW_RATE, WEIGHTS_NS  # noqa: E402
-from e2e_starts import Session, plan, selected  # noqa: E402
 
 from support import harness  # noqa: E402
+from support.plans import Session, plan  # noqa: E402
 from support.start_pool import Later  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -35,32 +36,6 @@ def pytest_collection_modifyitems(config, items):
     chosen = any(item.get_closest_marker("e2e") for item in items)
     if chosen and not harness.VENV.joinpath("bin/vllm").exists():
         pytest.exit(f"e2e environment missing at {harness.E2E_HOME}: run tests/e2e/bootstrap.sh first", 2)
-
-
-@pytest.fixture(scope="session")
-def workdir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("e2e")
-
-
-@pytest.fixture(scope="session")
-def backends(workdir):
-    b = harness.Backends(workdir / "backends").start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture(scope="session")
-def tiny_model(workdir) -> Path:
-    return harness.make_tiny_model(workdir / "tiny-model")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def e2e(request, backends, tiny_model, workdir):
-    """The session's plans: every start the selected tests read, queued before the first of them runs."""
-    session = Session(backends, tiny_model, workdir)
-    session.queue(selected(request.session.items))
-    yield session
-    session.close()
 
 
 def padded(s: Session) -> Path:
@@ -76,7 +51,7 @@ def padded_model(e2e) -> Path:
 # ---- the shared starts (each read through the fixture of its name) -------------------------------------------
 
 
-@plan("eager")
+@plan("eager", alone=True)  # its tests read its CPU figures (a CPU-bound import keeps one core busy)
 def _eager(s: Session) -> Observed:
     """Eager start over OTLP http/protobuf through the collector, with secrets planted in argv and env."""
     return observe(s.backends, harness.serve(

@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from e2e_starts import Session, plan
 
 from support import ci, harness
+from support.plans import Session, plan
 from vllm_otel_startup import semconv as sc
 
 pytestmark = pytest.mark.e2e

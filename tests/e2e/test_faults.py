@@ -11,7 +11,7 @@ cross-checked against it.
 
 The misbehaving collectors are stand-ins (tests/e2e/faults.py): a real one cannot be told to fail on purpose.
 
-Every case's start is a plan (e2e_starts.py), queued with the session's other starts, and each test asserts on its
+Every case's start is a plan (support/plans.py), queued with the session's other starts, and each test asserts on its
 own case. The bounded waits hold under a busy machine (the probe takes the
 machine's share out); the recorded timings are the machine's at that moment: with $VOS_FAULT_REPORT set, for
 docs/results.md, every case runs with the machine to itself.
@@ -34,9 +34,9 @@ import faults
 import psutil
 import pytest
 import ready_probe
-from e2e_starts import Session, plan
 
 from support import harness
+from support.plans import Session, plan
 from support.start_pool import Later
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
@@ -153,7 +153,7 @@ RECORDING = bool(os.environ.get("VOS_FAULT_REPORT"))  # each case with the machi
 
 
 def case(name: str):
-    """Register ``make(ctx)`` as the plan of the case ``name`` (e2e_starts.py)."""
+    """Register ``make(ctx)`` as the plan of the case ``name`` (support/plans.py)."""
     def register(make: Callable[[Ctx], object]) -> Callable[[Ctx], object]:
         def run(s: Session) -> object:
             probe = s.resource("ready_probe", lambda: ready_probe.install_dir(s.workdir / "ready-probe"))
@@ -167,7 +167,7 @@ def case(name: str):
 
 @pytest.fixture(scope="module")
 def cases(e2e) -> dict[str, Later]:
-    """Every case's start, queued with the session's other starts (e2e_starts.py)."""
+    """Every case's start, queued with the session's other starts (support/plans.py)."""
     return {name: e2e.later(f"faults/{name}") for name in CASES}
 
 

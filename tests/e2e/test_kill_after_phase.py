@@ -34,9 +34,9 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e_starts import plan
 
 from support import harness
+from support.plans import plan
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import report
 
@@ -155,7 +155,7 @@ def killed_start(case: str, sig: int, delay: float, tiny_model, workdir, backend
     return st, local, phase, window
 
 
-# Each a plan run with the machine to itself (e2e_starts.py): the 0.1 s window is the watcher's, and no other start
+# Each a plan run with the machine to itself (support/plans.py): the 0.1 s window is the watcher's, and no other start
 # may hold up its thread or the worker.
 plan("kill/sigkill-worker", alone=True)(
     lambda s: killed_start("sigkill-worker", signal.SIGKILL, 0.04, s.tiny_model, s.workdir, s.backends))

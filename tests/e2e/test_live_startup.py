@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_starts import Session, plan
 
 from dashboards import alerts
 from dashboards import queries as dq
 from support import ci, harness
+from support.plans import Session, plan
 
 pytestmark = pytest.mark.e2e
 

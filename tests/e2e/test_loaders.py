@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from e2e_observed import Observed, observe
-from e2e_starts import Session, plan
 
 from support import ci, harness
+from support.plans import Session, plan
 from support.start_pool import Later
 from vllm_otel_startup import semconv as sc
 

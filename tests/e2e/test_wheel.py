@@ -13,9 +13,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from e2e_starts import Session, plan
 
 from support import harness
+from support.plans import Session, plan
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
