@@ -14,7 +14,9 @@ huggingface_hub 2.x calls for a model:
 Everything else is 404 with the hub's X-Error-Code. The commit is a hash of the repository's file hashes.
 
 Bandwidth: one token bucket shared by all connections paces every file body (the limit a slow link would set);
-``bytes_sent`` counts the file bytes that left the server.
+``bytes_sent`` counts the file bytes that left the server. The tests run it in a process of its own
+(:class:`HubProcess`, ``python -m support.hub_server``): its pacing sleeps and sends would otherwise share the test
+process's interpreter lock with whatever the tests run meanwhile (measured: 20 % under its rate).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -178,7 +182,9 @@ class HubServer:
             def do_GET(self) -> None:  # noqa: N802
                 url = urllib.parse.urlsplit(self.path)
                 path, query = urllib.parse.unquote(url.path), urllib.parse.parse_qs(url.query)
-                if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
+                if path == "/_vos/stats":  # the test's view of what left the server (HubProcess)
+                    self._json({"bytes_sent": hub.bytes_sent})
+                elif m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
                     repo = self._repo(m[1])
                     if repo and self._rev_ok(repo, m[2] or "main"):
                         self._json(repo.info())
@@ -272,3 +278,48 @@ class HubServer:
                         left -= len(block)
 
         return Handler
+
+
+class HubProcess:
+    """A :class:`HubServer` in a process of its own, with the same ``url``, ``bytes_sent`` and ``stop()``."""
+
+    def __init__(self, repos: dict[str, Path], rate: float) -> None:
+        self.repos, self.rate = repos, rate
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self) -> HubProcess:
+        argv = [sys.executable, str(Path(__file__).resolve()), str(self.rate),
+                *(f"{rid}={d}" for rid, d in self.repos.items())]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        line = self.proc.stdout.readline().strip()  # "port N" once it listens
+        if not line.startswith("port "):
+            self.stop()
+            raise RuntimeError(f"the hub server did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{line.split()[1]}"
+        return self
+
+    @property
+    def bytes_sent(self) -> int:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/_vos/stats", timeout=10) as r:  # noqa: S310 - loopback
+            return int(json.loads(r.read())["bytes_sent"])
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def main(argv: list[str]) -> int:
+    """``hub_server.py RATE ORG/NAME=DIR ...``: serve until terminated; prints ``port N`` when it listens."""
+    rate, repos = float(argv[1]), dict(a.split("=", 1) for a in argv[2:])
+    hub = HubServer({rid: Path(d) for rid, d in repos.items()}, rate=rate)
+    print(f"port {hub.port}", flush=True)
+    hub.httpd.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

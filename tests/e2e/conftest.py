@@ -161,9 +161,9 @@ def _compiled_len_changed(s: Session) -> Observed:
 
 def _hub(s: Session):
     """A hub-protocol server on 127.0.0.1 (support/hub_server.py) serving the padded model at HUB_RATE."""
-    from support.hub_server import HubServer
+    from support.hub_server import HubProcess
 
-    return s.resource("hub", lambda: HubServer({HUB_REPO: padded(s)}, rate=HUB_RATE).start(), close=HubServer.stop)
+    return s.resource("hub", lambda: HubProcess({HUB_REPO: padded(s)}, rate=HUB_RATE).start(), close=HubProcess.stop)
 
 
 def _hub_serve(s: Session) -> harness.Start:

@@ -57,6 +57,26 @@ def test_the_outer_process_counts_only_when_no_inner_process_is_live():
     assert cp.unexplained_s == pytest.approx(3.0)
 
 
+def test_an_outer_collection_explains_an_idle_inner_process_and_nothing_else():
+    """A worker between its startup calls runs no span of its own: a garbage collection of its EngineCore then is
+    the instant's work. The same collection explains nothing while the worker runs a span of its own, and an outer
+    phase span (not interpreter work) never stands in for an idle worker."""
+    worker = [span("wk", "core", sc.WORKER_PROCESS_SPAN, 4, 8, kind="worker", phase="worker_process"),
+              span("wimp", "wk", "Imports", 4, 5, kind="worker"),
+              span("winit", "wk", "Worker init", 7, 8, kind="worker")]
+    base = start_with(*worker)  # 5-7: the worker idle, the EngineCore's Load model/Load weights outer
+    assert sorted((g.kind, round(g.seconds, 3)) for g in base.gaps) == [
+        ("api_server", 0.5), ("engine_core", 0.5), ("worker", 2.0)]
+    collected = start_with(*worker, span("gc", "load", sc.GC_SPAN, 5.5, 6.5, kind="engine_core", phase="gc"))
+    assert sorted((g.kind, round(g.seconds, 3)) for g in collected.gaps) == [  # 5-5.5 and 6.5-7 left
+        ("api_server", 0.5), ("engine_core", 0.5), ("worker", 0.5), ("worker", 0.5)]
+    busy = start_with(*worker[:2], span("winit", "wk", "Worker init", 5, 8, kind="worker"),
+                      span("dev", "winit", "Init device", 7, 8, kind="worker"),  # 5-7: Worker init's own time
+                      span("gc", "load", sc.GC_SPAN, 5.5, 6.5, kind="engine_core", phase="gc"))
+    assert sorted((g.kind, round(g.seconds, 3)) for g in busy.gaps) == [
+        ("api_server", 0.5), ("engine_core", 0.5), ("worker", 2.0)]
+
+
 def test_a_detail_span_covers_its_own_time_and_leaves_its_span_a_leaf():
     # a collection inside Load weights: Load weights is still a leaf (4-6 covered, not only the 0.5 s GC)
     gc = span("gc", "w", sc.GC_SPAN, 5, 5.5, kind="engine_core", phase="gc")

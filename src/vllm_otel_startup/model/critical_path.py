@@ -3,8 +3,11 @@
 At each instant the innermost live process is the one doing the work (the API server waits on its
 EngineCore, the EngineCore on its workers); the instant is explained when a non-waiting leaf span of that
 process covers it (a leaf: no child span in the same process). A waiting span explains nothing while the
-child it waits for works, and a parent's self time is never counted as explained. What is not covered is
-named: the process, and the span that ended right before the gap.
+child it waits for works, and a parent's self time is never counted as explained. One exception, the other way
+round: where the innermost process runs no span of its own (a worker idle between its startup calls) while an
+outer process collects garbage or imports a module (a detail span: interpreter work, never a phase that waits on
+the child), that is the work of the instant. What is not covered is named: the process, and the span that ended
+right before the gap.
 
 Stdlib only: the printed-at-ready summary uses it inside the server process.
 """
@@ -65,16 +68,21 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
         return d
 
     info = []
+    own: dict[int, list[tuple[int, int]]] = {}  # lane -> the time any span of its own runs (idle outside it)
+    detail: dict[int, list[tuple[int, int]]] = {}  # lane -> its garbage collections and imports
     for ln in ls:
         parents = {s.parent_id for s in ln.spans if s is not ln.span and phase_of(s) not in sc.DETAIL_PHASES}
         leaves = [s for s in ln.spans if s is not ln.span and s.end > s.start and not s.attrs.get(sc.WAITING)
                   and (s.span_id not in parents or phase_of(s) in sc.DETAIL_PHASES)]
         info.append((ln, depth(ln), merge((s.start, s.end) for s in leaves),
                      sorted((s.end, s.name) for s in leaves)))
+        own[id(ln)] = merge((s.start, s.end) for s in ln.spans if s is not ln.span and s.end > s.start)
+        detail[id(ln)] = merge((s.start, s.end) for s in leaves if phase_of(s) in sc.DETAIL_PHASES)
     t0, t1 = root.start, max(root.end, root.start)
     cuts = {t0, t1}
     for ln, _, u, _ in info:
-        for t in (ln.span.start, ln.span.end, *(x for iv in u for x in iv)):
+        for t in (ln.span.start, ln.span.end, *(x for ivs in (u, own[id(ln)], detail[id(ln)]) for iv in ivs
+                                                   for x in iv)):
             if t0 < t < t1:
                 cuts.add(t)
     edges = sorted(cuts)
@@ -87,6 +95,9 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
         inner = max(d for _, d, _, _ in live)
         cands = [x for x in live if x[1] == inner]
         if any(covers(u, mid) for _, _, u, _ in cands):
+            continue
+        idle = not any(covers(own[id(x[0])], mid) for x in cands)
+        if idle and any(covers(detail[id(x[0])], mid) for x in live if x[1] < inner):
             continue
         ln, _, _, ends = cands[0]
         i = bisect.bisect_right(ends, (a, "\uffff")) - 1
