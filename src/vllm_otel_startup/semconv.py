@@ -13,6 +13,8 @@ INSTRUMENTATION_NAME = "vllm_otel_startup"
 ROOT_SPAN = "vLLM startup"
 ENGINE_CORE_PROCESS_SPAN = "EngineCore process"
 WORKER_PROCESS_SPAN = "Worker process"
+API_SERVER_PROCESS_SPAN = "API server process"  # one of several API servers (--api-server-count, data parallel)
+API_SERVERS_WAIT_SPAN = "API servers ready"  # the launcher waiting for its API server processes (waiting)
 INTERPRETER_START_SPAN = "Interpreter start"
 IMPORTS_SPAN = "Imports"
 CLI_SPAN = "CLI parsing"
@@ -53,6 +55,8 @@ ENFORCE_EAGER = "vllm.enforce_eager"
 COMPILATION_MODE = "vllm.compile.mode"
 MAX_MODEL_LEN = "vllm.max_model_len"
 WORKER_RANK = "vllm.worker.rank"
+DP_RANK = "vllm.parallel.data_rank"  # int: an EngineCore's data-parallel rank (several EngineCores)
+API_SERVER_INDEX = "vllm.api_server.index"  # int: an API server's index (several API servers)
 
 MODEL_INSPECTION_CACHE_HIT = "vllm.model_inspection.cache_hit"
 GC_GENERATION = "vllm.gc.generation"  # int: the generation collected (2: full)
@@ -148,6 +152,8 @@ PHASES: dict[str, str] = {
     "startup": "whole start, API-server process creation to HTTP accepting (root)",
     "engine_core_process": "EngineCore process, creation to READY sent",
     "worker_process": "worker process, creation to its last startup RPC",
+    "api_server_process": "one of several API server processes, creation to HTTP accepting (its launcher is the "
+                          "root)",
     "interpreter_start": "process creation to our hook (interpreter, site, OpenTelemetry SDK init)",
     "imports": "our hook to the first vLLM startup call (module imports, spawn unpickling)",
     "cli": "CLI setup and argument parsing",
@@ -166,6 +172,10 @@ PHASES: dict[str, str] = {
     "engine_client_init": "AsyncMPClient / MPClient init",
     "engine_spawn": "EngineCore process start",
     "engine_wait": "waiting for EngineCore READY (handshake)",
+    "api_server_spawn": "API server processes start (--api-server-count > 1, data parallel)",
+    "dp_coordinator_start": "data parallel: vLLM's DP coordinator process started and its sockets reported (its "
+                            "interpreter start and imports)",
+    "api_server_wait": "the launcher waiting for every API server process to accept HTTP",
     "engine_connect": "engine-core client sockets after READY until each EngineCore's first input message "
                       "(vLLM < 0.17 binds them only then: ZMQ's reconnect interval)",
     "engine_core_init": "EngineCoreProc init (handshake + engine init)",
@@ -240,7 +250,8 @@ WATERFALL_GROUPS: dict[str, tuple[str, ...]] = {
     "bootstrap": ("interpreter_start", "imports", "cli", "event_loop", "process_entry"),
     "config": ("api_server_setup", "engine_args", "config", "hf_config", "model_inspection",
                "model_inspection_subprocess", "tokenizer"),
-    "setup": ("async_llm_init", "engine_client", "engine_client_init", "engine_spawn", "engine_connect",
+    "setup": ("async_llm_init", "engine_client", "engine_client_init", "engine_spawn", "api_server_spawn",
+              "dp_coordinator_start", "engine_connect",
               "engine_core_init", "engine_init", "executor_init", "worker_spawn", "worker_init", "kernel_overrides",
               "device_init"),
     "model": ("model_load", "model_loader", "model_create", "model_init", "weights_load", "weights_download",
@@ -249,7 +260,8 @@ WATERFALL_GROUPS: dict[str, tuple[str, ...]] = {
     "kv_cache": ("kv_cache_init", "kv_cache_profile", "kv_cache_allocate", "warmup", "kernel_warmup"),
     "cudagraphs": ("cudagraph_capture",),
     "http": ("app_build", "app_state", "http_startup"),
-    OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "model_inspection_cache_save", "engine_wait",
+    OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_wait",
+                  "model_inspection_cache_save", "engine_wait",
                   "structured_output_init", "scheduler_init", "worker_wait", "cuda_init", "distributed_init",
                   "process_group_init", "model_parallel_init", "model_runner_init", "model_state_init",
                   "sampler_init", "profile_run", "compiled_first_run", "sampler_warmup", "cudagraph_memory_profile",
@@ -268,7 +280,8 @@ PREDICT_GROUPS: dict[str, tuple[str, ...]] = {
     "kv_cache": ("kv_cache_profile", "kv_cache_allocate", "kv_cache_init", "warmup", "kernel_warmup"),
     "http": ("app_build", "app_state", "http_startup", "api_server_setup"),
     "bootstrap": ("interpreter_start", "imports", "cli", "event_loop", "process_entry"),
-    OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "engine_args", "config", "hf_config",
+    OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_spawn",
+                  "api_server_wait", "dp_coordinator_start", "engine_args", "config", "hf_config",
                   "model_inspection_cache_save", "async_llm_init", "tokenizer", "engine_client", "engine_client_init",
                   "engine_spawn", "engine_wait", "engine_connect", "engine_core_init", "engine_init", "executor_init",
                   "structured_output_init", "scheduler_init", "worker_spawn", "worker_wait", "worker_init",
@@ -289,7 +302,8 @@ STACKED_GROUPS: dict[str, tuple[str, ...]] = {
                 "compiled_first_run", "sampler_warmup", "cudagraph_memory_profile", "kv_cache_allocate",
                 "scheduler_init", "kernel_warmup", "cudagraph_capture", "jit_warmup", "inductor_lazy_init",
                 "app_build", "app_state", "http_startup"),
-    OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "hf_config", "model_inspection",
+    OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_spawn",
+                  "api_server_wait", "dp_coordinator_start", "hf_config", "model_inspection",
                   "model_inspection_subprocess", "model_inspection_cache_save", "async_llm_init", "engine_client",
                   "engine_client_init", "engine_spawn", "engine_wait", "engine_connect", "engine_core_init",
                   "engine_init", "executor_init", "structured_output_init", "worker_spawn", "worker_wait",
@@ -305,7 +319,8 @@ STACKED_GROUPS: dict[str, tuple[str, ...]] = {
 # (compile stages, loader steps, ...) stays in the trace: at ~65 phases a compiled start would cost its store more
 # than 100 series (docs/results.md "Fleet scale").
 METRIC_PHASES: frozenset[str] = frozenset(STACKED_GROUPS["stacked"]) | {
-    "startup", "engine_core_process", "worker_process", "model_inspection", "weights_download", "kv_cache_profile"}
+    "startup", "engine_core_process", "worker_process", "api_server_process", "model_inspection", "weights_download",
+    "kv_cache_profile"}
 
 PHASE_GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
     "waterfall": WATERFALL_GROUPS, "predict": PREDICT_GROUPS, "stacked": STACKED_GROUPS,

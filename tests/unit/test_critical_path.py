@@ -91,3 +91,50 @@ def test_detail_spans_cover_the_self_time_of_a_phase_with_structural_children():
     region = span("r", "load", "backend_compile", 6, 7.5, kind="engine_core", phase="torch_compile_stage")
     inner = span("r2", "r", "GraphLowering.codegen", 6.5, 7, kind="engine_core", phase="torch_compile_stage")
     assert start_with(region, inner).unexplained_s == pytest.approx(1.5)
+
+
+def data_parallel(engine1_gap: float = 0.0):
+    """A launcher (0-12 s) spawns two EngineCores (1-8 and 1-9 s: imports, then work) and two API servers (1-11.5,
+    1-12: imports 1-3, then their engine client waits for the engines inside one leaf span until 10, then HTTP);
+    the launcher waits on them (API servers ready, 1-12). EngineCore 1 idles ``engine1_gap`` s before its end."""
+    e1_work_end = 9 - engine1_gap
+    return [
+        span("root", None, sc.ROOT_SPAN, 0, 12, phase="startup"),
+        span("imp", "root", "Imports", 0, 1),
+        span("sp", "root", "Engine spawn", 1, 1.01),
+        span("e0", "root", sc.ENGINE_CORE_PROCESS_SPAN, 1, 8, kind="engine_core", phase="engine_core_process",
+             **{sc.DP_RANK: 0}),
+        span("e0i", "e0", "Imports", 1, 4, kind="engine_core"),
+        span("e0w", "e0", "Prepare model", 4, 8, kind="engine_core"),
+        span("e1", "root", sc.ENGINE_CORE_PROCESS_SPAN, 1, 9, kind="engine_core", phase="engine_core_process",
+             **{sc.DP_RANK: 1}),
+        span("e1i", "e1", "Imports", 1, 4, kind="engine_core"),
+        span("e1w", "e1", "Prepare model", 4, e1_work_end, kind="engine_core"),
+        *[x for i, end in ((0, 11.5), (1, 12)) for x in (
+            span(f"a{i}", "root", sc.API_SERVER_PROCESS_SPAN, 1, end, phase="api_server_process",
+                 **{sc.API_SERVER_INDEX: i}),
+            span(f"a{i}i", f"a{i}", "Imports", 1, 3),
+            span(f"a{i}c", f"a{i}", "AsyncMPClient init", 3, 10),
+            span(f"a{i}h", f"a{i}", "HTTP startup", 10, end))],
+        span("wait", "root", sc.API_SERVERS_WAIT_SPAN, 1.01, 12, **{sc.WAITING: True}),
+    ]
+
+
+def test_data_parallel_the_slowest_engine_is_the_critical_path_and_is_named():
+    st = Start(data_parallel())
+    cp = st.critical_path
+    # 1-9: an EngineCore works (the API servers' client spans wait on them, whatever they are named); EngineCore 1
+    # ends last, so its work is what counts; 9-12: the API servers, the last one to be ready
+    assert cp.share == pytest.approx(1.0)
+    texts = [s.text() for s in cp.stragglers]
+    assert "slowest of 2: EngineCore 1 was ready 1.00 s after EngineCore 0" in texts
+    assert "slowest of 2: API server 1 was ready 0.50 s after API server 0" in texts
+    assert sorted(ln.label.split(" (")[0] for ln in st.lanes) == [
+        "API server", "API server 0", "API server 1", "EngineCore 0", "EngineCore 1"]
+
+
+def test_data_parallel_a_gap_in_the_slowest_engine_is_not_hidden_by_a_faster_one():
+    # EngineCore 1 idles 8-9 while EngineCore 0 is already done and the API servers' clients wait: named
+    cp = Start(data_parallel(engine1_gap=1.0)).critical_path
+    assert cp.unexplained_s == pytest.approx(1.0)
+    assert (cp.gaps[0].lane.split(" (")[0], cp.gaps[0].after) == ("EngineCore 1", "Prepare model")

@@ -353,7 +353,7 @@ def test_a_patch_that_cannot_be_applied_is_recorded_on_the_process_span(start, m
     def refuse(*args, **kwargs):
         raise Internal("wrapt refused")
 
-    monkeypatch.setattr(hooks.wrapt, "wrap_function_wrapper", refuse)
+    monkeypatch.setattr(hooks, "wrap", refuse)
     mod = types.ModuleType("guard_unpatchable")
     mod.target = make_target("span", False)
     point = PatchPoint("guard_unpatchable:target", process="any", hook="span", **POINTS["span"])

@@ -28,10 +28,10 @@ class CallCounter:
             owner_name, attr = self.qualname.split(".")[0], self.qualname.split(".")[-1]
             owner = getattr(mod, owner_name, None) if mod is not None else None
             if owner is not None and hasattr(owner, attr):
-                import wrapt
+                from vllm_otel_startup.agent.wrapping import wrap
 
                 self._undo = (owner, attr, vars(owner).get(attr, _ABSENT))
-                wrapt.wrap_function_wrapper(mod, self.qualname, self._counted)
+                wrap(mod, self.qualname, self._counted)
                 self.installed = True
         return self.installed
 

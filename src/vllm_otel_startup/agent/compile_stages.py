@@ -16,11 +16,11 @@ import sys
 import threading
 from typing import Any
 
-import wrapt
 from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import guard
+from vllm_otel_startup.agent.wrapping import wrap
 
 _PLAIN = (str, bool, int, float)
 MAX_DEPTH = 128
@@ -84,7 +84,7 @@ class CompileStages:
                          ("log_instant_event", self._instant)):
             if attr in vars(cls):
                 self._originals[attr] = vars(cls)[attr]
-                wrapt.wrap_function_wrapper(cls, attr, fn)
+                wrap(cls, attr, fn)
         self._cls = cls
 
     def uninstall(self) -> None:

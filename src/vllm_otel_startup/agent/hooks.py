@@ -23,6 +23,7 @@ from vllm_otel_startup.agent.guard import HOOKS, safe
 from vllm_otel_startup.agent.patch_points import SPAN_PHASES, PatchPoint, by_module
 from vllm_otel_startup.agent.versions import vllm_version
 from vllm_otel_startup.agent.wrappers import Hook, build
+from vllm_otel_startup.agent.wrapping import wrap
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
@@ -222,7 +223,7 @@ class Installer:
 
         wrapper = self._wrapper(point, emit_span=bool(point.span) and not native, is_async=is_async,
                                 restore=restore)
-        wrapt.wrap_function_wrapper(parent, name, wrapper)
+        wrap(parent, name, wrapper)
         new = vars(parent)[name] if inspect.isclass(parent) else getattr(parent, name)
         with contextlib.suppress(Exception):
             setattr(new, _MARK, point.target)

@@ -157,14 +157,14 @@ class Live:
                 self.labels = {}
         return self.labels
 
-    def series(self) -> list[tuple[str, float, dict[str, str]]]:
-        """The in-progress series of this process (API server: and of its children, from the spool):
-        (metric, value, labels); none once the process is past its ready point."""
+    def series(self, own_only: bool = False) -> list[tuple[str, float, dict[str, str]]]:
+        """The in-progress series of this process (the root: and of the start's other processes, from the spool;
+        ``own_only``: not theirs): (metric, value, labels); none once the process is past its ready point."""
         if self.outcome is not None or self.rt.done:
             return []
         fleet = self.fleet_labels()
         tid = self.rt.trace_id()
-        procs = self.processes() if self.rt.info.kind == API_SERVER else [self.snapshot()]
+        procs = self.processes() if self.rt.info.root and not own_only else [self.snapshot()]
         out = []
         for p in procs:
             if not p.get("phase"):
@@ -175,18 +175,17 @@ class Live:
             phase, seconds = metric_phase(p)
             out.append(("vllm.startup.in_progress.phase_elapsed", seconds, {**labels, sc.PHASE: phase}))
         est = self.estimate
-        if est is not None and self.rt.info.kind == API_SERVER:
+        if est is not None and self.rt.info.root:
             out.append(("vllm.startup.in_progress.remaining", est.remaining, {**fleet, sc.TRACE_ID: tid}))
         return out
 
     def own_series(self) -> list[tuple[str, float, dict[str, str]]]:
         """Only this process's own series (what it exports over OTLP: each child exports its own)."""
-        kind = self.rt.info.kind
-        return [s for s in self.series() if s[2].get(sc.PROCESS_KIND, kind) == kind]
+        return self.series(own_only=True)
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        if self.rt.info.kind == API_SERVER and settings.text(settings.STATUS_PORT):
+        if self.rt.info.root and settings.text(settings.STATUS_PORT):
             from vllm_otel_startup.agent import status_server  # opt-in: not even imported otherwise
 
             self.server = status_server.start(self, settings.text(settings.STATUS_PORT))
@@ -198,7 +197,7 @@ class Live:
         """The ready point (or a failure / exit): the series end, a child's spool state goes, the server closes."""
         self.outcome = outcome
         self._stop.set()
-        if self.rt.info.kind != API_SERVER:
+        if not self.rt.info.root:
             from vllm_otel_startup.agent import spool
 
             spool.remove_live(self.rt.trace_id(), self._spool_name())
@@ -234,7 +233,7 @@ class Live:
         self.fleet_labels()
         snap = self.snapshot()
         tid = rt.trace_id()
-        if rt.info.kind != API_SERVER:
+        if not rt.info.root:
             if self._stop.is_set():  # stop() removed the state: a tick racing it must not write it back
                 return
             spool.write_live(tid, self._spool_name(), json.dumps(snap, separators=(",", ":")))
@@ -278,7 +277,7 @@ class Live:
         self._progress = (phase, now)
         attrs: dict[str, Any] = {sc.LIVE_PHASE: phase, sc.LIVE_PHASE_STACK: [e["phase"] for e in snap["stack"]],
                                  sc.LIVE_ELAPSED_S: snap["elapsed_s"], sc.LIVE_PHASE_ELAPSED_S: snap["phase_elapsed_s"]}
-        if rt.info.kind == API_SERVER:
+        if rt.info.root:
             attrs[sc.LIVE_HISTORY] = self.matches
             if self.estimate is not None:
                 attrs[sc.LIVE_REMAINING_S] = round(self.estimate.remaining, 3)

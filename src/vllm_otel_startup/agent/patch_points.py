@@ -106,6 +106,17 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P("vllm.v1.engine.utils:CoreEngineProcManager.__init__", "Engine spawn", "engine_spawn", API,
       hook="spawn", child=CORE),
     P("vllm.v1.engine.utils:wait_for_engine_startup", "Engine handshake", "engine_wait", API, waiting=True),
+    # data parallel: the launcher starts vLLM's DP coordinator process and waits until it reports its sockets (the
+    # coordinator's interpreter start and imports: ~3-4 s of one core on the test hosts; it runs no span of its own)
+    P("vllm.v1.engine.coordinator:DPCoordinator.__init__", "DP coordinator start", "dp_coordinator_start", API),
+    # several API servers (--api-server-count > 1, data parallel): the launcher spawns them and waits until each
+    # accepts HTTP (their process spans hang under this span; the launcher's start ends with the last one)
+    P("vllm.v1.utils:APIServerProcessManager.__init__", "API server spawn", "api_server_spawn", API, hook="spawn",
+      child=API),
+    # Prometheus multiprocess mode (PROMETHEUS_MULTIPROC_DIR, several API servers): /metrics serves a registry of
+    # its own, not the default one; the startup collector joins every registry vLLM makes
+    P("vllm.v1.metrics.prometheus:get_prometheus_registry", "", "app_build", API, hook="enrich",
+      probe="prometheus_registry"),
     # before 0.17 MPClient binds its input socket only after the handshake: the EngineCore's DEALER, connecting
     # as soon as it sent READY, finds no listener and ZMQ retries it after its reconnect interval (~0.1-0.2 s of
     # the start, measured on 0.15.1); 0.17+ binds before spawning the engine
@@ -298,6 +309,8 @@ SPAN_PHASES: dict[str, str] = {
     sc.ROOT_SPAN: "startup",
     sc.ENGINE_CORE_PROCESS_SPAN: "engine_core_process",
     sc.WORKER_PROCESS_SPAN: "worker_process",
+    sc.API_SERVER_PROCESS_SPAN: "api_server_process",
+    sc.API_SERVERS_WAIT_SPAN: "api_server_wait",
     sc.INTERPRETER_START_SPAN: "interpreter_start",
     sc.IMPORTS_SPAN: "imports",
     sc.CLI_SPAN: "cli",
@@ -306,7 +319,7 @@ SPAN_PHASES: dict[str, str] = {
     sc.GC_SPAN: "gc",
     sc.IMPORT_SPAN: "module_import",
 }
-WAITING_SPANS = frozenset(p.span for p in PATCH_POINTS if p.waiting)
+WAITING_SPANS = frozenset({*(p.span for p in PATCH_POINTS if p.waiting), sc.API_SERVERS_WAIT_SPAN})
 
 
 def by_module() -> dict[str, list[PatchPoint]]:

@@ -85,15 +85,28 @@ def child_rank(kind: str) -> int | None:
     return int(rank) if kind == WORKER and rank.isdigit() else None
 
 
+def process_index() -> int | None:
+    """The index vLLM gives one of several processes of a kind in the multiprocessing name it spawns it under
+    (``EngineCore_DP1``, ``ApiServer_0``); None for a process alone of its kind (``EngineCore``). Read once the
+    process runs vLLM's code (multiprocessing sets the name after our hook ran)."""
+    import multiprocessing
+
+    name = multiprocessing.current_process().name
+    digits = len(name) - len(name.rstrip("0123456789"))
+    return int(name[-digits:]) if digits and name != "MainProcess" else None
+
+
 class ProcessInfo:
     """Who this process is. (A plain class: a dataclass costs ~1 ms to build at every interpreter start.)"""
 
-    __slots__ = ("kind", "pid", "create_ns", "create_source", "hook_ns", "argv", "rank")
+    __slots__ = ("kind", "pid", "create_ns", "create_source", "hook_ns", "argv", "rank", "root")
 
     def __init__(self, kind: str, pid: int, create_ns: int, create_source: str, hook_ns: int, argv: list[str],
-                 rank: int | None = None) -> None:
+                 rank: int | None = None, root: bool | None = None) -> None:
         self.kind, self.pid, self.create_ns, self.create_source = kind, pid, create_ns, create_source
         self.hook_ns, self.argv, self.rank = hook_ns, argv, rank
+        # the start's root: the API server the user ran (an API server spawned by a launcher has a parent)
+        self.root = kind == API_SERVER if root is None else root
 
     @classmethod
     def current(cls) -> ProcessInfo:
@@ -109,4 +122,5 @@ class ProcessInfo:
             hook_ns=hook_ns,
             argv=argv,
             rank=child_rank(kind),
+            root=kind == API_SERVER and not os.environ.get(ENV_PARENT),
         )

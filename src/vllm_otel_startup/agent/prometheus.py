@@ -56,12 +56,13 @@ def families(observations: list[Obs]) -> Iterator[Any]:
         yield fam
 
 
-def register(collector: StartupCollector) -> bool:
-    """Add the collector to prometheus-client's default registry (the one vLLM's /metrics serves)."""
+def register(collector: StartupCollector, registry: Any = None) -> bool:
+    """Add the collector to ``registry``: prometheus-client's default one (what vLLM's /metrics serves), or one
+    vLLM made for Prometheus multiprocess mode (PROMETHEUS_MULTIPROC_DIR: /metrics serves that one instead)."""
     try:
         from prometheus_client import REGISTRY
 
-        REGISTRY.register(collector)
+        (registry or REGISTRY).register(collector)
         return True
     except Exception:  # noqa: BLE001
         _log.debug("could not register the startup metrics collector", exc_info=True)

@@ -38,12 +38,12 @@ def publish(rt: Runtime) -> None:
         ended = list(rt.ended)
     own = [from_readable(s) for s in ended]
     trace_id = rt.trace_id()
-    if rt.info.kind != API_SERVER:
-        safe(READY, spool.write, trace_id, f"{rt.info.kind}-{rt.info.pid}", ended)
+    if not rt.info.root or rt.frontends:  # a launcher's spans: for its API servers' /metrics
+        safe(READY, spool.write, trace_id, spool_name(rt), ended)
     labels = safe(READY, rt.fleet)  # every series carries them: without them, no series
     if labels is None:
         return
-    if rt.info.kind == API_SERVER:
+    if rt.info.kind == API_SERVER:  # each of several API servers serves the whole start on its /metrics
         safe(READY, serve_on_vllm_metrics, rt, own, trace_id, labels)
     if rt.recorder is not None:
         safe(READY, _record_metrics, rt, own, trace_id, labels)
@@ -54,8 +54,8 @@ def _record_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: dict[str
     from vllm_otel_startup.agent.observations import span_observations, start_observations
 
     observations = span_observations(own, labels)
-    if rt.info.kind == API_SERVER:
-        observations += start_observations(own + spool.read(trace_id), labels)
+    if rt.info.root:
+        observations += start_observations(own + spool.read(trace_id, skip=spool_name(rt)), labels)
     rt.recorder.record(observations)
 
 
@@ -76,7 +76,7 @@ def print_summary(rt: Runtime) -> None:
         if summary.enabled():
             with rt._lock:  # noqa: SLF001 - the runtime's own lock guards its ended spans
                 ended = list(rt.ended)
-            spans = [from_readable(s) for s in ended] + spool.read(rt.trace_id())
+            spans = [from_readable(s) for s in ended] + spool.read(rt.trace_id(), skip=spool_name(rt))
             print(scrub(summary.render(spans)), file=sys.stdout, flush=True)
     except Exception:  # noqa: BLE001 - telemetry never raises into the host
         failed(READY, "the printed breakdown")
@@ -88,10 +88,18 @@ def serve_on_vllm_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: di
 
     if rt.collector is not None:
         return
-    rt.collector = prometheus.StartupCollector(lambda: own + spool.read(trace_id), labels)
-    prometheus.register(rt.collector)
-    spool.prune()
-    atexit.register(spool.remove, trace_id)
+    name = spool_name(rt)
+    rt.collector = prometheus.StartupCollector(lambda: own + spool.read(trace_id, skip=name), labels)
+    for registry in [None, *rt.registries]:  # the default registry, and vLLM's multiprocess ones
+        prometheus.register(rt.collector, registry)
+    if rt.info.root:  # the start's spool is the root's to clean up
+        spool.prune()
+        atexit.register(spool.remove, trace_id)
+
+
+def spool_name(rt: Runtime) -> str:
+    """This process's file in the start's spool (without its suffix)."""
+    return f"{rt.info.kind}-{rt.info.pid}"
 
 
 def flush_metrics() -> None:

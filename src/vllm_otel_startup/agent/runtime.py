@@ -29,6 +29,7 @@ from vllm_otel_startup.agent.process import (
     ProcessInfo,
     child_rank,
     model_from_argv,
+    process_index,
     redact_argv,
     scrub,
 )
@@ -39,6 +40,7 @@ from vllm_otel_startup.model.intervals import uncovered
 
 _log = logging.getLogger("vllm_otel_startup")
 
+FRONTEND_POLL_S = 0.05  # how often a launcher looks for its API servers' ready points in the spool
 PROCESS_SPANS = {API_SERVER: sc.ROOT_SPAN, ENGINE_CORE: sc.ENGINE_CORE_PROCESS_SPAN, WORKER: sc.WORKER_PROCESS_SPAN}
 
 
@@ -83,6 +85,9 @@ class Runtime:
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
+        self.registries: list[Any] = []  # vLLM's Prometheus multiprocess registries (its /metrics serves one)
+        self.frontends = 0  # API server processes this launcher spawned (several API servers, data parallel)
+        self._frontends_since = 0
         self.live: Any = None  # live.Live: the start in progress (series, progress message, status endpoint)
         self._snaps: dict[int, Snapshot] = {}  # span id -> resource snapshot at its start
         self._segment_snap: Snapshot | None = None
@@ -126,15 +131,15 @@ class Runtime:
 
     def start(self, segment: str = sc.IMPORTS_SPAN) -> None:
         info = self.info
-        if info.kind == API_SERVER:
+        if info.root:
             parent = context.Context()  # a new trace per start
         else:
             tp = os.environ.get(ENV_PARENT, "")
             parent = TraceContextTextMapPropagator().extract({"traceparent": tp}) if tp else context.Context()
         attrs: dict[str, Any] = {
-            sc.PHASE: {API_SERVER: "startup", ENGINE_CORE: "engine_core_process", WORKER: "worker_process"}[
-                info.kind
-            ],
+            sc.PHASE: ("startup" if info.root else
+                       {API_SERVER: "api_server_process", ENGINE_CORE: "engine_core_process",
+                        WORKER: "worker_process"}[info.kind]),
             sc.PROCESS_KIND: info.kind,
             "process.pid": info.pid,
             "process.parent_pid": os.getppid(),
@@ -142,17 +147,16 @@ class Runtime:
         }
         if info.rank is not None:
             attrs[sc.WORKER_RANK] = info.rank
-        if info.kind == API_SERVER:
+        if info.root:
             attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
         self.nudge.start()
         self._start_live()
-        self.process_span = self.tracer.start_span(
-            PROCESS_SPANS[info.kind], context=parent, start_time=info.create_ns, attributes=attrs
-        )
+        name = PROCESS_SPANS[info.kind] if info.root or info.kind != API_SERVER else sc.API_SERVER_PROCESS_SPAN
+        self.process_span = self.tracer.start_span(name, context=parent, start_time=info.create_ns, attributes=attrs)
         # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
         self._token = context.attach(trace.set_span_in_context(self.process_span))
-        self.sampler = Sampler(host=info.kind == API_SERVER)
+        self.sampler = Sampler(host=info.root)
         self.sampler.start()
         if self.retro is not None:  # a forked child inherits the parent's watchers
             self.retro.uninstall()
@@ -196,26 +200,37 @@ class Runtime:
         if seg is not None:
             self._emit(seg[0], seg[1], at_ns, seg_snap, snap)
 
-    def finish(self, error: BaseException | None = None, outcome: str | None = None) -> None:
-        """This process's startup is over (ready, failed or exited): end and flush its spans."""
+    def finish(self, error: BaseException | None = None, outcome: str | None = None,
+               end_ns: int | None = None) -> None:
+        """This process's startup is over (ready, failed or exited): end and flush its spans (``end_ns``: when it
+        was, where that is known after the fact: a launcher learns its last API server's ready point)."""
+        if self.frontends and end_ns is None and error is None:  # exiting: its API servers may all be ready
+            done = self._frontends_done(self.frontends)
+            if done and not self.done:
+                end_ns, failed = self._close_frontends(done, self._frontends_since)
+                outcome = "failed" if failed else None
         with self._lock:
             if self.done or self.process_span is None:
                 return
             self.done = True
-        end_ns = time.time_ns()
+        end_ns = min(end_ns or time.time_ns(), time.time_ns())
         if self.live is not None:
             self.live.stop(outcome or ("failed" if error else "ready"))
         if self.retro is not None:
             self.retro.uninstall()
         self.close_segment(end_ns)
         span = self.process_span
-        if self.info.kind == API_SERVER:
+        if self.info.root:
             self.facts = self._start_facts()
+        elif self.info.kind in (API_SERVER, ENGINE_CORE):  # one of several: vLLM's index of it
+            index = process_index()
+            if index is not None:
+                span.set_attribute(sc.API_SERVER_INDEX if self.info.kind == API_SERVER else sc.DP_RANK, index)
         span.set_attributes({k: v for k, v in self.facts.items() if v is not None})
         span.set_attribute(sc.COMMAND_ARGS, redact_argv(self.info.argv))
         if self.sampler is not None:
             span.set_attributes(self.sampler.summary(self._created, self.sampler.snapshot()))
-            if self.info.kind == API_SERVER:
+            if self.info.root:
                 span.set_attributes(self.sampler.host_summary())
         span.set_attribute(sc.OUTCOME, outcome or ("failed" if error else "ready"))
         span.set_attribute(sc.PATCH_APPLIED, self.patch_applied)
@@ -239,10 +254,49 @@ class Runtime:
         failing = error is not None or outcome not in (None, "ready")
         ready.flush(self, settings.seconds_from_ms(settings.FLUSH_MS), before=lambda: ready.publish(self),
                     handover_s=settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if failing else 0.0)
-        if self.info.kind == API_SERVER and error is None:
+        if self.info.root and error is None:
             ready.print_summary_later(self)
         if self.sampler is not None:
             self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), ready.flush_metrics)
+
+    # ---- a launcher of several API servers --------------------------------------------------------------
+    def await_frontends(self, count: int) -> None:
+        """This process spawned ``count`` API server processes (``--api-server-count``, data parallel) and serves
+        no HTTP itself: its start ends when the last of them accepts HTTP. Each spools its spans at its ready
+        point; a thread of ours watches the spool (never the host's threads) and ends this start at the last one's
+        ready time, failed if one of them failed. Until then a waiting span names what this process does."""
+        if count <= 0 or self.process_span is None or self.done:
+            return
+        self.frontends, self._frontends_since = count, time.time_ns()
+        threading.Thread(target=self._watch_frontends, args=(count, self._frontends_since), daemon=True,
+                         name="vllm-otel-startup-frontends").start()
+
+    def _watch_frontends(self, count: int, since_ns: int) -> None:
+        while not self.done:
+            done = self._frontends_done(count)
+            if done:
+                end, failed = self._close_frontends(done, since_ns)
+                self.finish(outcome="failed" if failed else None, end_ns=end)
+                return
+            time.sleep(FRONTEND_POLL_S)
+
+    def _frontends_done(self, count: int) -> list[Any]:
+        """The process spans of this launcher's API servers, once all ``count`` have spooled theirs (else [])."""
+        from vllm_otel_startup.agent import spool
+
+        tid = self.trace_id()
+        if spool.count(tid, f"{API_SERVER}-") < count:
+            return []
+        done = [s for s in spool.read(tid) if s.attrs.get(sc.PHASE) == "api_server_process"]
+        return done if len(done) >= count else []
+
+    def _close_frontends(self, done: list[Any], since_ns: int) -> tuple[int, bool]:
+        """The launcher's wait, ended at the last API server's ready point: (that time, whether one failed)."""
+        end = max(s.end for s in done)
+        wait = self.tracer.start_span(sc.API_SERVERS_WAIT_SPAN, start_time=since_ns,
+                                      context=trace.set_span_in_context(self.process_span))
+        wait.end(end_time=max(end, since_ns))
+        return end, any(s.attrs.get(sc.OUTCOME) != "ready" for s in done)
 
     # ---- the ready point's products ---------------------------------------------------------------------
     def _start_facts(self) -> dict[str, Any]:
@@ -256,7 +310,7 @@ class Runtime:
         """Fleet label values: the API server's own facts; a child's from the API server (at spawn)."""
         from vllm_otel_startup.agent.observations import fleet_labels
 
-        if self.info.kind == API_SERVER:
+        if self.info.root:
             return fleet_labels(self._start_facts())
         try:
             labels = json.loads(os.environ.get(ENV_LABELS) or "{}")

@@ -101,15 +101,25 @@ def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
     return _write(trace_id, f"{name}.json", json.dumps(encode(spans), separators=(",", ":")))
 
 
-def read(trace_id: str) -> list[Span]:
-    """Every span the children of this start have spooled so far."""
+def read(trace_id: str, skip: str | None = None) -> list[Span]:
+    """Every span the processes of this start have spooled so far (``skip``: the reader's own file)."""
     out: list[Span] = []
     for n, doc in _read(trace_id, ".json"):
+        if skip is not None and n == f"{skip}.json":
+            continue
         try:
             out.extend(parse_otlp(doc))
         except (ValueError, KeyError, TypeError) as exc:
             _log.debug("spool file %s unreadable: %s", n, exc)
     return out
+
+
+def count(trace_id: str, prefix: str) -> int:
+    """How many processes whose spool name starts with ``prefix`` have spooled their spans (no file is read)."""
+    try:
+        return sum(n.startswith(prefix) and n.endswith(".json") for n in os.listdir(directory(trace_id)))
+    except OSError:
+        return 0
 
 
 def remove(trace_id: str) -> None:

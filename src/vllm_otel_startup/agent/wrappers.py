@@ -31,7 +31,15 @@ from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import causes
 from vllm_otel_startup.agent.guard import HOOKS, safe
 from vllm_otel_startup.agent.patch_points import PatchPoint
-from vllm_otel_startup.agent.process import ENV_KIND, ENV_LABELS, ENV_PARENT, ENV_RANK, SPAWN_ENV, WORKER
+from vllm_otel_startup.agent.process import (
+    API_SERVER,
+    ENV_KIND,
+    ENV_LABELS,
+    ENV_PARENT,
+    ENV_RANK,
+    SPAWN_ENV,
+    WORKER,
+)
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
@@ -283,8 +291,12 @@ def _spawn(h: Hook) -> Steps:
         if c.on:
             c.saved = {k: os.environ.get(k) for k in SPAWN_ENV}
             _announce_child(h, c.parent, c.args, c.kwargs)
+    def frontends(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
+        # API servers spawned: this process (the launcher) is ready when they all are
+        if c.on and exc is None and h.point.child == API_SERVER:
+            h.rt.await_frontends(len(getattr(c.instance, "processes", None) or ()))
     return Steps(before=(_live, parent, _open_span, announce),
-                 after=(_restore_env, _last_error, _probe, *CLOSE_SPAN))
+                 after=(_restore_env, _last_error, _probe, *CLOSE_SPAN, frontends))
 
 
 def _restore_env(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:

@@ -38,6 +38,7 @@ def render(st: Start) -> str:
     share, gap, _ = coverage(st.root, st.spans)
     lines.append("")
     lines.append(st.critical_path.headline(top=5))
+    lines.extend(straggler.text() for straggler in st.critical_path.stragglers)
     lines.append(f"(any leaf span, waiting spans included: {100 * share:.1f}%, largest gap {gap / 1e9:.3f} s)")
     for note in st.observations:
         lines.append(f"note: {note}")

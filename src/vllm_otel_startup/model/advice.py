@@ -313,7 +313,8 @@ def observe(f: Facts, spans: list[Span]) -> list[str]:
     out = []
     for s in sorted(spans, key=lambda s: -s.duration):
         cores, peak = s.attrs.get(sc.RES_CORES_AVG), s.attrs.get(sc.RES_CORES_PEAK)
-        if not s.children and s.duration >= max(3.0, 0.1 * f.total) and isinstance(cores, (int, float)) \
+        if not s.children and not s.attrs.get(sc.WAITING) and s.duration >= max(3.0, 0.1 * f.total) \
+                and isinstance(cores, (int, float)) \
                 and 0.8 <= cores <= 1.3 and (not isinstance(peak, (int, float)) or peak <= 1.6):
             out.append(f"CPU-bound: {s.name} [{s.attrs.get(sc.PROCESS_KIND, '?')}] kept one core saturated for "
                        f"{seconds(s.duration)} ({cores:.1f} cores avg): a faster core shortens it, more cores do not")

@@ -33,10 +33,26 @@ class Gap:
 
 
 @dataclass
+class Straggler:
+    """Of several processes of one kind (data-parallel EngineCores, API servers, workers), the one ready last: the
+    start waits for it."""
+
+    lane: str  # e.g. "EngineCore 1 (pid 123)"
+    of: int  # how many processes of its kind
+    trail_s: float  # how long after the next slowest it was ready
+    next_lane: str
+
+    def text(self) -> str:
+        return (f"slowest of {self.of}: {self.lane.split(' (pid')[0]} was ready {self.trail_s:.2f} s after "
+                f"{self.next_lane.split(' (pid')[0]}")
+
+
+@dataclass
 class CriticalPath:
     total_s: float
     unexplained_s: float
     gaps: list[Gap] = field(default_factory=list)  # largest first
+    stragglers: list[Straggler] = field(default_factory=list)  # one per kind with several processes
 
     @property
     def share(self) -> float:
@@ -52,20 +68,25 @@ class CriticalPath:
         return text
 
 
+KIND_DEPTH = {"api_server": 0, "engine_core": 1, "worker": 2}
+
+
 def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> CriticalPath:
     """The critical-path coverage of a linked start (``Start.critical_path``), its processes given or found."""
     ls = ls if ls is not None else lanes(root, spans)
     by_id = {s.span_id: s for s in spans}
     lane_of = {ln.span.span_id: ln for ln in ls}
 
-    def depth(ln: Lane) -> int:
+    def depth(ln: Lane) -> tuple[int, int]:
+        # an API server waits on the EngineCores it is a client of, an EngineCore on its workers, whichever process
+        # spawned them (a launcher spawns API servers and EngineCores side by side): the kind first, then the tree
         d, cur, seen = 0, by_id.get(ln.span.parent_id or ""), 0
         while cur is not None and seen < 64:
             if cur.span_id in lane_of and cur is not ln.span:
                 d += 1
             cur = by_id.get(cur.parent_id or "")
             seen += 1
-        return d
+        return KIND_DEPTH.get(ln.kind, 0), d
 
     info = []
     own: dict[int, list[tuple[int, int]]] = {}  # lane -> the time any span of its own runs (idle outside it)
@@ -93,7 +114,9 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
         if not live:
             continue
         inner = max(d for _, d, _, _ in live)
-        cands = [x for x in live if x[1] == inner]
+        # of several processes at that depth (data-parallel EngineCores, API servers, tensor-parallel workers) the
+        # one that ends last is the one the start waits for: its work is the instant's
+        cands = [max((x for x in live if x[1] == inner), key=lambda x: x[0].span.end)]
         if any(covers(u, mid) for _, _, u, _ in cands):
             continue
         idle = not any(covers(own[id(x[0])], mid) for x in cands)
@@ -108,4 +131,27 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
             raw.append((a, b, ln, after))
     gaps = [Gap(ln.label, ln.kind, (a - t0) / 1e9, (b - a) / 1e9, after) for a, b, ln, after in raw]
     gaps.sort(key=lambda g: -g.seconds)
-    return CriticalPath((t1 - t0) / 1e9, sum(g.seconds for g in gaps), gaps)
+    return CriticalPath((t1 - t0) / 1e9, sum(g.seconds for g in gaps), gaps, stragglers(root, ls, by_id))
+
+
+def stragglers(root: Span, ls: list[Lane], by_id: dict[str, Span]) -> list[Straggler]:
+    """For each kind of process one process started several of (data-parallel EngineCores, API servers, one
+    EngineCore's workers), the one ready last and by how much it trailed the next."""
+    lane_ids = {ln.span.span_id for ln in ls}
+
+    def owner(ln: Lane) -> str:
+        cur, seen = by_id.get(ln.span.parent_id or ""), 0
+        while cur is not None and cur.span_id not in lane_ids and seen < 64:
+            cur, seen = by_id.get(cur.parent_id or ""), seen + 1
+        return cur.span_id if cur is not None else ""
+
+    groups: dict[tuple[str, str, str], list[Lane]] = {}
+    for ln in ls:
+        if ln.span is not root:
+            groups.setdefault((ln.kind, phase_of(ln.span), owner(ln)), []).append(ln)
+    out = []
+    for group in groups.values():
+        if len(group) >= 2:
+            last, prev = sorted(group, key=lambda ln: ln.span.end)[-1:-3:-1]
+            out.append(Straggler(last.label, len(group), (last.span.end - prev.span.end) / 1e9, prev.label))
+    return out

@@ -17,9 +17,10 @@ from vllm_otel_startup.model.intervals import union_length
 from vllm_otel_startup.model.spanmodel import Span
 
 __all__ = ["KIND_LABEL", "Facts", "Lane", "cause_labels", "facts", "find_root", "folds_into", "human_bytes",
-           "key_causes", "kind_of", "lanes", "link", "no_aot_artifact_yet", "phase_of", "resource_labels", "seconds"]
+           "key_causes", "kind_of", "lanes", "link", "no_aot_artifact_yet", "phase_of", "rank_of", "resource_labels",
+           "seconds"]
 
-PROCESS_PHASES = ("startup", "engine_core_process", "worker_process")
+PROCESS_PHASES = ("startup", "engine_core_process", "worker_process", "api_server_process")
 KIND_LABEL = {"api_server": "API server", "engine_core": "EngineCore", "worker": "worker"}
 
 
@@ -34,6 +35,18 @@ def phase_of(s: Span) -> str:
 
 def kind_of(s: Span) -> str:
     return str(s.attrs.get(sc.PROCESS_KIND) or s.resource.get(sc.PROCESS_KIND) or "?")
+
+
+RANKS = (sc.WORKER_RANK, sc.DP_RANK, sc.API_SERVER_INDEX)  # one of several processes of a kind: which one
+
+
+def rank_of(s: Span) -> int | None:
+    """A process span's rank among the processes of its kind (worker rank, data-parallel rank, API server index)."""
+    for key in RANKS:
+        v = s.attrs.get(key)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
 
 
 def find_root(spans: list[Span]) -> Span | None:
@@ -99,9 +112,7 @@ def lanes(root: Span, spans: list[Span]) -> list[Lane]:
     for s in spans:
         if s is root or phase_of(s) in PROCESS_PHASES[1:]:
             pid = s.attrs.get("process.pid") or s.resource.get("process.pid")
-            rank = s.attrs.get(sc.WORKER_RANK)
-            out[s.span_id] = Lane(s, kind_of(s), int(pid) if isinstance(pid, int) else None,
-                                  int(rank) if isinstance(rank, int) else None)
+            out[s.span_id] = Lane(s, kind_of(s), int(pid) if isinstance(pid, int) else None, rank_of(s))
     for s in spans:
         cur, kind, seen = s, kind_of(s), 0
         while cur is not None and seen < 64:

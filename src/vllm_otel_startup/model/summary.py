@@ -25,6 +25,7 @@ from vllm_otel_startup.model.facts import (
     folds_into,
     key_causes,
     kind_of,
+    rank_of,
     seconds,
 )
 from vllm_otel_startup.model.spanmodel import Span
@@ -69,6 +70,8 @@ def render_start(st: Start, *, width: int = 110, advice: int = 1) -> str:
     if key:
         lines += _wrap("causes: ", " · ".join(key), width)
     lines += _wrap("", st.critical_path.headline(top=2), width)
+    for straggler in st.critical_path.stragglers:
+        lines += _wrap("", straggler.text(), width)
     for note in st.observations[:1]:
         lines += _wrap("note: ", note, width)
     for a in st.advice[:advice]:
@@ -121,10 +124,10 @@ def _rows(st: Start) -> tuple[list[tuple[list[Span], int, str]], int]:
 def _process_label(s: Span, parent_label: str) -> str:
     kind = kind_of(s)
     label = KIND_LABEL.get(kind, kind)
-    rank = s.attrs.get(sc.WORKER_RANK)
-    if isinstance(rank, int):
+    rank = rank_of(s)
+    if rank is not None:
         return f"{label} {rank}"
-    return parent_label if parent_label.split(" ")[0] == label else label
+    return parent_label if parent_label.startswith(label) else label
 
 
 def _wrap(head: str, text: str, width: int) -> list[str]:
