@@ -228,3 +228,28 @@ def test_spool_hands_a_childs_spans_to_the_api_server(otel, tmp_path, monkeypatc
     assert back == from_readable(ended) and back.name == "Load weights"
     spool.remove(trace_id)
     assert spool.read(trace_id) == []
+
+
+def test_prometheus_multiprocess_mode_serves_what_the_root_wrote_once(tmp_path):
+    """PROMETHEUS_MULTIPROC_DIR: /metrics is prometheus-client's MultiProcessCollector over that directory (vLLM's
+    API servers and its Helm chart): the start's series are written there in files of our own, read back once."""
+    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+
+    from vllm_otel_startup.agent.observations import Obs
+    from vllm_otel_startup.agent.prometheus import write_multiprocess
+
+    fleet = {sc.MODEL: "tiny", sc.OUTCOME: "ready"}
+    obs = [Obs("vllm.startup.starts", 1, fleet), Obs("vllm.startup.last_start.duration", 12.5, fleet)]
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    theirs = MmapedDict(str(tmp_path / "counter_4242.db"))  # a vLLM process's own file: never touched
+    theirs.write_value(mmap_key("vllm:x", "vllm:x_total", [], [], "x"), 3.0, 0.0)
+    theirs.close()
+    before = (tmp_path / "counter_4242.db").read_bytes()
+    assert write_multiprocess(obs, str(tmp_path)) == 2
+    assert (tmp_path / "counter_4242.db").read_bytes() == before
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=str(tmp_path))
+    text = generate_latest(registry).decode()
+    assert text.count('vllm_startup_starts_total{vllm_model="tiny",vllm_startup_outcome="ready"} 1.0') == 1
+    assert 'vllm_startup_last_start_duration_seconds{vllm_model="tiny",vllm_startup_outcome="ready"} 12.5' in text

@@ -628,29 +628,9 @@ class CudaGraphCount(Probe):
         self.captures.uninstall()
 
 
-class PrometheusRegistry(Probe):
-    """get_prometheus_registry() -> the registry vLLM's /metrics serves. In Prometheus multiprocess mode
-    (PROMETHEUS_MULTIPROC_DIR) it is a new CollectorRegistry, not the default one: the startup collector joins it
-    (now, if it exists already; else when it is made at the ready point)."""
-
-    name = "prometheus_registry"
-
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
-        from prometheus_client import REGISTRY
-
-        registry = call.result
-        if registry is None or registry is REGISTRY or any(r is registry for r in rt.registries):
-            return
-        rt.registries.append(registry)
-        if rt.collector is not None:
-            from vllm_otel_startup.agent import prometheus
-
-            prometheus.register(rt.collector, registry)
-
-
 PROBES: tuple[type[Probe], ...] = (ConfigFacts, ModelInspection, KvCacheProfile, WeightsLoad, AotLoad, AotSave,
                                    CompileKey, AotKeyFactors, Capture, CaptureMode, CompileCache, HubDownload,
-                                   CudaGraphCount, PrometheusRegistry)
+                                   CudaGraphCount)
 CALL_PROBE_NAMES = frozenset(n for p in PROBES for n in (p.names or (p.name,)) if n)
 
 

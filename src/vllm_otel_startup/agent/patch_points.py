@@ -113,10 +113,6 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     # accepts HTTP (their process spans hang under this span; the launcher's start ends with the last one)
     P("vllm.v1.utils:APIServerProcessManager.__init__", "API server spawn", "api_server_spawn", API, hook="spawn",
       child=API),
-    # Prometheus multiprocess mode (PROMETHEUS_MULTIPROC_DIR, several API servers): /metrics serves a registry of
-    # its own, not the default one; the startup collector joins every registry vLLM makes
-    P("vllm.v1.metrics.prometheus:get_prometheus_registry", "", "app_build", API, hook="enrich",
-      probe="prometheus_registry"),
     # before 0.17 MPClient binds its input socket only after the handshake: the EngineCore's DEALER, connecting
     # as soon as it sent READY, finds no listener and ZMQ retries it after its reconnect interval (~0.1-0.2 s of
     # the start, measured on 0.15.1); 0.17+ binds before spawning the engine

@@ -56,13 +56,49 @@ def families(observations: list[Obs]) -> Iterator[Any]:
         yield fam
 
 
-def register(collector: StartupCollector, registry: Any = None) -> bool:
-    """Add the collector to ``registry``: prometheus-client's default one (what vLLM's /metrics serves), or one
-    vLLM made for Prometheus multiprocess mode (PROMETHEUS_MULTIPROC_DIR: /metrics serves that one instead)."""
+def write_multiprocess(observations: list[Obs], directory: str) -> int:
+    """Write ``observations`` into a Prometheus multiprocess directory the way prometheus-client's multiprocess values
+    do (its mmap files), in files of our own (``counter_vllmstartup<pid>.db``, ``gauge_<mode>_vllmstartup<pid>.db``):
+    vLLM's processes hold theirs open, and a second writer on one file would corrupt it. Gauges are merged by the most
+    recent write (``max`` where this prometheus-client has no timestamps): one writer, the start's root. Returns the
+    number of samples written."""
+    import inspect
+    import os
+    import time
+
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    stamped = "timestamp" in inspect.signature(MmapedDict.write_value).parameters
+    mode = "mostrecent" if stamped else "max"
+    tag, now, files, written = f"vllmstartup{os.getpid()}", time.time(), {}, 0
+    try:
+        for fam in families(observations):
+            name = f"counter_{tag}.db" if fam.type == "counter" else f"gauge_{mode}_{tag}.db"
+            if name not in files:
+                files[name] = MmapedDict(os.path.join(directory, name))
+            for sample in fam.samples:
+                if sample.name.endswith("_created"):
+                    continue
+                key = mmap_key(fam.name, sample.name, list(sample.labels), list(sample.labels.values()),
+                               fam.documentation)
+                if stamped:
+                    files[name].write_value(key, sample.value, now)
+                else:
+                    files[name].write_value(key, sample.value)
+                written += 1
+    finally:
+        for f in files.values():
+            f.close()
+    return written
+
+
+def register(collector: StartupCollector) -> bool:
+    """Add the collector to prometheus-client's default registry (the one vLLM's /metrics serves outside
+    Prometheus multiprocess mode; in that mode see :func:`write_multiprocess`)."""
     try:
         from prometheus_client import REGISTRY
 
-        (registry or REGISTRY).register(collector)
+        REGISTRY.register(collector)
         return True
     except Exception:  # noqa: BLE001
         _log.debug("could not register the startup metrics collector", exc_info=True)

@@ -45,8 +45,25 @@ def publish(rt: Runtime) -> None:
         return
     if rt.info.kind == API_SERVER:  # each of several API servers serves the whole start on its /metrics
         safe(READY, serve_on_vllm_metrics, rt, own, trace_id, labels)
+    if rt.info.root and os.environ.get(MULTIPROC_DIR):
+        safe(READY, _write_multiprocess, rt, own, trace_id, labels)
     if rt.recorder is not None:
         safe(READY, _record_metrics, rt, own, trace_id, labels)
+
+
+MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def _write_multiprocess(rt: Runtime, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
+    """Prometheus multiprocess mode (PROMETHEUS_MULTIPROC_DIR: set by vLLM's Helm chart, and by vLLM itself with
+    several API servers): /metrics serves only what the processes wrote into that directory, so the root writes the
+    whole start there once, and every API server's /metrics serves it once."""
+    from vllm_otel_startup.agent import prometheus, spool
+    from vllm_otel_startup.agent.observations import span_observations, start_observations
+
+    spans = own + spool.read(trace_id, skip=spool_name(rt))
+    prometheus.write_multiprocess(span_observations(spans, labels) + start_observations(spans, labels),
+                                  os.environ[MULTIPROC_DIR])
 
 
 def _record_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
@@ -90,8 +107,7 @@ def serve_on_vllm_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: di
         return
     name = spool_name(rt)
     rt.collector = prometheus.StartupCollector(lambda: own + spool.read(trace_id, skip=name), labels)
-    for registry in [None, *rt.registries]:  # the default registry, and vLLM's multiprocess ones
-        prometheus.register(rt.collector, registry)
+    prometheus.register(rt.collector)
     if rt.info.root:  # the start's spool is the root's to clean up
         spool.prune()
         atexit.register(spool.remove, trace_id)

@@ -85,7 +85,6 @@ class Runtime:
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
-        self.registries: list[Any] = []  # vLLM's Prometheus multiprocess registries (its /metrics serves one)
         self.frontends = 0  # API server processes this launcher spawned (several API servers, data parallel)
         self._frontends_since = 0
         self.live: Any = None  # live.Live: the start in progress (series, progress message, status endpoint)

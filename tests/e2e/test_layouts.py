@@ -1,0 +1,155 @@
+"""The layout matrix: every process layout `vllm serve` starts in becomes ready under the agent wherever it does
+without it. Each instrumented start runs next to an un-instrumented control of the same command (both in the run's
+start ledger: `tests/run.sh` prints their times side by side); the instrumented one is read back from the real
+stores: one trace over every process, the critical path explained, the start's series over OTLP and on every API
+server's own /metrics.
+
+Layouts here (the default, tensor-parallel and compiled layouts are the e2e session starts of conftest.py):
+- ``api_servers_2``: ``--api-server-count 2`` (vLLM then runs Prometheus in multiprocess mode with a directory of
+  its own);
+- ``data_parallel_2``: ``--data-parallel-size 2`` (vLLM picks two API servers, a DP coordinator, two EngineCores),
+  with ``PROMETHEUS_MULTIPROC_DIR`` set by the user, as vLLM's Helm chart does;
+- ``data_parallel_2_one_api``: ``--data-parallel-size 2 --api-server-count 1`` (one API server, two EngineCores);
+- ``in_process``: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the EngineCore inside the API server).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from e2e_observed import Observed, observe
+
+from support import harness
+from support.plans import Session, plan
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model.start import Start
+
+pytestmark = pytest.mark.e2e
+
+LAYOUTS: dict[str, dict] = {
+    "api_servers_2": {"short": "as2", "args": ["--api-server-count", "2"], "api_servers": 2, "engines": 1},
+    "data_parallel_2": {"short": "dp2", "args": ["--data-parallel-size", "2"], "api_servers": 2, "engines": 2,
+                        "multiproc_dir": True},
+    "data_parallel_2_one_api": {"short": "dp2a1", "args": ["--data-parallel-size", "2", "--api-server-count", "1"],
+                                "api_servers": 1, "engines": 2},
+    "in_process": {"short": "inproc", "args": [], "env": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, "api_servers": 1,
+                   "engines": 0},
+}
+METRICS_READS = 6  # GET /metrics this many times once ready: with several API servers the kernel spreads them
+STARTUP_SERIES = re.compile(rb"^(vllm_startup_[a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$", re.M)
+
+
+class LayoutStart:
+    def __init__(self, observed: Observed | None, start: harness.Start, metrics: list[bytes]) -> None:
+        self.observed, self.start, self.metrics = observed, start, metrics
+
+
+def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
+    layout = LAYOUTS[name]
+    # short: vLLM's IPC sockets live under TMPDIR (work/tmp), and a socket path may not exceed 107 bytes
+    work = s.workdir / "ly" / f"{layout['short']}-{'on' if instrument else 'off'}"
+    env = dict(layout.get("env", {}))
+    if layout.get("multiproc_dir"):
+        (work / "prom").mkdir(parents=True, exist_ok=True)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(work / "prom")
+    port, metrics = harness.free_port(), []
+
+    def read_metrics(proc) -> None:
+        # the launcher's spans reach the spool just after the last API server is ready: give it a moment, then
+        # read /metrics as a scraper would, several times (several API servers share the port)
+        time.sleep(1.5)
+        for _ in range(METRICS_READS):
+            code, body = harness.http_get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+            if code == 200:
+                metrics.append(body)
+
+    start = harness.serve(s.tiny_model, work, s.backends if instrument else None, port=port,
+                          args=["--enforce-eager", *layout["args"]], env=env, instrument=instrument,
+                          expect_ready=False, warm_modelinfo=True, on_ready=read_metrics, timeout=480)
+    observed = observe(s.backends, start) if instrument and start.ready_ns else None
+    return LayoutStart(observed, start, metrics)
+
+
+for _name in LAYOUTS:
+    plan(f"layout/{_name}/off")(lambda s, n=_name: _run(s, n, False))
+    plan(f"layout/{_name}/on")(lambda s, n=_name: _run(s, n, True))
+
+
+@pytest.fixture(params=list(LAYOUTS))
+def layout(request, e2e) -> tuple[str, LayoutStart, LayoutStart]:
+    name = request.param
+    return name, e2e.later(f"layout/{name}/off").result(), e2e.later(f"layout/{name}/on").result()
+
+
+def test_the_layout_becomes_ready_with_the_agent_as_without_it(layout):
+    name, off, on = layout
+    assert off.start.ready_ns is not None, f"{name}: the un-instrumented control did not become ready"
+    assert on.start.ready_ns is not None, f"{name}: ready without the agent, not with it:\n{on.start.log[-3000:]}"
+    assert "object proxy must define" not in on.start.log
+    ratio = (on.start.ready_ns - on.start.spawn_ns) / (off.start.ready_ns - off.start.spawn_ns)
+    print(f"{name}: ready in {(on.start.ready_ns - on.start.spawn_ns) / 1e9:.1f} s instrumented, "
+          f"{(off.start.ready_ns - off.start.spawn_ns) / 1e9:.1f} s control (ratio {ratio:.2f}; side by side with "
+          f"other starts: a measure, not a bound)")
+
+
+def test_one_trace_over_every_process_with_its_rank(layout):
+    name, _, on = layout
+    spec, obs = LAYOUTS[name], on.observed
+    assert obs is not None
+    assert len({s.trace_id for s in obs.spans}) == 1
+    assert obs.root.attrs.get(sc.OUTCOME) == "ready"
+    api = obs.named(sc.API_SERVER_PROCESS_SPAN)
+    engines = obs.named(sc.ENGINE_CORE_PROCESS_SPAN)
+    workers = obs.named(sc.WORKER_PROCESS_SPAN)
+    if spec["api_servers"] > 1:
+        assert sorted(s.attrs.get(sc.API_SERVER_INDEX) for s in api) == list(range(spec["api_servers"]))
+        [wait] = obs.named(sc.API_SERVERS_WAIT_SPAN)
+        assert wait.attrs.get(sc.WAITING) is True
+        # the start ends when the last API server accepts HTTP
+        assert obs.root.end == max(s.end for s in api) == wait.end
+    else:
+        assert api == []
+    assert len(engines) == spec["engines"]
+    if spec["engines"] > 1:
+        assert sorted(s.attrs.get(sc.DP_RANK) for s in engines) == list(range(spec["engines"]))
+        assert obs.named("DP coordinator start")
+    assert len(workers) == max(spec["engines"], 1)
+    pids = {s.attrs.get("process.pid") for s in obs.spans if s.attrs.get("process.pid")}
+    assert len(pids) == 1 + (spec["api_servers"] if spec["api_servers"] > 1 else 0) + spec["engines"] + len(workers)
+
+
+def test_the_critical_path_is_explained_and_the_slowest_of_several_is_named(layout):
+    name, _, on = layout
+    st = Start(list(on.observed.spans))
+    cp = st.critical_path
+    assert cp.share >= 0.98, f"{name}: {cp.headline(top=5)}"
+    several = {kind: n for kind, n in (("api_server", LAYOUTS[name]["api_servers"]),
+                                       ("engine_core", LAYOUTS[name]["engines"])) if n > 1}
+    named = {s.lane.split(" ")[0] for s in cp.stragglers}
+    assert {"API" if k == "api_server" else "EngineCore" for k in several} <= named
+    assert all(s.of == several[k] for s in cp.stragglers
+               for k in several if s.lane.startswith("API" if k == "api_server" else "EngineCore"))
+
+
+def _series(body: bytes) -> dict[tuple[bytes, bytes], float]:
+    found = STARTUP_SERIES.findall(body)
+    keys = [(m, labels) for m, labels, _ in found]
+    assert len(keys) == len(set(keys)), "a startup series served twice on one /metrics"
+    return {(m, labels): float(v) for m, labels, v in found}
+
+
+def test_every_api_server_serves_the_start_on_its_own_metrics_once(layout, backends):
+    name, _, on = layout
+    assert len(on.metrics) == METRICS_READS
+    reads = [_series(body) for body in on.metrics]
+    for series in reads:
+        names = {m for m, _ in series}
+        assert {b"vllm_startup_last_start_duration_seconds", b"vllm_startup_phase_last_duration_seconds"} <= names
+    # whichever API server answered, the same numbers
+    assert all(r == reads[0] for r in reads[1:])
+    # ... and the same as over OTLP: the start's time to ready in VictoriaMetrics
+    [otlp] = backends.vm_query(f'vllm_startup_last_start_duration_seconds{{k8s_pod_name="{on.start.name}"}}')
+    scraped = [v for (m, _), v in reads[0].items() if m == b"vllm_startup_last_start_duration_seconds"]
+    assert scraped and float(otlp["value"][1]) == pytest.approx(scraped[0], rel=1e-6)
