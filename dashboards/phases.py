@@ -40,7 +40,7 @@ DETAIL: tuple[str, ...] = tuple(sorted(sc.DETAIL_PHASES))
 # every phase id is placed here.
 CONTAINS: dict[str, tuple[str, ...]] = {
     "startup": ("interpreter_start", "imports", "process_entry", "cli", "event_loop", "api_server_setup",
-                "engine_args", "config", "async_llm_init", "app_build", "app_state", "http_startup",
+                "engine_args", "config", "async_llm_init", "llm_init", "app_build", "app_state", "http_startup",
                 # a launcher of several API servers (data parallel, --api-server-count > 1)
                 "dp_coordinator_start", "engine_spawn", "engine_wait", "api_server_spawn", "api_server_wait", *DETAIL),
     "api_server_wait": ("api_server_process",),
@@ -49,12 +49,14 @@ CONTAINS: dict[str, tuple[str, ...]] = {
     "config": ("hf_config", "model_inspection"),
     "model_inspection": ("model_inspection_subprocess", "model_inspection_cache_save"),
     "async_llm_init": ("tokenizer", "engine_client"),
+    # a program of the user's: LLM(...) builds the config and the engine-core client (spawn and handshake) itself
+    "llm_init": ("engine_args", "config", "tokenizer", "engine_spawn", "engine_wait", "engine_connect"),
     "engine_client": ("engine_client_init",),
     "engine_client_init": ("engine_spawn", "engine_wait", "engine_connect"),
     "engine_wait": ("engine_core_process",),
     "engine_core_process": ("interpreter_start", "imports", "process_entry", "engine_core_init", "hf_config",
                             "model_inspection", "tokenizer"),
-    "engine_core_init": ("engine_init",),
+    "engine_core_init": ("engine_init", "frontend_handshake", "dp_group_init"),
     "engine_init": ("executor_init", "kv_cache_init", "structured_output_init", "scheduler_init"),
     "structured_output_init": ("tokenizer",),
     # worker phases run in worker processes, or in the EngineCore with an in-process executor

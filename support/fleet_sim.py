@@ -72,6 +72,12 @@ class SimStart:
         return dict(zip(K8S, (self.cluster, self.namespace, self.pod, self.node), strict=True))
 
 
+def _is_root(own: list[Span]) -> bool:
+    """The process whose span is the start's root records the whole start (with several API servers: the launcher,
+    not each API server)."""
+    return any(x.attrs.get(sc.PHASE) == "startup" for x in own)
+
+
 def templates(root: Path = STARTS) -> list[Template]:
     """Every recorded start under ``root`` (corpus, dev, gpu)."""
     from vllm_otel_startup.cli import sources
@@ -187,7 +193,7 @@ def otlp_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iter
         m = meter(provider)
         register_resource_instruments(m, _sampler(kind, s.template.gpu))
         observations = span_observations(own, fleet)
-        if kind == API_SERVER:
+        if _is_root(own):
             observations += start_observations(spans, fleet)
         StartupRecorder(m).record(observations)
         data = reader.get_metrics_data()
@@ -345,7 +351,7 @@ def source_series(s: SimStart) -> list[tuple[str, dict[str, str], float]]:
         for own in processes(spans).values():
             kind = str(own[0].resource.get(sc.PROCESS_KIND))
             observations = span_observations(own, fleet)
-            if kind == API_SERVER:
+            if _is_root(own):
                 observations += start_observations(spans, fleet)
             for o in observations:
                 labels = {sc.prom_label(k): v for k, v in {sc.PROCESS_KIND: kind, **o.labels}.items()

@@ -400,6 +400,55 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
                  name, namespace, scraped_at, ended_ns)
 
 
+ENGINE_SCRIPT = Path(__file__).with_name("engine_script.py")
+
+
+def run_engine_script(model: Path, cache: Path, backends: Backends | None, *, mode: str = "llm",
+                      instrument: bool = True, env: dict[str, str] | None = None, timeout: float = 600,
+                      hold_s: float = 3.0, name: str | None = None, venv: Path = VENV) -> Start:
+    """The engine started in the user's own process, as a script or an RL framework does (support/engine_script.py:
+    ``vllm.LLM(...)``, or ``AsyncLLM`` with ``mode="async_llm"``), run as ``opentelemetry-instrument python`` (or
+    plain ``python``: ``instrument=False``); ready when the script prints READY (its engine is built), and the
+    script stays ``hold_s`` more (a program goes on to use its engine) before it exits on its own."""
+    name = name or f"{cache.name}-{mode}"
+    files = cache / "starts"
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "tmp").mkdir(exist_ok=True)
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
+    e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
+             VLLM_CACHE_ROOT=str(cache / "vllm"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
+             TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files), **K8S, K8S_POD_NAME=name,
+             K8S_NAMESPACE_NAME="vllm", PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}")
+    if backends is not None:
+        e.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{backends.otlp_http}",
+                 OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf", OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
+    e.update(env or {})
+    cmd = [str(venv / "bin/python"), str(ENGINE_SCRIPT), mode, str(model), str(hold_s)]
+    if instrument:
+        cmd = [str(venv / "bin/opentelemetry-instrument"), *cmd]
+    log_path = cache / f"script-{mode}.log"
+    with SLOTS.one(), open(log_path, "wb") as log:
+        seed_modelinfo(cache, venv)
+        spawn_ns = time.time_ns()
+        proc = subprocess.Popen(cmd, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        ready_ns, deadline = None, time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and proc.poll() is None and ready_ns is None:
+                m = re.search(rb"^READY (\d+)$", log_path.read_bytes(), re.M)
+                ready_ns = int(m.group(1)) if m else None
+                time.sleep(0.05)
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _stop(proc, signal.SIGTERM, timeout=60)
+        if ready_ns is None:
+            m = re.search(rb"^READY (\d+)$", log_path.read_bytes(), re.M)
+            ready_ns = int(m.group(1)) if m else None
+    ended_ns = time.time_ns()
+    _ledger(name, [mode], instrument, spawn_ns, ready_ns, ended_ns, proc.returncode)
+    return Start(proc.pid, spawn_ns, ready_ns, proc.returncode, log_path.read_text(errors="replace"), files, name,
+                 "vllm", None, ended_ns)
+
+
 LEDGER_ENV = "VOS_START_LEDGER"  # tests/run.sh: every real start of the run, a JSON line each (support/run_summary.py)
 
 

@@ -57,8 +57,14 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         from vllm_otel_startup.agent.process import ProcessInfo
 
         info = ProcessInfo.current()
+        if info.may_embed():  # a program of the user's: traced only if it starts an engine (vllm.LLM, AsyncLLM)
+            _watch_for_an_engine(self, info, kwargs)
+            return
         if info.kind not in ("api_server", "engine_core", "worker"):
-            return  # helpers and unrelated Python programs: do nothing at all
+            return  # helpers and vLLM's other children: do nothing at all
+        self._start(info, **kwargs)
+
+    def _start(self, info: Any, **kwargs: Any) -> None:
         from vllm_otel_startup.agent.causes import Probes
         from vllm_otel_startup.agent.hooks import Installer
         from vllm_otel_startup.agent.processor import StartupSampler, StartupSpanProcessor
@@ -107,6 +113,27 @@ class VllmStartupInstrumentor(BaseInstrumentor):
                 undo()
             except Exception:  # noqa: BLE001
                 _log.debug("vllm-otel-startup: uninstrument step failed", exc_info=True)
+
+
+def _watch_for_an_engine(instrumentor: VllmStartupInstrumentor, info: Any, kwargs: dict[str, Any]) -> None:
+    """A post-import hook on vLLM's engine front ends (nothing else happens in a program that never imports them):
+    the first import makes this process the root of a start, from its creation, until the engine is ready
+    (``LLM.__init__`` or ``AsyncLLM.__init__`` returns)."""
+    import wrapt
+
+    from vllm_otel_startup.agent.process import EMBEDDED_TRIGGERS
+
+    def embed(module: Any) -> None:
+        if info.embedded or VllmStartupInstrumentor._runtime is not None:
+            return
+        try:
+            info.becomes_embedded()
+            instrumentor._start(info, **kwargs)
+        except Exception:  # noqa: BLE001 - never break the host's start
+            _log.warning("vllm-otel-startup: setup failed; startup tracing disabled", exc_info=True)
+
+    for module in EMBEDDED_TRIGGERS:
+        wrapt.register_post_import_hook(embed, module)
 
 
 def _quiet(rt: Any) -> None:

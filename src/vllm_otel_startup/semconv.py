@@ -166,7 +166,8 @@ PHASES: dict[str, str] = {
     "model_inspection": "model architecture inspection (modelinfo cache or subprocess)",
     "model_inspection_subprocess": "model-class inspection in a subprocess (cache miss)",
     "model_inspection_cache_save": "model info written to the modelinfo cache (cache miss; imports the loaders)",
-    "async_llm_init": "AsyncLLM construction",
+    "async_llm_init": "AsyncLLM construction (in a program of the user's: its start's end)",
+    "llm_init": "vllm.LLM construction in a program of the user's (its start's end)",
     "tokenizer": "tokenizer / renderer init",
     "engine_client": "engine-core client (Overall Loading)",
     "engine_client_init": "AsyncMPClient / MPClient init",
@@ -180,6 +181,8 @@ PHASES: dict[str, str] = {
                       "(vLLM < 0.17 binds them only then: ZMQ's reconnect interval)",
     "engine_core_init": "EngineCoreProc init (handshake + engine init)",
     "engine_init": "EngineCore init",
+    "frontend_handshake": "the EngineCore waiting for its front end's init message (HELLO sent, addresses received)",
+    "dp_group_init": "data parallel: the EngineCore's DP process group, a rendezvous with every other rank",
     "executor_init": "executor init",
     "structured_output_init": "structured-output manager init (thread pools, the EngineCore's tokenizer)",
     "scheduler_init": "scheduler init (KV-cache manager, block pool)",
@@ -239,6 +242,12 @@ PHASES: dict[str, str] = {
 # the span they run in into a parent (docs/telemetry.md, "Explained share").
 DETAIL_PHASES = frozenset({"torch_compile_stage", "gc", "module_import"})
 
+# Waiting phases whose wait is on another process than the child it spawned: on the process that started it (the
+# EngineCore waiting for its front end's init message), or on its peers (a data-parallel rank waiting for the others
+# at the DP group's rendezvous). On the critical path, the work of the process waited on explains the instant.
+WAITS_ON_PARENT = frozenset({"frontend_handshake"})
+WAITS_ON_PEERS = frozenset({"dp_group_init"})
+
 
 # --- phase groupings --------------------------------------------------------------------------------
 # Each grouping places every phase id in exactly one group; the phases a consumer leaves unclassified are
@@ -250,7 +259,7 @@ WATERFALL_GROUPS: dict[str, tuple[str, ...]] = {
     "bootstrap": ("interpreter_start", "imports", "cli", "event_loop", "process_entry"),
     "config": ("api_server_setup", "engine_args", "config", "hf_config", "model_inspection",
                "model_inspection_subprocess", "tokenizer"),
-    "setup": ("async_llm_init", "engine_client", "engine_client_init", "engine_spawn", "api_server_spawn",
+    "setup": ("async_llm_init", "llm_init", "engine_client", "engine_client_init", "engine_spawn", "api_server_spawn",
               "dp_coordinator_start", "engine_connect",
               "engine_core_init", "engine_init", "executor_init", "worker_spawn", "worker_init", "kernel_overrides",
               "device_init"),
@@ -261,7 +270,7 @@ WATERFALL_GROUPS: dict[str, tuple[str, ...]] = {
     "cudagraphs": ("cudagraph_capture",),
     "http": ("app_build", "app_state", "http_startup"),
     OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_wait",
-                  "model_inspection_cache_save", "engine_wait",
+                  "frontend_handshake", "dp_group_init", "model_inspection_cache_save", "engine_wait",
                   "structured_output_init", "scheduler_init", "worker_wait", "cuda_init", "distributed_init",
                   "process_group_init", "model_parallel_init", "model_runner_init", "model_state_init",
                   "sampler_init", "profile_run", "compiled_first_run", "sampler_warmup", "cudagraph_memory_profile",
@@ -281,8 +290,10 @@ PREDICT_GROUPS: dict[str, tuple[str, ...]] = {
     "http": ("app_build", "app_state", "http_startup", "api_server_setup"),
     "bootstrap": ("interpreter_start", "imports", "cli", "event_loop", "process_entry"),
     OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_spawn",
-                  "api_server_wait", "dp_coordinator_start", "engine_args", "config", "hf_config",
-                  "model_inspection_cache_save", "async_llm_init", "tokenizer", "engine_client", "engine_client_init",
+                  "api_server_wait", "dp_coordinator_start", "frontend_handshake", "dp_group_init", "engine_args",
+                  "config", "hf_config",
+                  "model_inspection_cache_save", "async_llm_init", "llm_init", "tokenizer", "engine_client",
+                  "engine_client_init",
                   "engine_spawn", "engine_wait", "engine_connect", "engine_core_init", "engine_init", "executor_init",
                   "structured_output_init", "scheduler_init", "worker_spawn", "worker_wait", "worker_init",
                   "kernel_overrides", "device_init", "cuda_init", "distributed_init", "process_group_init",
@@ -303,8 +314,10 @@ STACKED_GROUPS: dict[str, tuple[str, ...]] = {
                 "scheduler_init", "kernel_warmup", "cudagraph_capture", "jit_warmup", "inductor_lazy_init",
                 "app_build", "app_state", "http_startup"),
     OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_spawn",
-                  "api_server_wait", "dp_coordinator_start", "hf_config", "model_inspection",
-                  "model_inspection_subprocess", "model_inspection_cache_save", "async_llm_init", "engine_client",
+                  "api_server_wait", "dp_coordinator_start", "frontend_handshake", "dp_group_init", "hf_config",
+                  "model_inspection",
+                  "model_inspection_subprocess", "model_inspection_cache_save", "async_llm_init", "llm_init",
+                  "engine_client",
                   "engine_client_init", "engine_spawn", "engine_wait", "engine_connect", "engine_core_init",
                   "engine_init", "executor_init", "structured_output_init", "worker_spawn", "worker_wait",
                   "worker_init", "kernel_overrides", "cuda_init", "distributed_init", "process_group_init",

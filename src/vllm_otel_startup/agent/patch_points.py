@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from vllm_otel_startup import semconv as sc
 
 API, CORE, WORKER, ANY = "api_server", "engine_core", "worker", "any"
+EMBEDDED = "embedded"  # process.EMBEDDED (the table reads no agent module)
 HOOKS = frozenset({"span", "spawn", "ready", "guard", "marker", "cli_main", "ctx", "enrich", "once", "since"})
 
 
@@ -91,7 +92,11 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     # a cold start only: its import of the weight utilities pulls in every model loader (~0.8 s on an H100 host)
     P("vllm.model_executor.models.registry:_LazyRegisteredModel._save_modelinfo_to_cache", "Model info cache save",
       "model_inspection_cache_save", ANY, ">=0.26"),
-    P("vllm.v1.engine.async_llm:AsyncLLM.__init__", "AsyncLLM init", "async_llm_init", API),
+    # the engine in the user's own process (a script's vllm.LLM(...), AsyncLLM in an RL or evaluation framework):
+    # its construction ends that process's start (in vllm serve, AsyncLLM init is one phase of the API server)
+    P("vllm.v1.engine.async_llm:AsyncLLM.__init__", "AsyncLLM init", "async_llm_init", API, hook="ready",
+      ends=EMBEDDED),
+    P("vllm.entrypoints.llm:LLM.__init__", "LLM init", "llm_init", API, hook="ready", ends=EMBEDDED),
     P("vllm.transformers_utils.tokenizer_group:init_tokenizer_from_configs", "Tokenizer init", "tokenizer",
       ANY, "<0.11"),
     P("vllm.transformers_utils.tokenizer:get_tokenizer", "Tokenizer init", "tokenizer", ANY,
@@ -129,6 +134,13 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     # ---- EngineCore ---------------------------------------------------------------------------------
     P("vllm.v1.engine.core:EngineCoreProc.__init__", "EngineCoreProc init", "engine_core_init", CORE,
       hook="ready", native_since="0.16", ends=CORE),
+    # inside EngineCoreProc init, before Engine init: the EngineCore waits for its front end's init message (the
+    # launcher answers once it reaches its handshake), and with data parallel for every other rank (the DP group's
+    # rendezvous); 1-3.5 s of a data-parallel H100 start had no name there
+    P("vllm.v1.engine.core:EngineCoreProc.startup_handshake", "Front-end handshake", "frontend_handshake", CORE,
+      waiting=True),
+    P("vllm.v1.engine.core:DPEngineCoreProc._init_data_parallel", "DP group init", "dp_group_init", CORE,
+      waiting=True),
     P("vllm.v1.engine.core:EngineCore.__init__", "Engine init", "engine_init", CORE),
     P("vllm.executor.executor_base:ExecutorBase.__init__", "Executor init", "executor_init", CORE, "<0.12"),
     P("vllm.v1.executor.abstract:Executor.__init__", "Executor init", "executor_init", CORE, ">=0.12",

@@ -24,6 +24,11 @@ ENV_LABELS = settings.LABELS.name  # JSON: the API server's fleet label values, 
 SPAWN_ENV = (ENV_PARENT, ENV_KIND, ENV_RANK, ENV_LABELS)
 
 API_SERVER, ENGINE_CORE, WORKER, HELPER, OTHER = "api_server", "engine_core", "worker", "helper", "other"
+# a ready row's ``ends`` for the engine started in the user's own process (vllm.LLM(...), AsyncLLM in a script): that
+# process plays the API server's part (the front end and the EngineCore client) and is the start's root
+EMBEDDED = "embedded"
+# importing either means the process is about to start an engine of its own (a script, an RL or evaluation framework)
+EMBEDDED_TRIGGERS = ("vllm.entrypoints.llm", "vllm.v1.engine.async_llm")
 
 # Python helpers that inherit the hook but are not part of the start: never instrument them.
 _HELPER_MARKERS = (
@@ -99,7 +104,7 @@ def process_index() -> int | None:
 class ProcessInfo:
     """Who this process is. (A plain class: a dataclass costs ~1 ms to build at every interpreter start.)"""
 
-    __slots__ = ("kind", "pid", "create_ns", "create_source", "hook_ns", "argv", "rank", "root")
+    __slots__ = ("kind", "pid", "create_ns", "create_source", "hook_ns", "argv", "rank", "root", "embedded")
 
     def __init__(self, kind: str, pid: int, create_ns: int, create_source: str, hook_ns: int, argv: list[str],
                  rank: int | None = None, root: bool | None = None) -> None:
@@ -107,6 +112,15 @@ class ProcessInfo:
         self.hook_ns, self.argv, self.rank = hook_ns, argv, rank
         # the start's root: the API server the user ran (an API server spawned by a launcher has a parent)
         self.root = kind == API_SERVER if root is None else root
+        self.embedded = False  # the engine in the user's own process (becomes_embedded)
+
+    def may_embed(self) -> bool:
+        """A Python program of the user's (not vLLM's own child, not a helper) that may start an engine itself."""
+        return self.kind == OTHER and "--multiprocessing-fork" not in self.argv and not os.environ.get(ENV_PARENT)
+
+    def becomes_embedded(self) -> None:
+        """It imported vLLM's engine front end: from now on it is the start's root, in the API server's part."""
+        self.kind, self.root, self.embedded = API_SERVER, True, True
 
     @classmethod
     def current(cls) -> ProcessInfo:

@@ -33,6 +33,7 @@ from vllm_otel_startup.agent.guard import HOOKS, safe
 from vllm_otel_startup.agent.patch_points import PatchPoint
 from vllm_otel_startup.agent.process import (
     API_SERVER,
+    EMBEDDED,
     ENV_KIND,
     ENV_LABELS,
     ENV_PARENT,
@@ -331,7 +332,8 @@ def _guard_effect(h: Hook, c: Call, result: Any, exc: BaseException | None) -> N
 
 
 def _ready_effect(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
-    if h.rt.active and h.point.ends == h.rt.info.kind:
+    ends = h.point.ends
+    if h.rt.active and (ends == h.rt.info.kind or (ends == EMBEDDED and h.rt.info.embedded)):
         h.rt.finish(error=exc)
 
 
