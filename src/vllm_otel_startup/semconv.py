@@ -242,10 +242,11 @@ PHASES: dict[str, str] = {
 # the span they run in into a parent (docs/telemetry.md, "Explained share").
 DETAIL_PHASES = frozenset({"torch_compile_stage", "gc", "module_import"})
 
-# Waiting phases whose wait is on another process than the child it spawned: on the process that started it (the
-# EngineCore waiting for its front end's init message), or on its peers (a data-parallel rank waiting for the others
-# at the DP group's rendezvous). On the critical path, the work of the process waited on explains the instant.
-WAITS_ON_PARENT = frozenset({"frontend_handshake"})
+# Waiting phases whose wait is on another process than a child it spawned: on its front end (the EngineCore waiting
+# for the init message of the launcher, or of an API server process that does the handshake: vLLM 0.26 with several
+# API servers), or on its peers (a data-parallel rank waiting for the others at the DP group's rendezvous). On the
+# critical path, the work of the processes waited on explains the instant.
+WAITS_ON_FRONT_END = frozenset({"frontend_handshake"})
 WAITS_ON_PEERS = frozenset({"dp_group_init"})
 
 

@@ -153,3 +153,15 @@ def test_a_rank_waiting_for_its_peers_or_its_front_end_is_explained_by_their_wor
     # without the rendezvous span, EngineCore 1's 4-5 s is a gap of its own
     assert Start(data_parallel()[:0] + [s for s in spans if s.span_id != "e1dp"]).critical_path.unexplained_s == \
         pytest.approx(1.0)
+
+
+def test_an_engine_waiting_for_its_front_end_is_explained_by_the_front_ends_work():
+    # vLLM 0.26 with several API servers: an API server process answers the EngineCores' HELLO once it has imported;
+    # EngineCore 1 waits for it 4-5 s (Front-end handshake) while API server 1 still imports
+    spans = data_parallel()
+    by = {s.span_id: s for s in spans}
+    by["a1i"].end, by["a1c"].start = int(5 * S), int(5 * S)
+    by["e1w"].start = int(5 * S)
+    spans += [span("e1h", "e1", "Front-end handshake", 4, 5, kind="engine_core", phase="frontend_handshake",
+                   **{sc.WAITING: True})]
+    assert Start(spans).critical_path.share == pytest.approx(1.0)

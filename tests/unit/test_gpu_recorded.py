@@ -86,3 +86,26 @@ def test_the_waterfall_draws_the_gpu_start(fmt, tmp_path):
     out = tmp_path / f"cold.{fmt}"
     (waterfall.write_html if fmt == "html" else waterfall.write_png)(start, str(out))
     assert out.stat().st_size > 10_000
+
+
+DP_COLD, DP_WARM = GPU / "h100x2-llama8b-dp2-cold.jsonl.gz", GPU / "h100x2-llama8b-dp2-warm.jsonl.gz"
+
+
+@pytest.mark.parametrize("path", [DP_COLD, DP_WARM], ids=["cold", "warm"])
+def test_a_data_parallel_h100_start_is_one_trace_of_every_rank(path):
+    """vLLM 0.26.0, 8B shape, --data-parallel-size 2 on two H100s (../shared/gpu, issue 24): the launcher is the
+    root; two API servers and two EngineCores with their ranks, each EngineCore's worker with its GPU memory."""
+    st = Start(sources.read_file(str(path)))
+    assert st.ready and len({s.trace_id for s in st.spans}) == 1
+    engines = [ln for ln in st.lanes if ln.kind == "engine_core"]
+    apis = [ln for ln in st.lanes if ln.kind == "api_server" and ln.span is not st.root]
+    workers = [ln for ln in st.lanes if ln.kind == "worker"]
+    assert sorted(ln.rank for ln in engines) == [0, 1] and sorted(ln.rank for ln in apis) == [0, 1]
+    assert len(workers) == 2
+    assert all(ln.span.attrs[sc.RES_GPU_MEMORY_DELTA] > 60e9 for ln in workers)  # the 8B model and its KV cache
+    names = {s.name for s in st.spans}
+    assert {"DP coordinator start", "Front-end handshake", sc.API_SERVERS_WAIT_SPAN, "API server spawn"} <= names
+    cp = st.critical_path
+    assert cp.share >= 0.98, cp.headline(8)
+    assert {s.lane.split(" ")[0] for s in cp.stragglers} == {"EngineCore", "API"}
+    assert "slowest of 2: EngineCore" in summary.render(st.spans)

@@ -88,19 +88,13 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
             seen += 1
         return KIND_DEPTH.get(ln.kind, 0), d
 
-    def owner(ln: Lane) -> Lane | None:  # the process that started this one
-        cur, seen = by_id.get(ln.span.parent_id or ""), 0
-        while cur is not None and cur.span_id not in lane_of and seen < 64:
-            cur, seen = by_id.get(cur.parent_id or ""), seen + 1
-        return lane_of.get(cur.span_id) if cur is not None else None
-
     info = []
     own: dict[int, list[tuple[int, int]]] = {}  # lane -> the time any span of its own runs (idle outside it)
     detail: dict[int, list[tuple[int, int]]] = {}  # lane -> its garbage collections and imports
-    on_parent: dict[int, list[tuple[int, int]]] = {}  # lane -> its waits for the process that started it
+    on_front: dict[int, list[tuple[int, int]]] = {}  # lane -> its waits for its front end
     on_peers: dict[int, list[tuple[int, int]]] = {}  # lane -> its waits for the other processes of its kind
     for ln in ls:
-        on_parent[id(ln)] = merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_PARENT)
+        on_front[id(ln)] = merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_FRONT_END)
         on_peers[id(ln)] = merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_PEERS)
         parents = {s.parent_id for s in ln.spans if s is not ln.span and phase_of(s) not in sc.DETAIL_PHASES}
         leaves = [s for s in ln.spans if s is not ln.span and s.end > s.start and not s.attrs.get(sc.WAITING)
@@ -112,7 +106,7 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
     t0, t1 = root.start, max(root.end, root.start)
     cuts = {t0, t1}
     for ln, _, u, _ in info:
-        for t in (ln.span.start, ln.span.end, *(x for ivs in (u, own[id(ln)], detail[id(ln)], on_parent[id(ln)],
+        for t in (ln.span.start, ln.span.end, *(x for ivs in (u, own[id(ln)], detail[id(ln)], on_front[id(ln)],
                                                               on_peers[id(ln)]) for iv in ivs for x in iv)):
             if t0 < t < t1:
                 cuts.add(t)
@@ -133,12 +127,11 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
         if idle and any(covers(detail[id(x[0])], mid) for x in live if x[1] < inner):
             continue
         me = cands[0][0]
-        # waiting for its peers (the DP rendezvous): a peer's work is the instant's; for the process that started
-        # it (the EngineCore's front-end handshake): that process's work is
+        # waiting for its peers (the DP rendezvous): a peer's work is the instant's; for its front end (the
+        # EngineCore's handshake): the front-end processes' work is
         if covers(on_peers[id(me)], mid) and any(covers(x[2], mid) for x in live if x[1] == inner and x[0] is not me):
             continue
-        parent = owner(me)
-        if covers(on_parent[id(me)], mid) and any(covers(x[2], mid) for x in live if x[0] is parent):
+        if covers(on_front[id(me)], mid) and any(covers(x[2], mid) for x in live if x[1][0] < inner[0]):
             continue
         ln, _, _, ends = cands[0]
         i = bisect.bisect_right(ends, (a, "\uffff")) - 1
