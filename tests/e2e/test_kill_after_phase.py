@@ -1,5 +1,5 @@
 """A start killed right after a phase ends: is that phase kept? Two real instrumented `vllm serve` starts (eager),
-the worker killed within 0.1 s of its `Init device` phase ending, once with SIGKILL and once with SIGTERM.
+the worker killed within 0.25 s of its `Init device` phase ending, once with SIGKILL and once with SIGTERM.
 
 The trigger is seen from outside and does not depend on our export: the worker's `Init device` ends, and at once
 vLLM logs "Starting to load model" (the first line of `CPUModelRunner.load_model`). A watcher thread tails the
@@ -18,8 +18,8 @@ worker, the process whose phase just ended (the process the fault matrix kills t
   waiting in its event loop after its engine exited, instrumented or not (seen while writing this test), a vLLM
   shutdown behaviour the test would hinge on.
 
-The kill window (kill time minus the phase's recorded end) is asserted to be within 0.1 s and recorded; nothing
-else here is timed.
+The kill window (kill time minus the phase's recorded end) is asserted to be within KILL_WINDOW_S (0.25 s) and
+recorded; nothing else here is timed.
 """
 
 from __future__ import annotations
@@ -155,7 +155,12 @@ def killed_start(case: str, sig: int, delay: float, tiny_model, workdir, backend
     return st, local, phase, window
 
 
-# Each a plan run with the machine to itself (support/plans.py): the 0.1 s window is the watcher's, and no other start
+# The watcher's reaction: 0.03-0.09 s alone; 0.20 s once, with the fast tests and the layout matrix's first starts
+# beside it (a busy 2-core CI host): still "right after the phase", far inside the worker's export interval.
+KILL_WINDOW_S = 0.25
+
+
+# Each a plan run with the machine to itself (support/plans.py): the window is the watcher's, and no other start
 # may hold up its thread or the worker.
 plan("kill/sigkill-worker", alone=True)(
     lambda s: killed_start("sigkill-worker", signal.SIGKILL, 0.04, s.tiny_model, s.workdir, s.backends))
@@ -175,7 +180,7 @@ def test_sigkill_of_the_worker_right_after_a_phase_keeps_that_phase(e2e, backend
     st, local, phase, window = e2e.later("kill/sigkill-worker").result()
     # Nothing runs in a SIGKILLed process: the phase is kept because its export had already happened.
     assert phase is not None, f"{PHASE} lost: the worker was killed before it left the process"
-    assert window is not None and 0 < window <= 0.1, window
+    assert window is not None and 0 < window <= KILL_WINDOW_S, window
     names = {(s.name, s.attrs.get(sc.PROCESS_KIND)) for s in local}
     assert (sc.WORKER_PROCESS_SPAN, "worker") not in names  # the worker never ended its start: killed mid-start
     assert (PHASE, "worker") in _stored(backends, st, local)  # over OTLP too, not only in the local file
@@ -184,7 +189,7 @@ def test_sigkill_of_the_worker_right_after_a_phase_keeps_that_phase(e2e, backend
 def test_sigterm_of_the_worker_right_after_a_phase_keeps_that_phase_and_ends_its_start(e2e, backends):
     st, local, phase, window = e2e.later("kill/sigterm-worker").result()
     assert phase is not None, f"{PHASE} lost after SIGTERM"
-    assert window is not None and 0 < window <= 0.1, window
+    assert window is not None and 0 < window <= KILL_WINDOW_S, window
     # vLLM's handler raised SystemExit in the worker: our exit hook ended its start, and it was exported
     [worker] = [s for s in local if s.name == sc.WORKER_PROCESS_SPAN]
     assert worker.attrs[sc.OUTCOME] == "failed" and worker.attrs[sc.ERROR_TYPE] == "SystemExit", worker.attrs

