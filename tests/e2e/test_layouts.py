@@ -35,6 +35,10 @@ from vllm_otel_startup.model.start import Start
 pytestmark = pytest.mark.e2e
 
 LAYOUTS: dict[str, dict] = {
+    # the e2e session's own instrumented starts (conftest.py: `eager`, `tensor_parallel`), here beside their controls
+    "default": {"short": "def", "args": [], "session": "eager", "api_servers": 1, "engines": 1, "workers": 1},
+    "tensor_parallel_2": {"short": "tp2", "args": ["--tensor-parallel-size", "2"], "bind": 2,
+                          "session": "tensor_parallel", "api_servers": 1, "engines": 1, "workers": 2},
     "api_servers_2": {"short": "as2", "args": ["--api-server-count", "2"], "api_servers": 2, "engines": 1,
                       "workers": 1},
     "data_parallel_2": {"short": "dp2", "args": ["--data-parallel-size", "2"], "api_servers": 2, "engines": 2,
@@ -116,15 +120,22 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
     return LayoutStart(observed, start, metrics)
 
 
-for _name in LAYOUTS:
+for _name, _layout in LAYOUTS.items():
     plan(f"layout/{_name}/off")(lambda s, n=_name: _run(s, n, False))
-    plan(f"layout/{_name}/on")(lambda s, n=_name: _run(s, n, True))
+    if "session" not in _layout:
+        plan(f"layout/{_name}/on")(lambda s, n=_name: _run(s, n, True))
 
 
 @pytest.fixture(params=list(LAYOUTS))
 def layout(request, e2e) -> tuple[str, LayoutStart, LayoutStart]:
     name = request.param
-    return name, e2e.later(f"layout/{name}/off").result(), e2e.later(f"layout/{name}/on").result()
+    session = LAYOUTS[name].get("session")
+    if session:  # the session's start (its /metrics: tests/e2e/test_startup_metrics.py)
+        obs = e2e.later(session).result()
+        on = LayoutStart(obs, obs.start, [])
+    else:
+        on = e2e.later(f"layout/{name}/on").result()
+    return name, e2e.later(f"layout/{name}/off").result(), on
 
 
 def test_the_layout_becomes_ready_with_the_agent_as_without_it(layout):
@@ -196,6 +207,8 @@ def test_every_api_server_serves_the_start_on_its_own_metrics_once(layout, backe
     name, _, on = layout
     if LAYOUTS[name].get("script"):
         pytest.skip("the engine in the user's own process serves no HTTP")
+    if LAYOUTS[name].get("session"):
+        pytest.skip("the session's start: its /metrics is tests/e2e/test_startup_metrics.py's")
     assert len(on.metrics) == METRICS_READS
     reads = [_series(body) for body in on.metrics]
     for series in reads:
@@ -207,3 +220,14 @@ def test_every_api_server_serves_the_start_on_its_own_metrics_once(layout, backe
     [otlp] = backends.vm_query(f'vllm_startup_last_start_duration_seconds{{k8s_pod_name="{on.start.name}"}}')
     scraped = [v for (m, _), v in reads[0].items() if m == b"vllm_startup_last_start_duration_seconds"]
     assert scraped and float(otlp["value"][1]) == pytest.approx(scraped[0], rel=1e-6)
+
+
+def test_series_per_engine_stay_within_the_fleet_budget(layout, backends):
+    """Every series the start left in VictoriaMetrics over OTLP (phases, causes, resource fingerprints of every
+    process): at most 100 per EngineCore (docs/results.md, "Fleet scale")."""
+    name, _, on = layout
+    [count] = backends.vm_query(f'count(last_over_time({{k8s_pod_name="{on.start.name}"}}[1d]))')
+    engines = max(1, LAYOUTS[name]["engines"])
+    series = int(count["value"][1])
+    print(f"{name}: {series} series over OTLP, {series / engines:.0f} per EngineCore")
+    assert series <= 100 * engines, (name, series)
