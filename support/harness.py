@@ -328,6 +328,28 @@ def seed_modelinfo(cache: Path, venv: Path = VENV) -> bool:
     return True
 
 
+def start_env(cache: Path, files: Path, name: str, namespace: str, backends: Backends | None, *,
+              protocol: str = "http/protobuf", venv: Path = VENV, bin_dir: Path | None = None,
+              env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a start the suite makes (``vllm serve`` or a script's engine): offline, its own cache
+    root, temporary directory and start files, the pod identity of one test cluster, OTLP to ``backends`` (none:
+    the local file only), then ``env``; no OTEL_ or VLLM_ variable of the caller's."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
+    e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
+             VLLM_CACHE_ROOT=str(cache / "vllm"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
+             TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files),
+             PATH=f"{f'{bin_dir}:' if bin_dir else ''}{venv / 'bin'}:{os.environ.get('PATH', '')}")
+    (cache / "tmp").mkdir(exist_ok=True)
+    e.update(**K8S, K8S_POD_NAME=name, K8S_NAMESPACE_NAME=namespace)
+    if backends is not None:
+        ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
+              else f"http://127.0.0.1:{backends.otlp_http}")
+        e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
+                 OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
+    e.update(env or {})
+    return e
+
+
 def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
@@ -346,19 +368,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
     name = name or f"{cache.name}-{port}"
     files = files or (cache / "starts")
     cache.mkdir(parents=True, exist_ok=True)
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
-    e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
-             VLLM_CACHE_ROOT=str(cache / "vllm"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
-             TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files),
-             PATH=f"{f'{bin_dir}:' if bin_dir else ''}{venv / 'bin'}:{os.environ.get('PATH', '')}")
-    (cache / "tmp").mkdir(exist_ok=True)
-    e.update(**K8S, K8S_POD_NAME=name, K8S_NAMESPACE_NAME=namespace)
-    if backends is not None:
-        ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
-              else f"http://127.0.0.1:{backends.otlp_http}")
-        e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
-                 OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
-    e.update(env or {})
+    e = start_env(cache, files, name, namespace, backends, protocol=protocol, venv=venv, bin_dir=bin_dir, env=env)
     vllm = bin_dir / "vllm" if bin_dir else venv / "bin/vllm"
     cmd = [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", "256", "--dtype", "float32", *args]
@@ -413,16 +423,7 @@ def run_engine_script(model: Path, cache: Path, backends: Backends | None, *, mo
     name = name or f"{cache.name}-{mode}"
     files = cache / "starts"
     cache.mkdir(parents=True, exist_ok=True)
-    (cache / "tmp").mkdir(exist_ok=True)
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
-    e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
-             VLLM_CACHE_ROOT=str(cache / "vllm"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
-             TMPDIR=str(cache / "tmp"), OTEL_PYTHON_VLLM_STARTUP_DIR=str(files), **K8S, K8S_POD_NAME=name,
-             K8S_NAMESPACE_NAME="vllm", PATH=f"{venv / 'bin'}:{os.environ.get('PATH', '')}")
-    if backends is not None:
-        e.update(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{backends.otlp_http}",
-                 OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf", OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
-    e.update(env or {})
+    e = start_env(cache, files, name, "vllm", backends, venv=venv, env=env)
     cmd = [str(venv / "bin/python"), str(ENGINE_SCRIPT), mode, str(model), str(hold_s)]
     if instrument:
         cmd = [str(venv / "bin/opentelemetry-instrument"), *cmd]

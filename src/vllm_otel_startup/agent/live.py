@@ -213,7 +213,9 @@ class Live:
         self._stop.set()
 
     def _spool_name(self) -> str:
-        return f"{self.rt.info.kind}-{self.rt.info.pid}{LIVE_SUFFIX}"
+        from vllm_otel_startup.agent import spool
+
+        return spool.process_name(self.rt.info.kind, self.rt.info.pid) + LIVE_SUFFIX
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

@@ -106,3 +106,9 @@ def start_observations(spans: list[Span], fleet: dict[str, str]) -> list[Obs]:
         Obs("vllm.startup.starts", 1, outcome, *ids),
         Obs("vllm.startup.last_start.duration", root.duration, {**outcome, **causes}, *ids),
     ]
+
+
+def whole_start_observations(spans: list[Span], fleet: dict[str, str]) -> list[Obs]:
+    """What a start's /metrics serves: every process's phases and the whole start (the collector, and the
+    multiprocess files of Prometheus multiprocess mode)."""
+    return span_observations(spans, fleet) + start_observations(spans, fleet)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.observations import Obs, span_observations, start_observations
+from vllm_otel_startup.agent.observations import Obs, whole_start_observations
 from vllm_otel_startup.model.spanmodel import Span
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -27,9 +27,7 @@ class StartupCollector:
 
     def collect(self) -> Iterator[Any]:
         try:
-            spans = self.spans()
-            observations = span_observations(spans, self.fleet) + start_observations(spans, self.fleet)
-            yield from families(observations)
+            yield from families(whole_start_observations(self.spans(), self.fleet))
         except Exception:  # noqa: BLE001 - a scrape never fails because of us
             _log.debug("startup metrics collection failed", exc_info=True)
 

@@ -29,8 +29,8 @@ _log = logging.getLogger("vllm_otel_startup")
 
 
 def publish(rt: Runtime) -> None:
-    """Record this process's startup metrics; a child spools its spans for the API server, the API server
-    serves the whole start on vLLM's /metrics. The parts are independent: one that fails loses only itself."""
+    """Record this process's startup metrics; a child spools its spans for the root, every API server serves the
+    whole start on vLLM's /metrics. The parts are independent: one that fails loses only itself."""
     from vllm_otel_startup.agent import spool
     from vllm_otel_startup.model.spanmodel import from_readable
 
@@ -45,34 +45,34 @@ def publish(rt: Runtime) -> None:
         return
     if rt.info.kind == API_SERVER:  # each of several API servers serves the whole start on its /metrics
         safe(READY, serve_on_vllm_metrics, rt, own, trace_id, labels)
+    # the root's view of the whole start (its own spans and every other process's), read once
+    whole = own + (safe(READY, spool.read, trace_id, spool_name(rt), default=[]) if rt.info.root else [])
     if rt.info.root and os.environ.get(MULTIPROC_DIR):
-        safe(READY, _write_multiprocess, rt, own, trace_id, labels)
+        safe(READY, _write_multiprocess, whole, labels)
     if rt.recorder is not None:
-        safe(READY, _record_metrics, rt, own, trace_id, labels)
+        safe(READY, _record_metrics, rt, own, whole, labels)
 
 
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 
-def _write_multiprocess(rt: Runtime, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
+def _write_multiprocess(whole: list[Any], labels: dict[str, str]) -> None:
     """Prometheus multiprocess mode (PROMETHEUS_MULTIPROC_DIR: set by vLLM's Helm chart, and by vLLM itself with
     several API servers): /metrics serves only what the processes wrote into that directory, so the root writes the
     whole start there once, and every API server's /metrics serves it once."""
-    from vllm_otel_startup.agent import prometheus, spool
-    from vllm_otel_startup.agent.observations import span_observations, start_observations
+    from vllm_otel_startup.agent import prometheus
+    from vllm_otel_startup.agent.observations import whole_start_observations
 
-    spans = own + spool.read(trace_id, skip=spool_name(rt))
-    prometheus.write_multiprocess(span_observations(spans, labels) + start_observations(spans, labels),
-                                  os.environ[MULTIPROC_DIR])
+    prometheus.write_multiprocess(whole_start_observations(whole, labels), os.environ[MULTIPROC_DIR])
 
 
-def _record_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
-    from vllm_otel_startup.agent import spool
+def _record_metrics(rt: Runtime, own: list[Any], whole: list[Any], labels: dict[str, str]) -> None:
+    """Over OTLP: this process's own phases; the root also the whole start (``whole``)."""
     from vllm_otel_startup.agent.observations import span_observations, start_observations
 
     observations = span_observations(own, labels)
     if rt.info.root:
-        observations += start_observations(own + spool.read(trace_id, skip=spool_name(rt)), labels)
+        observations += start_observations(whole, labels)
     rt.recorder.record(observations)
 
 
@@ -114,8 +114,10 @@ def serve_on_vllm_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: di
 
 
 def spool_name(rt: Runtime) -> str:
-    """This process's file in the start's spool (without its suffix)."""
-    return f"{rt.info.kind}-{rt.info.pid}"
+    """This process's name in the start's spool."""
+    from vllm_otel_startup.agent import spool
+
+    return spool.process_name(rt.info.kind, rt.info.pid)
 
 
 def flush_metrics() -> None:

@@ -87,6 +87,7 @@ class Runtime:
         self.collector: Any = None  # prometheus.StartupCollector (API server)
         self.frontends = 0  # API server processes this launcher spawned (several API servers, data parallel)
         self._frontends_since = 0
+        self._frontends_settled = False
         self.live: Any = None  # live.Live: the start in progress (series, progress message, status endpoint)
         self._snaps: dict[int, Snapshot] = {}  # span id -> resource snapshot at its start
         self._segment_snap: Snapshot | None = None
@@ -204,10 +205,9 @@ class Runtime:
         """This process's startup is over (ready, failed or exited): end and flush its spans (``end_ns``: when it
         was, where that is known after the fact: a launcher learns its last API server's ready point)."""
         if self.frontends and end_ns is None and error is None:  # exiting: its API servers may all be ready
-            done = self._frontends_done(self.frontends)
-            if done and not self.done:
-                end_ns, failed = self._close_frontends(done, self._frontends_since)
-                outcome = "failed" if failed else None
+            settled = self._settle_frontends()
+            if settled is not None:
+                end_ns, outcome = settled
         with self._lock:
             if self.done or self.process_span is None:
                 return
@@ -267,35 +267,38 @@ class Runtime:
         if count <= 0 or self.process_span is None or self.done:
             return
         self.frontends, self._frontends_since = count, time.time_ns()
-        threading.Thread(target=self._watch_frontends, args=(count, self._frontends_since), daemon=True,
-                         name="vllm-otel-startup-frontends").start()
+        threading.Thread(target=self._watch_frontends, daemon=True, name="vllm-otel-startup-frontends").start()
 
-    def _watch_frontends(self, count: int, since_ns: int) -> None:
+    def _watch_frontends(self) -> None:
         while not self.done:
-            done = self._frontends_done(count)
-            if done:
-                end, failed = self._close_frontends(done, since_ns)
-                self.finish(outcome="failed" if failed else None, end_ns=end)
+            settled = self._settle_frontends()
+            if settled is not None:
+                end_ns, outcome = settled
+                self.finish(outcome=outcome, end_ns=end_ns)
                 return
             time.sleep(FRONTEND_POLL_S)
 
-    def _frontends_done(self, count: int) -> list[Any]:
-        """The process spans of this launcher's API servers, once all ``count`` have spooled theirs (else [])."""
+    def _settle_frontends(self) -> tuple[int, str | None] | None:
+        """Once every API server has spooled its process span: the launcher's wait ended at the last one's ready
+        point, and (that time, the outcome: None for ready, "failed" if one failed); None before that, and for
+        every caller but the first (the watcher and the exit path may both get here)."""
         from vllm_otel_startup.agent import spool
 
         tid = self.trace_id()
-        if spool.count(tid, f"{API_SERVER}-") < count:
-            return []
+        if spool.count(tid, spool.process_name(API_SERVER, "")) < self.frontends:
+            return None
         done = [s for s in spool.read(tid) if s.attrs.get(sc.PHASE) == "api_server_process"]
-        return done if len(done) >= count else []
-
-    def _close_frontends(self, done: list[Any], since_ns: int) -> tuple[int, bool]:
-        """The launcher's wait, ended at the last API server's ready point: (that time, whether one failed)."""
+        if len(done) < self.frontends:
+            return None
+        with self._lock:
+            if self._frontends_settled or self.done:
+                return None
+            self._frontends_settled = True
         end = max(s.end for s in done)
-        wait = self.tracer.start_span(sc.API_SERVERS_WAIT_SPAN, start_time=since_ns,
+        wait = self.tracer.start_span(sc.API_SERVERS_WAIT_SPAN, start_time=self._frontends_since,
                                       context=trace.set_span_in_context(self.process_span))
-        wait.end(end_time=max(end, since_ns))
-        return end, any(s.attrs.get(sc.OUTCOME) != "ready" for s in done)
+        wait.end(end_time=max(end, self._frontends_since))
+        return end, ("failed" if any(s.attrs.get(sc.OUTCOME) != "ready" for s in done) else None)
 
     # ---- the ready point's products ---------------------------------------------------------------------
     def _start_facts(self) -> dict[str, Any]:

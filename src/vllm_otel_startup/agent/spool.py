@@ -94,6 +94,11 @@ def _read(trace_id: str, suffix: str) -> list[tuple[str, Any]]:
     return out
 
 
+def process_name(kind: str, pid: int | str) -> str:
+    """A process's name in its start's spool (``<kind>-<pid>``; its files add ``.json`` or ``.live``)."""
+    return f"{kind}-{pid}"
+
+
 def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
     """Write this process's ended SDK spans."""
     from vllm_otel_startup.agent.file_exporter import encode
