@@ -46,8 +46,9 @@ FLUSH_MS = _s("FLUSH_MS", "25", "longest wait for the export at a process's read
 FAILURE_FLUSH_MS = _s("FAILURE_FLUSH_MS", "1000", "when a process fails or exits before ready: longest wait for its "
                       "local hand-over (startup metrics recorded, spans spooled; no network); its export then waits at "
                       "most `FLUSH_MS`, as at a ready point, and what is left goes with the SDK's shutdown at exit")
-DEBUG = _s("DEBUG", "false", "true: each process prints how long its ready-point flush took to stderr; the command "
-           "line shows tracebacks")
+DEBUG = _s("DEBUG", "false", "true: each process prints to stderr how long its ready-point flush took and what the "
+           "agent cost it (`self-cost`: CPU seconds of its threads, its span processor's time, the collections and "
+           "imports its watchers saw); the command line shows tracebacks")
 SUMMARY = _s("SUMMARY", "true", "false: the API server prints no breakdown at ready (it is printed to stdout, where "
              "vLLM logs, with or without an OTLP endpoint)")
 TEMPO_URL = _s("TEMPO_URL", "", "`vllm-otel-startup report` reads a trace id from this Tempo (`--tempo` wins)")

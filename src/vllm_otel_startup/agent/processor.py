@@ -42,6 +42,13 @@ class StartupSpanProcessor(SpanProcessor):
         rt = self.rt
         if not rt.active or rt.done:
             return
+        t0 = time.perf_counter_ns()
+        try:
+            self._on_start(rt, span)
+        finally:
+            rt.cost.add(t0)
+
+    def _on_start(self, rt: Runtime, span: Any) -> None:
         native = span.instrumentation_scope is None or span.instrumentation_scope.name != sc.INSTRUMENTATION_NAME
         phase = SPAN_PHASES.get(span.name) or (rt.native_phases.get(span.name) if native else None)
         if phase is None and not native:  # ours with a phase of its own (PyTorch's compile regions)
@@ -71,6 +78,7 @@ class StartupSpanProcessor(SpanProcessor):
     def _before_end(self, span: Any) -> None:
         """Runs while the span is still writable: pending cause attributes, the phase's end probe, the scrub."""
         rt = self.rt
+        t0 = time.perf_counter_ns()
         phase = (span.attributes or {}).get(sc.PHASE)
         if phase is not None and rt.active:
             try:
@@ -84,9 +92,12 @@ class StartupSpanProcessor(SpanProcessor):
             except Exception:  # noqa: BLE001
                 failed(SPANS, f"end of span {span.name!r}")
         scrub_span(span)
+        rt.cost.add(t0)
 
     def on_end(self, span: Any) -> None:
-        safe(SPANS, self._on_end, span)  # the SDK calls span processors unguarded, from vLLM's own span.end()
+        t0 = time.perf_counter_ns()
+        safe(SPANS, self._on_end, span)
+        self.rt.cost.add(t0)  # the SDK calls span processors unguarded, from vLLM's own span.end()
 
     def _on_end(self, span: Any) -> None:
         rt = self.rt

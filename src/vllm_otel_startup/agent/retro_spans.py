@@ -88,6 +88,8 @@ class RetroSpans:
         self._find_and_load: Any = None
         self._wrapper: Any = None
         self._previous_hook: Any = None  # sys.unraisablehook before ours
+        self.gc_calls = 0  # collections seen, imports watched (self_cost.py)
+        self.imports = 0
 
     # ---- install / uninstall ------------------------------------------------------------------------
     def install(self) -> None:
@@ -123,6 +125,7 @@ class RetroSpans:
     def _gc(self, phase: str, info: dict[str, int]) -> None:
         try:
             if phase == "start":
+                self.gc_calls += 1
                 self._gc_start = (time.time_ns(), trace.get_current_span())
                 return
             started, self._gc_start = self._gc_start, None
@@ -146,6 +149,7 @@ class RetroSpans:
     # every import of the process runs through these two: nothing may escape them into the import
     def _enter(self) -> tuple[int, int, int] | None:
         try:
+            self.imports += 1
             tid = threading.get_ident()
             depth = self._depth.get(tid, 0)
             self._depth[tid] = depth + 1

@@ -35,6 +35,7 @@ from vllm_otel_startup.agent.process import (
 )
 from vllm_otel_startup.agent.retro_spans import RetroSpans
 from vllm_otel_startup.agent.sampler import Sampler, Snapshot
+from vllm_otel_startup.agent.self_cost import MainThreadCost
 from vllm_otel_startup.agent.versions import start_versions
 from vllm_otel_startup.model.intervals import uncovered
 
@@ -89,6 +90,7 @@ class Runtime:
         self._frontends_since = 0
         self._frontends_settled = False
         self.live: Any = None  # live.Live: the start in progress (series, progress message, status endpoint)
+        self.cost = MainThreadCost()  # our span processor's time on vLLM's threads (self_cost.py)
         self._snaps: dict[int, Snapshot] = {}  # span id -> resource snapshot at its start
         self._segment_snap: Snapshot | None = None
         self._created: Snapshot | None = None  # the resource readings at process creation (or the fork)

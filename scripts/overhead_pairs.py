@@ -1,0 +1,263 @@
+"""Whole-start overhead, plain against instrumented, in alternating pairs (issue 25). Never asserted in tests: it
+prints ratios measured side by side in one run.
+
+    python scripts/overhead_pairs.py cpu [--pairs 8] [--mode eager|compiled] [--variant NAME=K=V,K=V ...] [--out F]
+        real `vllm serve` starts of the tiny model on this machine: plain `vllm serve` against
+        `opentelemetry-instrument vllm serve` exporting over OTLP to real backends (support/harness.py), order
+        flipped every pair, warm caches (one start of each arm first, not counted). Run it with the e2e venv's
+        python (tests/e2e/bootstrap.sh).
+    python scripts/overhead_pairs.py gpu-queue [--pairs 8] [--variant ...] --out .gpu/tools/overhead_queue.json
+        the same plan as a start queue for ../shared/gpu/driver.py (DRIVER_QUEUE=...): a cold instrumented start
+        (fills the compile cache, not counted), then the pairs (8B shape, warm).
+    python scripts/overhead_pairs.py gpu RUNS_DIR [RUNS_DIR ...]
+        the analysis of such a queue's runs (each run dir: serve.log, stopwatch.json).
+
+For every start it reads vLLM's own log lines, never our spans: its reported durations (weights, model loading,
+torch.compile, CUDA-graph capture, init engine), the CUDA-graph capture rate (tqdm's it/s at 100 %, per mode), and
+each process's first log line after the launch (vLLM logging at millisecond resolution: overhead_logging.json via
+VLLM_LOGGING_CONFIG_PATH, in both arms). With ``OTEL_PYTHON_VLLM_STARTUP_DEBUG=1`` (instrumented arm) it also
+collects the agent's own self-cost lines (agent/self_cost.py). ``--variant NAME=K=V,...`` adds a third arm per
+pair: instrumented with those environment variables (a component switched off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import json
+import math
+import random
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LOGGING = HERE / "overhead_logging.json"
+DEBUG = {"OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1"}
+
+# ---- vLLM's own log lines ------------------------------------------------------------------------------------
+FIGURES = {  # name -> a line's pattern whose group 1 is seconds (the largest match per start: the slowest rank)
+    "weights_load_s": r"Loading weights took ([\d.]+) seconds",
+    "model_loading_s": r"Model loading took [\d.]+ ?[GM]i?B and ([\d.]+) seconds",
+    "torch_compile_s": r"torch\.compile (?:takes|took) ([\d.]+) s in total",
+    "compiled_graph_load_s": r"from the cache, took ([\d.]+) s",
+    "graph_capture_s": r"Graph capturing finished in ([\d.]+) secs",
+    "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
+}
+CAPTURE = re.compile(r"Capturing CUDA graphs \((\w+)\):\s+100%\|[^|]*\|\s*(\d+)/\d+ \[[^<]*<[^,]*,\s*([\d.]+)it/s\]")
+STAMP = re.compile(r"^(?:\((\w+) pid=(\d+)\) )?\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) \[([^\]]+?) pid=(\d+)\]",
+                   re.M)
+SELF_COST = re.compile(r"self-cost (\w+) pid \d+: process cpu ([\d.]+)s; agent threads ([\d.]+)s \(([^)]*)\)"
+                       r"(?:; span processor (\d+) calls ([\d.]+)s)?(?:; gc callbacks (\d+) imports watched (\d+))?")
+
+
+def figures(log: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, pattern in FIGURES.items():
+        found = [float(x) for x in re.findall(pattern, log)]
+        if found:
+            out[name] = max(found)
+    rates: dict[str, list[float]] = {}
+    for mode, _n, rate in CAPTURE.findall(log):
+        rates.setdefault(mode, []).append(float(rate))
+    for mode, rs in rates.items():  # one bar per rank: the slowest
+        out[f"capture_{mode.lower()}_it_s"] = min(rs)
+    return out
+
+
+def first_lines(log: str, spawn_ns: int) -> dict[str, float]:
+    """Seconds from the launch to each process's first vLLM log line, by process name (the launcher: ``launcher``;
+    several of one kind: the latest)."""
+    first: dict[int, tuple[str, float]] = {}
+    for m in STAMP.finditer(log):
+        prefix, _, stamp, ms, pname, pid = m.groups()
+        pid = int(pid)
+        if pid in first:
+            continue
+        t = calendar.timegm(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1e3  # the hosts run on UTC
+        name = prefix or pname
+        name = "launcher" if name == "MainProcess" else re.sub(r"[_-]?(DP)?\d+$", "", name)
+        first[pid] = (name, t - spawn_ns / 1e9)
+    out: dict[str, float] = {}
+    for name, dt in first.values():
+        out[name] = max(dt, out.get(name, dt))
+    return out
+
+
+def self_cost(log: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for kind, _cpu, threads, detail, _calls, proc_s, gcs, imports in SELF_COST.findall(log):
+        out[f"{kind}.agent_threads_s"] = out.get(f"{kind}.agent_threads_s", 0.0) + float(threads)
+        for part in filter(None, (p.strip() for p in detail.split(","))):
+            name, _, secs = part.rpartition(" ")
+            key = f"{kind}.{name}_s"
+            out[key] = out.get(key, 0.0) + float(secs.rstrip("s"))
+        if proc_s:
+            out[f"{kind}.span_processor_s"] = out.get(f"{kind}.span_processor_s", 0.0) + float(proc_s)
+        if gcs:
+            out[f"{kind}.gc_callbacks"] = out.get(f"{kind}.gc_callbacks", 0.0) + float(gcs)
+            out[f"{kind}.imports_watched"] = out.get(f"{kind}.imports_watched", 0.0) + float(imports)
+    return out
+
+
+# ---- statistics -------------------------------------------------------------------------------------------
+def summary(ratios: list[float], seed: int = 25) -> dict[str, float]:
+    """Median and geometric mean of the per-pair ratios, a bootstrap 95 % interval of the median, and the sign test's
+    two-sided p (instrumented slower in k of n pairs)."""
+    rng = random.Random(seed)
+    boots = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(10_000))
+    n, k = len(ratios), sum(r > 1 for r in ratios)
+    tail = sum(math.comb(n, i) for i in range(max(k, n - k), n + 1)) / 2 ** n
+    return {"pairs": n, "median": statistics.median(ratios),
+            "geomean": math.exp(statistics.fmean(math.log(r) for r in ratios)),
+            "ci95_low": boots[250], "ci95_high": boots[9750], "slower_in": k, "sign_p": min(1.0, 2 * tail)}
+
+
+def report(rows: list[dict]) -> dict:
+    """rows: one per start: arm, pair, ready_s, log, spawn_ns. Prints the pair table and the medians per arm."""
+    arms = sorted({r["arm"] for r in rows}, key=lambda a: (a != "plain", a != "instr", a))
+    by = {(r["pair"], r["arm"]): r for r in rows if r.get("ready_s")}
+    pairs = sorted({p for p, _ in by})
+    out: dict = {"arms": {}}
+    for arm in arms[1:]:
+        ok = [p for p in pairs if (p, arm) in by and (p, "plain") in by]
+        ratios = [by[p, arm]["ready_s"] / by[p, "plain"]["ready_s"] for p in ok]
+        if not ratios:
+            continue
+        s = summary(ratios)
+        out["arms"][arm] = {"ratios": [round(r, 4) for r in ratios], **{k: round(v, 4) for k, v in s.items()}}
+        print(f"\n{arm} / plain over {s['pairs']} pairs: " + " ".join(f"{r:.3f}" for r in ratios))
+        print(f"  median {s['median']:.4f}  geometric mean {s['geomean']:.4f}  bootstrap 95 % interval of the median "
+              f"{s['ci95_low']:.4f}-{s['ci95_high']:.4f}  slower in {s['slower_in']} of {s['pairs']} "
+              f"(sign test p = {s['sign_p']:.3f})")
+    per_arm: dict[str, dict[str, float]] = {}
+    for arm in arms:
+        starts = [r for r in rows if r["arm"] == arm and r.get("ready_s")]
+        keys: dict[str, list[float]] = {"ready_s": [r["ready_s"] for r in starts]}
+        for r in starts:
+            lines = {f"first_line.{k}": v for k, v in first_lines(r["log"], r["spawn_ns"]).items()}
+            for src in (figures(r["log"]), lines, self_cost(r["log"])):
+                for k, v in src.items():
+                    keys.setdefault(k, []).append(v)
+        per_arm[arm] = {k: statistics.median(v) for k, v in keys.items()}
+    out["medians"] = per_arm
+    names = sorted({k for m in per_arm.values() for k in m}, key=lambda k: (k.count("."), k))
+    print("\nmedian per start" + "".join(f" | {a:>14}" for a in arms) + (" | instr-plain" if "instr" in arms else ""))
+    for k in names:
+        vals = [per_arm[a].get(k) for a in arms]
+        delta = (per_arm["instr"].get(k, math.nan) - per_arm["plain"].get(k, math.nan)) if "instr" in arms else None
+        print(f"  {k:<40}" + "".join(f" | {v:14.3f}" if v is not None else f" | {'-':>14}" for v in vals)
+              + (f" | {delta:+10.3f}" if delta is not None and not math.isnan(delta) else ""))
+    return out
+
+
+def parse_variants(specs: list[str]) -> dict[str, dict[str, str]]:
+    out = {}
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        env = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
+        if not name or not env:
+            raise SystemExit(f"--variant {spec!r}: NAME=KEY=VALUE[,KEY=VALUE...]")
+        out[name] = env
+    return out
+
+
+def arms_of(pair: int, variants: dict[str, dict[str, str]]) -> list[tuple[str, dict[str, str] | None]]:
+    arms: list[tuple[str, dict[str, str] | None]] = [("plain", None), ("instr", {}), *variants.items()]
+    return arms if pair % 2 else arms[::-1]  # the order flipped every pair
+
+
+# ---- the CPU form -----------------------------------------------------------------------------------------
+def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Path) -> list[dict]:
+    sys.path.insert(0, str(HERE.parent))
+    from support import harness
+
+    model = workdir / "tiny-model"
+    if not (model / "config.json").exists():
+        harness.make_tiny_model(model)
+    args = ["--enforce-eager"] if mode == "eager" else []
+    backends = harness.Backends(workdir / "backends").start()
+    base = {"VLLM_LOGGING_CONFIG_PATH": str(LOGGING)}
+    rows: list[dict] = []
+    try:
+        for pair in range(pairs + 1):  # pair 0 warms every cache (modelinfo, inductor) and is not counted
+            for arm, extra in arms_of(pair, variants):
+                instr = extra is not None
+                st = harness.serve(model, workdir / f"cache-{mode}", backends if instr else None, args=args,
+                                   instrument=instr, env={**base, **DEBUG, **(extra or {})} if instr else base,
+                                   files=workdir / "starts", expect_ready=False, timeout=600)
+                ready = (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None
+                print(f"  pair {pair}{' (warm-up)' if pair == 0 else ''} {arm}: ready in {ready} s", flush=True)
+                if pair:
+                    rows.append({"arm": arm, "pair": pair, "ready_s": ready, "log": st.log, "spawn_ns": st.spawn_ns})
+    finally:
+        backends.stop()
+    return rows
+
+
+# ---- the GPU form -----------------------------------------------------------------------------------------
+def gpu_queue(pairs: int, variants: dict[str, dict[str, str]]) -> list[dict]:
+    """Entries for ../shared/gpu/driver.py (its keys; ``env``: extra environment of that start)."""
+    log_cfg = {"VLLM_LOGGING_CONFIG_PATH": f"@tools/{LOGGING.name}"}  # the driver's folder there
+    q = [dict(name="cold_otlp", instr=True, export="otlp", drop=True, est=200, limit=330, env={**log_cfg, **DEBUG})]
+    for pair in range(1, pairs + 1):
+        for arm, extra in arms_of(pair, variants):
+            instr = extra is not None
+            q.append(dict(name=f"pair{pair}_{arm}", instr=instr, export="otlp" if instr else "none", drop=False,
+                          est=90, limit=170, pair=pair, arm=arm,
+                          env={**log_cfg, **(DEBUG if instr else {}), **(extra or {})}))
+    return q
+
+
+def gpu(dirs: list[Path]) -> list[dict]:
+    rows = []
+    for d in dirs:
+        for run in sorted(p for p in d.iterdir() if (p / "stopwatch.json").exists()):
+            m = re.match(r"\d+_pair(\d+)_(\w+)$", run.name)
+            if not m:
+                continue
+            sw = json.loads((run / "stopwatch.json").read_text())
+            ready = (sw["health_ok_ns"] - sw["spawn_ns"]) / 1e9 if sw.get("health_ok_ns") else None
+            rows.append({"arm": m.group(2), "pair": int(m.group(1)), "ready_s": ready, "spawn_ns": sw["spawn_ns"],
+                         "log": (run / "serve.log").read_text(errors="replace")})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("cpu")
+    c.add_argument("--pairs", type=int, default=8)
+    c.add_argument("--mode", choices=["eager", "compiled"], default="eager")
+    c.add_argument("--workdir", type=Path, default=None)
+    q = sub.add_parser("gpu-queue")
+    q.add_argument("--pairs", type=int, default=8)
+    g = sub.add_parser("gpu")
+    g.add_argument("runs", type=Path, nargs="+")
+    for p in (c, q):
+        p.add_argument("--variant", action="append", default=[])
+    for p in (c, q, g):
+        p.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    if a.cmd == "gpu-queue":
+        if a.out is None:
+            raise SystemExit("gpu-queue: --out FILE (e.g. .gpu/tools/overhead_queue.json)")
+        a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant)), indent=1))
+        print(f"{a.out}: {a.pairs} pairs; copy {LOGGING.name} beside it (the driver reads @tools/ as its own folder)")
+        return
+    if a.cmd == "cpu":
+        import tempfile
+
+        work = a.workdir or Path(tempfile.mkdtemp(prefix="vos-overhead-"))
+        rows = cpu(a.pairs, a.mode, parse_variants(a.variant), work)
+    else:
+        rows = gpu(a.runs)
+    result = report(rows)
+    if a.out:
+        a.out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
