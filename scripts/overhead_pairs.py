@@ -198,16 +198,22 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
 
 
 # ---- the GPU form -----------------------------------------------------------------------------------------
-def gpu_queue(pairs: int, variants: dict[str, dict[str, str]]) -> list[dict]:
-    """Entries for ../shared/gpu/driver.py (its keys; ``env``: extra environment of that start)."""
+def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1) -> list[dict]:
+    """Entries for ../shared/gpu/driver.py (its keys; ``env``: extra environment of that start; ``gpu``: with two
+    lanes, the GPU of each start: two consecutive starts of a pair run at the same time, one per GPU, the GPUs
+    swapped every pair)."""
     log_cfg = {"VLLM_LOGGING_CONFIG_PATH": f"@tools/{LOGGING.name}"}  # the driver's folder there
     q = [dict(name="cold_otlp", instr=True, export="otlp", drop=True, est=200, limit=330, env={**log_cfg, **DEBUG})]
+    if lanes > 1:
+        q[0]["gpu"] = 0
     for pair in range(1, pairs + 1):
-        for arm, extra in arms_of(pair, variants):
+        for i, (arm, extra) in enumerate(arms_of(pair, variants)):
             instr = extra is not None
             q.append(dict(name=f"pair{pair}_{arm}", instr=instr, export="otlp" if instr else "none", drop=False,
                           est=90, limit=170, pair=pair, arm=arm,
                           env={**log_cfg, **(DEBUG if instr else {}), **(extra or {})}))
+            if lanes > 1:
+                q[-1]["gpu"] = (i + pair) % 2
     return q
 
 
@@ -234,6 +240,8 @@ def main() -> None:
     c.add_argument("--workdir", type=Path, default=None)
     q = sub.add_parser("gpu-queue")
     q.add_argument("--pairs", type=int, default=8)
+    q.add_argument("--lanes", type=int, choices=[1, 2], default=1,
+                   help="2: the two starts of a pair at once, one per GPU (a two-GPU machine)")
     g = sub.add_parser("gpu")
     g.add_argument("runs", type=Path, nargs="+")
     for p in (c, q):
@@ -244,7 +252,7 @@ def main() -> None:
     if a.cmd == "gpu-queue":
         if a.out is None:
             raise SystemExit("gpu-queue: --out FILE (e.g. .gpu/tools/overhead_queue.json)")
-        a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant)), indent=1))
+        a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant), a.lanes), indent=1))
         print(f"{a.out}: {a.pairs} pairs; copy {LOGGING.name} beside it (the driver reads @tools/ as its own folder)")
         return
     if a.cmd == "cpu":
