@@ -9,6 +9,7 @@ prints ratios measured side by side in one run.
     python scripts/overhead_pairs.py gpu-queue [--pairs 8] [--variant ...] --out .gpu/tools/overhead_queue.json
         the same plan as a start queue for ../shared/gpu/driver.py (DRIVER_QUEUE=...): a cold instrumented start
         (fills the compile cache, not counted), then the pairs (8B shape, warm).
+    python scripts/overhead_pairs.py rows WORKDIR/rows.json   (a cpu run's starts again)
     python scripts/overhead_pairs.py gpu RUNS_DIR [RUNS_DIR ...]
         the analysis of such a queue's runs (each run dir: serve.log, stopwatch.json).
 
@@ -49,8 +50,9 @@ FIGURES = {  # name -> a line's pattern whose group 1 is seconds (the largest ma
 CAPTURE = re.compile(r"Capturing CUDA graphs \((\w+)\):\s+100%\|[^|]*\|\s*(\d+)/\d+ \[[^<]*<[^,]*,\s*([\d.]+)it/s\]")
 STAMP = re.compile(r"^(?:\((\w+) pid=(\d+)\) )?\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) \[([^\]]+?) pid=(\d+)\]",
                    re.M)
-SELF_COST = re.compile(r"self-cost (\w+) pid \d+: process cpu ([\d.]+)s; agent threads ([\d.]+)s \(([^)]*)\)"
-                       r"(?:; span processor (\d+) calls ([\d.]+)s)?(?:; gc callbacks (\d+) imports watched (\d+))?")
+SELF_COST = re.compile(r"self-cost (\w+) pid \d+: process cpu ([\d.]+)s; agent threads ([\d.]+)s \(([^)]*)\); "
+                       r"other threads ([\d.]+)s(?:; span processor (\d+) calls ([\d.]+)s)?"
+                       r"(?:; gc callbacks (\d+) imports watched (\d+))?")
 
 
 def figures(log: str) -> dict[str, float]:
@@ -88,8 +90,9 @@ def first_lines(log: str, spawn_ns: int) -> dict[str, float]:
 
 def self_cost(log: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for kind, _cpu, threads, detail, _calls, proc_s, gcs, imports in SELF_COST.findall(log):
-        out[f"{kind}.agent_threads_s"] = out.get(f"{kind}.agent_threads_s", 0.0) + float(threads)
+    for kind, cpu, threads, detail, others, _calls, proc_s, gcs, imports in SELF_COST.findall(log):
+        for key, v in (("process_cpu_s", cpu), ("agent_threads_s", threads), ("other_threads_s", others)):
+            out[f"{kind}.{key}"] = out.get(f"{kind}.{key}", 0.0) + float(v)
         for part in filter(None, (p.strip() for p in detail.split(","))):
             name, _, secs = part.rpartition(" ")
             key = f"{kind}.{name}_s"
@@ -187,11 +190,12 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
                 instr = extra is not None
                 st = harness.serve(model, workdir / f"cache-{mode}", backends if instr else None, args=args,
                                    instrument=instr, env={**base, **DEBUG, **(extra or {})} if instr else base,
-                                   files=workdir / "starts", expect_ready=False, timeout=600)
+                                   files=workdir / "starts", expect_ready=False, timeout=600, scrape=False)
                 ready = (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None
                 print(f"  pair {pair}{' (warm-up)' if pair == 0 else ''} {arm}: ready in {ready} s", flush=True)
                 if pair:
                     rows.append({"arm": arm, "pair": pair, "ready_s": ready, "log": st.log, "spawn_ns": st.spawn_ns})
+                    (workdir / "rows.json").write_text(json.dumps(rows))  # `rows FILE` reads them again
     finally:
         backends.stop()
     return rows
@@ -244,9 +248,11 @@ def main() -> None:
                    help="2: the two starts of a pair at once, one per GPU (a two-GPU machine)")
     g = sub.add_parser("gpu")
     g.add_argument("runs", type=Path, nargs="+")
+    r = sub.add_parser("rows", help="the analysis of a cpu run's saved starts (WORKDIR/rows.json)")
+    r.add_argument("file", type=Path)
     for p in (c, q):
         p.add_argument("--variant", action="append", default=[])
-    for p in (c, q, g):
+    for p in (c, q, g, r):
         p.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.cmd == "gpu-queue":
@@ -260,6 +266,8 @@ def main() -> None:
 
         work = a.workdir or Path(tempfile.mkdtemp(prefix="vos-overhead-"))
         rows = cpu(a.pairs, a.mode, parse_variants(a.variant), work)
+    elif a.cmd == "rows":
+        rows = json.loads(a.file.read_text())
     else:
         rows = gpu(a.runs)
     result = report(rows)

@@ -355,7 +355,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
           name: str | None = None, namespace: str = "vllm", on_start=None, on_ready=None,
           bin_dir: Path | None = None, venv: Path = VENV, cwd: Path | None = None,
-          warm_modelinfo: bool = False) -> Start:
+          warm_modelinfo: bool = False, scrape: bool = True) -> Start:
     """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
     With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped. It runs in one
     of the suite's start slots (support/start_pool.py: at most VOS_PARALLEL_STARTS starts at once) until it is ready
@@ -363,7 +363,8 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
     ``on_start(proc)`` runs right after the launch (a fault to inject while it starts), ``on_ready(proc)`` once
     it is ready (before it is stopped); ``bin_dir`` goes first on PATH (a wrapper ``vllm``); ``venv``: the
     environment that runs it (default: the e2e environment); ``cwd``: where it runs; ``warm_modelinfo``: the cache
-    root holds vLLM's model-inspection cache (:func:`seed_modelinfo`), for a start whose tests do not read it."""
+    root holds vLLM's model-inspection cache (:func:`seed_modelinfo`), for a start whose tests do not read it;
+    ``scrape=False``: no Prometheus scrape once ready (a benchmark's start)."""
     port = port or free_port()
     name = name or f"{cache.name}-{port}"
     files = files or (cache / "starts")
@@ -396,7 +397,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
                 slot.close()  # a ready server idles (~0.1 core here) while it is scraped and stopped
                 if ready_ns is not None and on_ready is not None:
                     on_ready(proc)
-                if ready_ns is not None and backends is not None and instrument:
+                if ready_ns is not None and backends is not None and instrument and scrape:
                     scraped_at = backends.scrape(name, port, namespace=namespace)
             finally:
                 slot.close()

@@ -60,11 +60,16 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
+OURS = ("vllm-otel-startup", "Otel")  # our threads' names, and the SDK's (batch span processor, metric reader)
+
+
 def line(kind: str, processor: MainThreadCost | None, retro: Any) -> str:
     threads = thread_cpu()
-    ours = sum(v for k, v in threads.items() if k.startswith(("vllm-otel-startup", "Otel")))
+    ours = {k: v for k, v in threads.items() if k.startswith(OURS)}
+    others = sum(v for k, v in threads.items() if k not in ours)
     parts = [f"[vllm-otel-startup] self-cost {kind} pid {os.getpid()}: process cpu {time.process_time():.2f}s",
-             f"agent threads {ours:.2f}s (" + ", ".join(f"{k} {v:.2f}s" for k, v in sorted(threads.items())) + ")"]
+             f"agent threads {sum(ours.values()):.2f}s (" + ", ".join(f"{k} {v:.2f}s" for k, v in sorted(ours.items()))
+             + f"); other threads {others:.2f}s"]
     if processor is not None:
         parts.append(f"span processor {processor.calls} calls {processor.ns / 1e9:.3f}s")
     if retro is not None:
