@@ -217,7 +217,7 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1) -
                           est=90, limit=170, pair=pair, arm=arm,
                           env={**log_cfg, **(DEBUG if instr else {}), **(extra or {})}))
             if lanes > 1:
-                q[-1]["gpu"] = (i + pair) % 2
+                q[-1]["gpu"] = i % 2  # with the order flipped every pair, each arm changes GPU every pair
     return q
 
 

@@ -168,15 +168,29 @@ class ProcessGpuMemory:
             if self.source == NVML_PROCESS:
                 return nvml.process_memory(self.pid) if nvml is not None else None
             if self.source == TORCH_RESERVED:
-                return int(sys.modules["torch.cuda"].memory_reserved())
+                return reserved_bytes()
         except Exception:  # noqa: BLE001 - a reading that fails is absent
             return None
         return None
 
 
+def reserved_bytes() -> int:
+    """PyTorch's reserved bytes on the current device: ``torch.cuda.memory_reserved()``'s figure, read from the
+    allocator's nested statistics (``torch.cuda.memory_stats_as_nested_dict``'s source): memory_reserved() flattens
+    every statistic into a new dict first, ~0.5 ms per span end on the H200 host (420 calls in an EngineCore)."""
+    cuda = sys.modules["torch.cuda"]
+    stats = getattr(sys.modules.get("torch._C"), "_cuda_memoryStats", None)
+    if stats is not None:
+        try:
+            return int(stats(cuda.current_device())["reserved_bytes"]["all"]["current"])
+        except Exception:  # noqa: BLE001 - another torch: its public reading
+            pass
+    return int(cuda.memory_reserved())
+
+
 def _torch_reserved() -> int:
     try:
-        return int(sys.modules["torch.cuda"].memory_reserved())
+        return reserved_bytes()
     except Exception:  # noqa: BLE001 - unreadable: not a sign of memory held
         return 0
 
