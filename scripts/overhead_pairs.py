@@ -211,13 +211,16 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1) -
     if lanes > 1:
         q[0]["gpu"] = 0
     for pair in range(1, pairs + 1):
-        for i, (arm, extra) in enumerate(arms_of(pair, variants)):
+        arms = arms_of(pair, variants)
+        for i, (arm, extra) in enumerate(arms):
             instr = extra is not None
             q.append(dict(name=f"pair{pair}_{arm}", instr=instr, export="otlp" if instr else "none", drop=False,
                           est=90, limit=170, pair=pair, arm=arm,
                           env={**log_cfg, **(DEBUG if instr else {}), **(extra or {})}))
             if lanes > 1:
-                q[-1]["gpu"] = i % 2  # with the order flipped every pair, each arm changes GPU every pair
+                # each arm on either GPU equally often: with the order flipped every pair, an even number of arms
+                # swaps GPUs by itself, an odd number needs the pair's parity too
+                q[-1]["gpu"] = (i + pair * (len(arms) % 2)) % 2
     return q
 
 
