@@ -55,6 +55,9 @@ TEMPO_URL = _s("TEMPO_URL", "", "`vllm-otel-startup report` reads a trace id fro
 TEMPO_TENANT = _s("TEMPO_TENANT", "", "a multi-tenant Tempo's tenant (`X-Scope-OrgID`)")
 SAMPLE_HZ = _s("SAMPLE_HZ", "10", "resource sampler rate; `0` turns the sampler (resource metrics, peaks) off; the "
                "exact per-span CPU / disk deltas remain")
+GPU_SAMPLE_HZ = _s("GPU_SAMPLE_HZ", "2", "API server: how often the sampler reads the GPUs through NVML (memory, "
+                   "utilisation, power, PCIe counters: the hw.gpu.* series); `0` turns those readings off (the GPU "
+                   "model and each span's per-process GPU memory remain). At most SAMPLE_HZ")
 SAMPLE_TAIL_MS = _s("SAMPLE_TAIL_MS", "2000", "how long the sampler goes on after ready before it stops (with a "
                     "last metrics export)")
 METRICS_FLUSH_MS = _s("METRICS_FLUSH_MS", "5000", "metrics export interval while a process is starting (the SDK's "
@@ -75,7 +78,7 @@ CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned chi
 CHILD_RANK = _s("CHILD_RANK", "", "a spawned worker's global rank", internal=True)
 
 ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, DEBUG, SUMMARY, TEMPO_URL,
-                            TEMPO_TENANT, SAMPLE_HZ, SAMPLE_TAIL_MS, METRICS_FLUSH_MS, LIVE_INTERVAL_MS,
+                            TEMPO_TENANT, SAMPLE_HZ, GPU_SAMPLE_HZ, SAMPLE_TAIL_MS, METRICS_FLUSH_MS, LIVE_INTERVAL_MS,
                             STATUS_PORT, HISTORY, LABELS, TRACEPARENT,
                             CHILD_KIND, CHILD_RANK)
 

@@ -318,3 +318,11 @@ def test_reserved_bytes_come_from_the_allocators_own_statistics_not_the_flattene
     assert gpu.reserved_bytes() == 7 * GB and flat_reads == []
     c._cuda_memoryStats = lambda device: {}  # not the layout we know
     assert gpu.reserved_bytes() == 5 * GB and flat_reads == [1]
+
+
+def test_gpu_sample_hz_sets_how_often_the_api_server_reads_the_gpus(monkeypatch):
+    """OTEL_PYTHON_VLLM_STARTUP_GPU_SAMPLE_HZ: NVML device readings every 5th tick by default (2 Hz at 10 Hz), every
+    10th at 1 Hz, none at 0 (issue 25: the next GPU overhead run compares them)."""
+    for value, every in (("2", 5), ("1", 10), ("0", 0), ("50", 1)):
+        monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_GPU_SAMPLE_HZ", value)
+        assert Sampler(host=True).gpu_every == every, value

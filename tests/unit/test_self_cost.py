@@ -21,16 +21,16 @@ def _busy(stop: threading.Event) -> None:
 
 def test_a_busy_thread_of_ours_is_counted_under_its_name_with_numbers_folded():
     stop = threading.Event()
-    threads = [threading.Thread(target=_busy, args=(stop,), name=f"vllm-otel-startup-export-{i}") for i in range(2)]
+    threads = [threading.Thread(target=_busy, args=(stop,), name=f"vllm-otel-startup-probe-{i}") for i in range(2)]
     for t in threads:
         t.start()
     t0 = time.monotonic()
-    while self_cost.thread_cpu().get("vllm-otel-startup-export", 0.0) < 0.05 and time.monotonic() - t0 < 10:
+    while self_cost.thread_cpu().get("vllm-otel-startup-probe", 0.0) < 0.05 and time.monotonic() - t0 < 10:
         time.sleep(0.02)
     stop.set()
     for t in threads:
         t.join()
-    assert self_cost.thread_cpu().get("vllm-otel-startup-export") is None  # only live threads
+    assert self_cost.thread_cpu().get("vllm-otel-startup-probe") is None  # only live threads
     # (the measurement itself: seen above within 10 s)
     assert time.monotonic() - t0 < 10
 

@@ -33,7 +33,6 @@ _log = logging.getLogger("vllm_otel_startup")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MAX_SAMPLES = 36_000  # one hour at 10 Hz
-GPU_EVERY = 5  # NVML device readings every 5th tick (2 Hz at 10 Hz): they only feed the hw.gpu.* series
 # the process tree's CPU every 5th tick: one /proc read per descendant (with Inductor's compile workers, 30-40 of them
 # on a GPU host), 0.48 s of the API server's CPU per start at 10 Hz on the H200 host
 TREE_EVERY = 5
@@ -176,6 +175,8 @@ class Sampler:
         self.host = host  # API server: also the process tree, host cores, cgroup and GPUs
         self.pid = os.getpid()
         self.hz = _hz()
+        gpu_hz = settings.number(settings.GPU_SAMPLE_HZ)
+        self.gpu_every = max(1, round(self.hz / gpu_hz)) if gpu_hz > 0 and self.hz > 0 else 0  # 0: no NVML readings
         self.nvml: Any = None
         self.device_model: str | None = None
         # series for peaks: sample times (wall ns), process cores used over the interval ending there, RSS
@@ -305,7 +306,7 @@ class Sampler:
                 if self.tree_cpu is not None:
                     self._peak("tree", (tree - self.tree_cpu) / max((now - self._tree_t) / 1e9, 1e-9))
                 self.tree_cpu, self._tree_t = tree, now
-            if self.nvml is not None and self.nvml.ok and tick % GPU_EVERY == 0:
+            if self.nvml is not None and self.nvml.ok and self.gpu_every and tick % self.gpu_every == 0:
                 self._gpu()
         return (now, cpu), prev_sys
 
