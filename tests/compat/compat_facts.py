@@ -83,7 +83,10 @@ IN_PROCESS_WORKER = ("0.11.0", "0.15.1")
 # compiled measured 75.9 % and 65.6 % in two full runs of this suite (the second beside the layout matrix's starts).
 # 0.15.1 eager: 97.1-98.5 % over two runs: 0.3-0.5 s after `Init device` in its in-process executor, not yet named
 # (98.7 % in the runs since `Engine connect` names the post-handshake reconnect wait of < 0.17: the floor is kept).
-LEAF_FLOOR = {("0.11.0", "compiled"): 0.85, ("0.15.1", "compiled"): 0.60, ("0.15.1", "eager"): 0.96}
+# 0.32.0 compiled: 99.4 % in one full run, 96.5 % in the next (critical path 99.6 % in both): on the busier schedule
+# of the layout matrix without its controls, the same PyTorch time outside Inductor's regions (not yet read apart).
+LEAF_FLOOR = {("0.11.0", "compiled"): 0.85, ("0.15.1", "compiled"): 0.60, ("0.15.1", "eager"): 0.96,
+              ("0.32.0", "compiled"): 0.95}
 
 
 def process_kinds(release: str) -> set[str]:
