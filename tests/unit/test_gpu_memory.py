@@ -326,3 +326,31 @@ def test_gpu_sample_hz_sets_how_often_the_api_server_reads_the_gpus(monkeypatch)
     for value, every in (("2", 5), ("1", 10), ("0", 0), ("50", 1)):
         monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_GPU_SAMPLE_HZ", value)
         assert Sampler(host=True).gpu_every == every, value
+
+
+# ---- the start's GPUs, not the host's: CUDA_VISIBLE_DEVICES ----------------------------------------------------
+HOST = [(i, {"hw.id": f"GPU-{u}", "hw.name": "NVIDIA H100 80GB HBM3", "hw.vendor": "nvidia"})
+        for i, u in enumerate(("0a1b", "7c2d", "7c9e", "f00d"))]
+
+
+@pytest.mark.parametrize(("value", "handles"), [
+    (None, [0, 1, 2, 3]),  # unset: every GPU
+    ("2", [2]), ("3,1", [3, 1]),  # indices, in CUDA's order
+    ("GPU-f00d,GPU-0a", [3, 0]),  # UUIDs, a unique prefix enough
+    ("1,GPU-7c,3", [1]),  # an ambiguous prefix: CUDA stops reading there
+    ("0,9,1", [0]), ("1,1", [1]),  # no such index / repeated
+    ("", []), ("-1", []), ("MIG-4b1c", []),  # none visible; a MIG instance names no whole GPU
+])
+def test_only_the_gpus_cuda_visible_devices_gives_the_start(value, handles):
+    assert [h for h, _ in gpu.visible(HOST, value)] == handles
+
+
+def test_a_start_pinned_to_one_gpu_reads_that_gpu_alone(monkeypatch, nvml):
+    """Two starts side by side on a two-GPU host, one per GPU: each API server's sampler reads its own GPU (NVML
+    ignores CUDA_VISIBLE_DEVICES: read unfiltered, each would report, and poll, the other's)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    n = gpu.Nvml()
+    assert n.ok and [ident["hw.id"] for _, ident in n.devices] == ["GPU-1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4b1c")
+    n = gpu.Nvml()
+    assert not n.ok and n.model == "NVIDIA H100 80GB HBM3" and n.device_readings() == []

@@ -25,6 +25,7 @@ class Nvml:
         self.ok = False
         self.devices: list[tuple[Any, dict[str, str]]] = []  # (handle, {hw.id, hw.name, hw.vendor})
         self._pcie_fields: bool | None = None
+        self._host_model: str | None = None
         if not driver_present():
             return
         try:
@@ -32,17 +33,20 @@ class Nvml:
 
             pynvml.nvmlInit()
             self._nv = pynvml
+            host = []
             for i in range(pynvml.nvmlDeviceGetCount()):
                 h = pynvml.nvmlDeviceGetHandleByIndex(i)
-                self.devices.append((h, {"hw.id": _text(pynvml.nvmlDeviceGetUUID(h)),
-                                         "hw.name": _text(pynvml.nvmlDeviceGetName(h)), "hw.vendor": "nvidia"}))
+                host.append((h, {"hw.id": _text(pynvml.nvmlDeviceGetUUID(h)),
+                                 "hw.name": _text(pynvml.nvmlDeviceGetName(h)), "hw.vendor": "nvidia"}))
+            self.devices = visible(host, os.environ.get("CUDA_VISIBLE_DEVICES"))
             self.ok = bool(self.devices)
+            self._host_model = host[0][1]["hw.name"] if host else None  # (a MIG instance names no whole GPU)
         except Exception as exc:  # noqa: BLE001 - no NVML: the GPU parts are simply absent
             _log.debug("NVML unavailable: %s", exc)
 
     @property
     def model(self) -> str | None:
-        return self.devices[0][1]["hw.name"] if self.ok else None
+        return self.devices[0][1]["hw.name"] if self.ok else self._host_model
 
     def device_readings(self) -> list[tuple[dict[str, str], dict[str, float]]]:
         """Per device: memory used / total (By), utilisation (0..1), power (W) and the driver's cumulative
@@ -98,6 +102,26 @@ class Nvml:
                     seen = True
                     total += int(p.usedGpuMemory or 0)
         return total if seen else None
+
+
+def visible(host: list[tuple[Any, dict[str, str]]], cuda_visible: str | None) -> list[tuple[Any, dict[str, str]]]:
+    """The host's GPUs (NVML's order: PCI bus order) this start may use: ``CUDA_VISIBLE_DEVICES`` names them by index or
+    by UUID (``GPU-...``, a unique prefix is enough), in CUDA's order; NVML ignores the variable, so without this
+    filter a start pinned to one GPU would report, and poll, every GPU of the host (another start's included). Unset:
+    all of them. A list CUDA stops reading at (an entry that names no GPU, a repeated one) keeps the entries before
+    it, as CUDA does; an empty one leaves no GPU. Indices are NVML's, which is CUDA's on a host of identical GPUs."""
+    if cuda_visible is None:
+        return host
+    out: list[tuple[Any, dict[str, str]]] = []
+    for entry in (e.strip() for e in cuda_visible.split(",")):
+        if entry.isdigit():
+            found = [host[int(entry)]] if int(entry) < len(host) else []
+        else:
+            found = [d for d in host if entry and d[1]["hw.id"].startswith(entry)]
+        if len(found) != 1 or found[0] in out:
+            break
+        out.extend(found)
+    return out
 
 
 def in_pid_namespace(status: str = "/proc/self/status") -> bool:
