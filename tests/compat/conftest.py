@@ -10,7 +10,6 @@ by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts showed
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -90,12 +89,12 @@ def wanted(items) -> set[tuple[str, str]]:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if Path(str(item.fspath)).parent != Path(__file__).parent or "mode" not in params:
             continue
-        releases = [params["release"]] if "release" in params else cf.RELEASES
+        releases = [params["release"]] if "release" in params else cf.STARTED
         keys |= {(r, params["mode"]) for r in releases}
     return keys
 
 
-RECORDING = os.environ.get("VOS_COMPAT_RECORD") == "1"  # each start with the machine to itself: timings recorded
+RECORDING = cf.RECORDING  # each start with the machine to itself: timings recorded
 
 
 def _start(release: str, mode: str):
@@ -117,7 +116,7 @@ def _start(release: str, mode: str):
 
 
 for _mode in sorted(cf.MODES, key=lambda m: m != "compiled"):
-    for _release in cf.RELEASES:
+    for _release in cf.STARTED:
         _start(_release, _mode)
 
 

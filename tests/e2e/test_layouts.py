@@ -3,10 +3,10 @@ without it. The instrumented start is read back from the real stores: one trace 
 path explained, the start's series over OTLP and on every API server's own /metrics.
 
 The un-instrumented control of a layout (the same command, plain) runs when its instrumented start did not become
-ready: it tells the agent's fault (ready without it) from the host's (no start either way). The default and
-tensor-parallel layouts' controls always run, beside the session's own starts, and their ratio is printed (a measure
-on a busy machine, not a bound: the overhead itself is measured side by side by scripts/overhead_pairs.py). Running
-every control ahead cost CI nine starts, three of them with the machine to themselves, for a ratio nobody read.
+ready: it tells the agent's fault (ready without it) from the host's (no start either way). No control runs ahead,
+the session's layouts' included: the overhead is measured side by side by scripts/overhead_pairs.py, and controls
+run beside the suite's other starts gave only a ratio on a busy machine that nobody read, for two to nine starts of
+CI time (issue 29: the whole run must fit 45 minutes on the slowest host).
 
 Layouts here (the default, tensor-parallel and compiled layouts are the e2e session starts of conftest.py):
 - ``api_servers_2``: ``--api-server-count 2`` (vLLM then runs Prometheus in multiprocess mode with a directory of
@@ -140,8 +140,7 @@ def _never(items: list) -> bool:  # queued by the test itself, when it needs it
 
 
 for _name, _layout in LAYOUTS.items():
-    plan(f"layout/{_name}/off", alone=_alone(_layout),
-         select=None if "session" in _layout else _never)(lambda s, n=_name: _run(s, n, False))
+    plan(f"layout/{_name}/off", alone=_alone(_layout), select=_never)(lambda s, n=_name: _run(s, n, False))
     if "session" not in _layout:
         plan(f"layout/{_name}/on", alone=_alone(_layout))(lambda s, n=_name: _run(s, n, True))
 
@@ -164,13 +163,6 @@ def test_the_layout_becomes_ready_with_the_agent_as_without_it(layout, e2e):
             f"{name}: no start on this host, with the agent or without it:\n{off.start.log[-3000:]}")
         pytest.fail(f"{name}: ready without the agent, not with it:\n{on.start.log[-3000:]}")
     assert "object proxy must define" not in on.start.log
-    if "session" in LAYOUTS[name]:
-        off = e2e.later(f"layout/{name}/off").result()
-        assert off.start.ready_ns is not None, f"{name}: the un-instrumented control did not become ready"
-        ratio = (on.start.ready_ns - on.start.spawn_ns) / (off.start.ready_ns - off.start.spawn_ns)
-        print(f"{name}: ready in {(on.start.ready_ns - on.start.spawn_ns) / 1e9:.1f} s instrumented, "
-              f"{(off.start.ready_ns - off.start.spawn_ns) / 1e9:.1f} s control (ratio {ratio:.2f}; side by side with "
-              f"other starts: a measure, not a bound)")
 
 
 def test_one_trace_over_every_process_with_its_rank(layout):
