@@ -14,6 +14,7 @@ import pytest
 
 from vllm_otel_startup import environment_variables as ev
 from vllm_otel_startup import package, settings
+from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import distro
 
 
@@ -99,3 +100,34 @@ def test_package_declares_what_contrib_instrumentations_declare():
     assert package._instruments_any and package._instruments == ()
     assert package._supports_metrics is True
     assert package._semconv_status == "development"
+
+
+# Inductor's vector-ISA probe as torch 2.8 (import torch first) and torch 2.11 (no torch on Linux) run it
+ISA_PROBES = ("import torch\nfrom ctypes import cdll\ncdll.LoadLibrary('/tmp/x.so')\n",
+              "\nimport sys\nif sys.platform != 'linux':\n    import torch\nfrom ctypes import cdll\n"
+              "cdll.LoadLibrary('/tmp/x.so')\n")
+
+
+@pytest.mark.parametrize("code", ISA_PROBES)
+def test_a_helper_gets_no_sdk(monkeypatch, code):
+    """A helper interpreter (here Inductor's ISA probe, up to 6 per compiling process, each on its parent's critical
+    path) is never traced: the configurator builds nothing and imports no SDK class."""
+    monkeypatch.setattr(distro, "cmdline", lambda: ["/v/bin/python", "-c", code])
+
+    def built() -> type:
+        raise AssertionError("the SDK configurator was built for a helper")
+
+    monkeypatch.setattr(distro, "_sdk_configurator", built)
+    distro.VllmStartupConfigurator().configure(auto_instrumentation_version="0")
+
+
+def test_a_vllm_process_gets_the_sdk_configurator_with_our_defaults(monkeypatch):
+    from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+
+    seen: dict = {}
+    monkeypatch.setattr(distro, "cmdline", lambda: ["/v/bin/python", "/v/bin/vllm", "serve", "m"])
+    monkeypatch.setattr(_OTelSDKConfigurator, "_configure", lambda self, **kw: seen.update(kw))
+    distro.VllmStartupConfigurator().configure(auto_instrumentation_version="0")
+    assert issubclass(distro._sdk_configurator(), _OTelSDKConfigurator)
+    assert seen["resource_attributes"][sc.PROCESS_KIND] == "api_server"
+    assert seen["auto_instrumentation_version"] == "0"

@@ -31,6 +31,9 @@ def test_classify_the_process_layout():
     assert classify(tracker, {ENV_KIND: "engine_core"}) == HELPER
     assert classify(["python", "-m", "torch._inductor.compile_worker", "--workers=2"], {}) == HELPER
     assert classify(["python", "-m", "vllm.model_executor.models.registry"], {}) == HELPER
+    isa_probe = ("\nimport sys\nif sys.platform != 'linux':\n    import torch\n"
+                 "from ctypes import cdll\ncdll.LoadLibrary('/x.so')")
+    assert classify(["python", "-c", isa_probe], {}) == HELPER  # Inductor's vector-ISA probe
     assert classify(["python", "-c", "pass"], {}) == OTHER
     assert classify(["/venv/bin/vllm", "bench", "latency"], {}) == OTHER
 

@@ -22,13 +22,13 @@ import os
 import platform
 import socket
 import sys
+from functools import cache
 from typing import Any
 
 from opentelemetry.instrumentation.distro import BaseDistro
-from opentelemetry.sdk._configuration import _OTelSDKConfigurator
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.process import child_rank, classify, cmdline, redact_argv
+from vllm_otel_startup.agent.process import HELPER, child_rank, classify, cmdline, redact_argv
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 METRICS_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
@@ -149,14 +149,33 @@ def command_line_override(environ: Any = None, detector_exports_args: bool | Non
     return {"process.command_line": " ".join(args), "process.command_args": args}
 
 
-class VllmStartupConfigurator(_OTelSDKConfigurator):
-    def _configure(self, **kwargs: Any) -> None:
-        unset_empty(os.environ)  # also when another distro ran before us
-        attrs = {**resource_attributes(), **command_line_override()}
-        attrs.update(kwargs.get("resource_attributes") or {})
-        kwargs["resource_attributes"] = attrs
-        if not os.environ.get("OTEL_PYTHON_ID_GENERATOR"):
-            from vllm_otel_startup.agent.ids import UrandomIdGenerator
+class VllmStartupConfigurator:
+    """The SDK's configurator with our defaults, in every process but a helper (resource tracker, compile worker,
+    Inductor's ISA probe, model inspection: never traced), which gets no SDK at all: no SDK or exporter import, the
+    global providers stay no-op (measured here: 0.40 -> 0.30 s of CPU per helper interpreter; Inductor starts up
+    to 6 ISA probes per compiling process, a compile pool one worker per core). opentelemetry-instrument calls only
+    ``configure``; the SDK's class is imported once a process needs it."""
 
-            kwargs.setdefault("id_generator", UrandomIdGenerator())
-        super()._configure(**kwargs)
+    def configure(self, **kwargs: Any) -> None:
+        if classify(cmdline()) == HELPER:
+            return
+        _sdk_configurator()().configure(**kwargs)
+
+
+@cache
+def _sdk_configurator() -> type:
+    from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+
+    class Configurator(_OTelSDKConfigurator):
+        def _configure(self, **kwargs: Any) -> None:
+            unset_empty(os.environ)  # also when another distro ran before us
+            attrs = {**resource_attributes(), **command_line_override()}
+            attrs.update(kwargs.get("resource_attributes") or {})
+            kwargs["resource_attributes"] = attrs
+            if not os.environ.get("OTEL_PYTHON_ID_GENERATOR"):
+                from vllm_otel_startup.agent.ids import UrandomIdGenerator
+
+                kwargs.setdefault("id_generator", UrandomIdGenerator())
+            super()._configure(**kwargs)
+
+    return Configurator
