@@ -14,7 +14,10 @@ running parts is on. Arms alternate within every round (rotated order), so each 
 - ``worker_sampler``: this process's own sampler (``host=False``, 10 Hz), as in an EngineCore or worker;
 - ``watchers``: the garbage-collection callback and import watcher (agent/retro_spans.py);
 - ``sdk_threads``: the SDK's batch span processor and periodic metric reader threads, idle as during capture;
-- ``all``: every one of the above at once.
+- ``all``: every one of the above at once;
+- ``nvml_loaded``: NVML initialised in this process (as the agent's sampler does in an EngineCore or worker once
+  its CUDA context exists) and left idle. NVML cannot be unloaded from a process: give this arm a process of its
+  own (``--arms nvml_loaded``) and compare with processes that never load it (``--arms base``), alternating.
 
 Also timed: one per-span resource snapshot (``Sampler.snapshot``: CPU, I/O, this process's GPU memory) with a CUDA
 context, the cost the agent pays at each phase span's start and end.
@@ -39,6 +42,7 @@ from typing import Any
 from unittest import mock
 
 ARMS = ("base", "api_sampler", "api_nvml_10hz", "worker_sampler", "watchers", "sdk_threads", "all")
+EXTRA_ARMS = ("nvml_loaded",)
 
 
 def sizes(n: int) -> list[int]:
@@ -140,10 +144,18 @@ class _NullMetricExporter:
         return Null()
 
 
+@contextmanager
+def nvml_loaded():
+    import pynvml
+
+    pynvml.nvmlInit()
+    yield
+
+
 def parts(arm: str) -> list[Any]:
     on = {"api_sampler": [lambda: api_sampler("10", "2")], "api_nvml_10hz": [lambda: api_sampler("10", "10")],
           "worker_sampler": [worker_sampler], "watchers": [watchers], "sdk_threads": [sdk_threads],
-          "base": []}
+          "base": [], "nvml_loaded": [nvml_loaded]}
     if arm == "all":
         return [*on["api_sampler"], worker_sampler, watchers, sdk_threads]
     return on[arm]
@@ -213,7 +225,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--graphs", type=int, default=51)
     ap.add_argument("--repeat", type=int, default=3, help="the sizes captured this many times a round")
-    ap.add_argument("--arms", nargs="*", default=list(ARMS))
+    ap.add_argument("--arms", nargs="*", default=list(ARMS), choices=[*ARMS, *EXTRA_ARMS])
     ap.add_argument("--pin", type=int, default=None,
                     help="run the capturing thread on this core alone (placement noise off; the parts run anywhere)")
     ap.add_argument("--out", default="")
