@@ -17,8 +17,9 @@ Layouts here (the default, tensor-parallel and compiled layouts are the e2e sess
 - ``llm_script`` / ``async_llm_script``: the engine in the user's own process (``vllm.LLM(...)``; ``AsyncLLM`` as RL
   and evaluation frameworks start it) under ``opentelemetry-instrument python``: ready when its constructor returns;
 - ``pipeline_parallel_2``: ``--pipeline-parallel-size 2`` (two CPU ranks);
-- ``python_m``: ``python -m vllm.entrypoints.openai.api_server``; ``operator``: the OpenTelemetry Operator's
-  injection (its sitecustomize on ``PYTHONPATH``, no ``opentelemetry-instrument``);
+- ``operator``: the OpenTelemetry Operator's injection (its sitecustomize on ``PYTHONPATH``, no
+  ``opentelemetry-instrument``) into ``python -m vllm.entrypoints.openai.api_server``, the command KServe's runtime
+  runs (one start for both: ``opentelemetry-instrument`` on that command takes the same classification, unit-tested);
 - ``in_process``: ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (for ``vllm serve`` the EngineCore stays a process of its own).
 """
 
@@ -54,10 +55,10 @@ LAYOUTS: dict[str, dict] = {
                                 "bind": 2, "api_servers": 1, "engines": 2, "workers": 2},
     "pipeline_parallel_2": {"short": "pp2", "args": ["--pipeline-parallel-size", "2"], "bind": 2, "api_servers": 1,
                             "engines": 1, "workers": 2},
-    # `python -m vllm.entrypoints.openai.api_server --model M` (a `vllm` on PATH that runs it: `entry`)
-    "python_m": {"short": "pym", "args": [], "entry": "python_m", "api_servers": 1, "engines": 1, "workers": 1},
-    # the OpenTelemetry Operator's injection: its sitecustomize on PYTHONPATH, no opentelemetry-instrument launcher
-    "operator": {"short": "op", "args": [], "entry": "operator", "api_servers": 1, "engines": 1, "workers": 1},
+    # the OpenTelemetry Operator's injection: its sitecustomize on PYTHONPATH, no opentelemetry-instrument launcher,
+    # into `python -m vllm.entrypoints.openai.api_server --model M` (``python_m``: a `vllm` on PATH that runs it)
+    "operator": {"short": "op", "args": [], "entry": "operator", "python_m": True, "api_servers": 1, "engines": 1,
+                 "workers": 1},
     # the engine in the user's own process, under `opentelemetry-instrument python` (support/engine_script.py)
     "llm_script": {"short": "llm", "script": "llm", "api_servers": 1, "engines": 1, "workers": 1},
     "async_llm_script": {"short": "allm", "script": "async_llm", "api_servers": 1, "engines": 1, "workers": 1},
@@ -98,7 +99,7 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
         return LayoutStart(observed, start, [])
     port, metrics = harness.free_port(), []
     bin_dir, wrapped = None, instrument
-    if layout.get("entry") == "python_m":
+    if layout.get("python_m"):
         bin_dir = work / "bin"
         bin_dir.mkdir(parents=True, exist_ok=True)
         (bin_dir / "vllm").write_text(
