@@ -18,7 +18,9 @@ torch.compile, CUDA-graph capture, init engine), the CUDA-graph capture rate (tq
 each process's first log line after the launch (vLLM logging at millisecond resolution: overhead_logging.json via
 VLLM_LOGGING_CONFIG_PATH, in both arms). With ``OTEL_PYTHON_VLLM_STARTUP_DEBUG=1`` (instrumented arm) it also
 collects the agent's own self-cost lines (agent/self_cost.py). ``--variant NAME=K=V,...`` adds a third arm per
-pair: instrumented with those environment variables (a component switched off).
+pair: instrumented with those environment variables (a component switched off: e.g.
+``--variant nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes`` or ``--variant nosampler=..._SAMPLE_HZ=0``;
+settings.OFF lists the parts).
 """
 
 from __future__ import annotations
@@ -160,7 +162,13 @@ def parse_variants(specs: list[str]) -> dict[str, dict[str, str]]:
     out = {}
     for spec in specs:
         name, _, rest = spec.partition("=")
-        env = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
+        env: dict[str, str] = {}
+        for kv in (x for x in rest.split(",") if x):
+            if "=" in kv or not env:
+                key, _, value = kv.partition("=")
+                env[key] = value
+            else:  # a list value's next item: OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes
+                env[key] += f",{kv}"
         if not name or not env:
             raise SystemExit(f"--variant {spec!r}: NAME=KEY=VALUE[,KEY=VALUE...]")
         out[name] = env

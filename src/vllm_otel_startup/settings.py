@@ -72,6 +72,10 @@ STATUS_PORT = _s("STATUS_PORT", "", "API server: serve the start's status (`/sta
                  "until ready; unset: no server (nothing imported)")
 HISTORY = _s("HISTORY", "", "more recorded starts the readiness estimate may learn from besides `DIR` (a fleet's "
              "shared directory or glob of `*.jsonl[.gz]` files; `os.pathsep`-separated)")
+OFF = _s("OFF", "", "diagnostics, for overhead measurements (scripts/overhead_pairs.py `--variant`): parts of the "
+         "agent to leave out, comma-separated: `compile_stages` (PyTorch's compile regions as spans), `watchers` (the "
+         "garbage-collection and import watchers), `probes` (the cause probes), `span_resources` (each phase span's "
+         "CPU / I/O / GPU-memory readings); what they explain is then missing from the trace")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
 TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)
@@ -79,7 +83,7 @@ CHILD_RANK = _s("CHILD_RANK", "", "a spawned worker's global rank", internal=Tru
 
 ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, DEBUG, SUMMARY, TEMPO_URL,
                             TEMPO_TENANT, SAMPLE_HZ, GPU_SAMPLE_HZ, SAMPLE_TAIL_MS, METRICS_FLUSH_MS, LIVE_INTERVAL_MS,
-                            STATUS_PORT, HISTORY, LABELS, TRACEPARENT,
+                            STATUS_PORT, HISTORY, OFF, LABELS, TRACEPARENT,
                             CHILD_KIND, CHILD_RANK)
 
 
@@ -105,6 +109,14 @@ def seconds_from_ms(setting: Setting, environ: Mapping[str, str] | None = None) 
 
 def text(setting: Setting, environ: Mapping[str, str] | None = None) -> str:
     return setting.raw(environ) or setting.default
+
+
+OFF_PARTS = frozenset({"compile_stages", "watchers", "probes", "span_resources"})
+
+
+def off(part: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Is ``part`` (one of OFF_PARTS) left out by OTEL_PYTHON_VLLM_STARTUP_OFF?"""
+    return part in {x.strip().lower() for x in text(OFF, environ).split(",")}
 
 
 def start_dir(environ: Mapping[str, str] | None = None) -> str:

@@ -141,3 +141,22 @@ def test_an_optional_import_that_fails_never_shows_our_frame(start):
         frames = traceback.extract_tb(exc.__traceback__)
     assert frames[-1].filename == __file__
     assert not [f for f in frames if "vllm_otel_startup" in f.filename]
+
+
+def test_parts_left_out_for_an_overhead_measurement_are_not_there(start, monkeypatch):
+    """OTEL_PYTHON_VLLM_STARTUP_OFF (diagnostics): each part named is never installed, the rest of the start is."""
+    torch_utils = pytest.importorskip("torch._dynamo.utils")
+    from vllm_otel_startup import VllmStartupInstrumentor, settings
+
+    monkeypatch.setenv(settings.OFF.name, "compile_stages,watchers,probes,span_resources")
+    callbacks = list(gc.callbacks)
+    st = start("worker")
+    assert st.rt.retro is None and gc.callbacks == callbacks
+    assert st.installer.compile_stages is None
+    assert VllmStartupInstrumentor._probes.all == []
+    with _phase_span(st.rt, "Loading (CPU)"), torch_utils.dynamo_timed("outer_region"):
+        time.sleep(0.003)
+    (phase,) = st.spans("Loading (CPU)")
+    assert not st.spans("outer_region")
+    assert sc.RES_CPU_TIME not in phase.attributes
+    assert st.spans(sc.WORKER_PROCESS_SPAN) == [] and st.rt.process_span is not None  # the start itself goes on

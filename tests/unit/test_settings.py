@@ -48,3 +48,10 @@ def test_no_setting_is_read_outside_the_settings_module():
             assert found in names, f"{path.name}: {found} is not declared in settings.py"
         assert not re.search(r"environ(?:\.get)?\(?\[?[\"']OTEL_PYTHON_VLLM_STARTUP_", path.read_text()), \
             f"{path.name} reads a setting directly"
+
+
+def test_diagnostic_parts_left_out():
+    env = {settings.OFF.name: " Watchers, probes ,nonsense"}
+    assert settings.off("watchers", env) and settings.off("probes", env)
+    assert not settings.off("compile_stages", env) and not settings.off("span_resources", env)
+    assert not any(settings.off(part, {}) for part in settings.OFF_PARTS)  # default: everything on

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
 from vllm_otel_startup.agent.call_counter import CallCounter
 from vllm_otel_startup.agent.guard import SPANS, failed
 from vllm_otel_startup.agent.process import scrub
@@ -639,7 +640,7 @@ class Probes:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        self.all = [cls() for cls in PROBES]
+        self.all = [] if settings.off("probes") else [cls() for cls in PROBES]
         self.by_name = {n: p for p in self.all for n in (p.names or (p.name,)) if n}
         self.by_phase = {p.phase: p for p in self.all if p.phase}
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import wrapt
 from opentelemetry import trace
 
+from vllm_otel_startup import settings
 from vllm_otel_startup.agent import causes
 from vllm_otel_startup.agent.compile_stages import CompileStages
 from vllm_otel_startup.agent.guard import HOOKS, safe
@@ -145,6 +146,8 @@ class Installer:
     def install(self) -> None:
         for module, points in by_module().items():
             wrapt.register_post_import_hook(lambda mod, pts=points: self.apply(mod, pts), module)
+        if settings.off("compile_stages"):
+            return
         self.compile_stages = CompileStages(self.rt, self.tracer)
         wrapt.register_post_import_hook(self._install_compile_stages, "torch._dynamo.utils")
 

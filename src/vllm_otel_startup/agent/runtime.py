@@ -84,6 +84,7 @@ class Runtime:
         self.sampler: Sampler | None = None
         self.nudge = ExportNudge(provider)  # exports a phase as soon as it ends
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
+        self._no_span_resources = settings.off("span_resources")  # diagnostics (settings.OFF)
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
         self.frontends = 0  # API server processes this launcher spawned (several API servers, data parallel)
@@ -162,8 +163,10 @@ class Runtime:
         self.sampler.start()
         if self.retro is not None:  # a forked child inherits the parent's watchers
             self.retro.uninstall()
-        self.retro = RetroSpans(self.tracer, skip_span_id=self.process_span.get_span_context().span_id)
-        self.retro.install()
+            self.retro = None
+        if not settings.off("watchers"):
+            self.retro = RetroSpans(self.tracer, skip_span_id=self.process_span.get_span_context().span_id)
+            self.retro.install()
         self._register_resource_metrics()
         hook = self.sampler.snapshot()
         # a new process has used nothing at its creation; a forked child starts from the parent's counters
@@ -376,7 +379,7 @@ class Runtime:
             self.ended.append(span)
 
     def resource_begin(self, span_id: int) -> None:
-        if self.sampler is not None:
+        if self.sampler is not None and not self._no_span_resources:
             snap = self.sampler.snapshot()
             with self._lock:
                 self._snaps[span_id] = snap
