@@ -4,6 +4,7 @@ traced on its first success. (A span's GPU memory: test_gpu_memory.py.)"""
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 import types
@@ -160,3 +161,36 @@ def test_parts_left_out_for_an_overhead_measurement_are_not_there(start, monkeyp
     assert not st.spans("outer_region")
     assert sc.RES_CPU_TIME not in phase.attributes
     assert st.spans(sc.WORKER_PROCESS_SPAN) == [] and st.rt.process_span is not None  # the start itself goes on
+
+
+def test_pytorchs_python_helpers_start_without_opentelemetrys_sitecustomize(start, monkeypatch):
+    """torch builds its helpers' PYTHONPATH from the whole sys.path (Inductor's ISA probes, compile workers): the
+    folder of OpenTelemetry's sitecustomize leaves it, every other entry stays; uninstrument() puts torch's back."""
+    utils = pytest.importorskip("torch._inductor.utils")
+    if not hasattr(utils, "python_subprocess_env"):
+        pytest.skip("this torch builds its helpers' environment inline")
+    import opentelemetry.instrumentation.auto_instrumentation as ai
+
+    from vllm_otel_startup.agent import helper_env
+
+    folder = helper_env.otel_site_dir()
+    assert folder == os.path.normcase(os.path.dirname(os.path.abspath(ai.__file__)))
+    monkeypatch.setattr(sys, "path", [*sys.path, folder])  # as opentelemetry-instrument's PYTHONPATH puts it there
+    original = utils.python_subprocess_env
+    assert folder in original()["PYTHONPATH"].split(os.pathsep)
+    st = start("worker")
+    env = utils.python_subprocess_env()
+    assert folder not in env["PYTHONPATH"].split(os.pathsep)
+    assert env["PYTHONPATH"].split(os.pathsep) == [p for p in sys.path if p != folder]
+    assert {k: v for k, v in env.items() if k != "PYTHONPATH"} == {k: v for k, v in original().items()
+                                                                  if k != "PYTHONPATH"}
+    st.installer.uninstall()
+    assert utils.python_subprocess_env is original
+
+
+def test_a_pythonpath_loses_only_that_folder():
+    from vllm_otel_startup.agent.helper_env import without
+
+    sep = os.pathsep
+    assert without(sep.join(["/a", "/otel/ai", "", "/b", "/otel/ai/"]), os.path.abspath("/otel/ai")) == sep.join(
+        ["/a", "", "/b"])

@@ -18,7 +18,7 @@ import wrapt
 from opentelemetry import trace
 
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent import causes
+from vllm_otel_startup.agent import causes, helper_env
 from vllm_otel_startup.agent.compile_stages import CompileStages
 from vllm_otel_startup.agent.guard import HOOKS, safe
 from vllm_otel_startup.agent.patch_points import SPAN_PHASES, PatchPoint, by_module
@@ -146,10 +146,16 @@ class Installer:
     def install(self) -> None:
         for module, points in by_module().items():
             wrapt.register_post_import_hook(lambda mod, pts=points: self.apply(mod, pts), module)
+        if not settings.off("helper_env"):
+            wrapt.register_post_import_hook(self._install_helper_env, helper_env.MODULE)
         if settings.off("compile_stages"):
             return
         self.compile_stages = CompileStages(self.rt, self.tracer)
         wrapt.register_post_import_hook(self._install_compile_stages, "torch._dynamo.utils")
+
+    def _install_helper_env(self, module: Any) -> None:
+        if self.enabled:
+            safe(HOOKS, helper_env.install, module, self._undo)
 
     def _install_compile_stages(self, module: Any) -> None:
         if not self.enabled:
