@@ -110,7 +110,7 @@ ISA_PROBES = ("import torch\nfrom ctypes import cdll\ncdll.LoadLibrary('/tmp/x.s
 
 @pytest.mark.parametrize("code", ISA_PROBES)
 def test_a_helper_gets_no_sdk(monkeypatch, code):
-    """A helper interpreter (here Inductor's ISA probe, up to 6 per compiling process, each on its parent's critical
+    """A helper interpreter (here Inductor's ISA probe, 9 per compiling process here, each on its parent's critical
     path) is never traced: the configurator builds nothing and imports no SDK class."""
     monkeypatch.setattr(distro, "cmdline", lambda: ["/v/bin/python", "-c", code])
 

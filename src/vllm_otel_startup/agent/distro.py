@@ -152,7 +152,7 @@ def command_line_override(environ: Any = None, detector_exports_args: bool | Non
 class VllmStartupConfigurator:
     """The SDK's configurator with our defaults, in every process but a helper (resource tracker, compile worker,
     Inductor's ISA probe, model inspection: never traced), which gets no SDK at all: no SDK or exporter import, the
-    global providers stay no-op (measured here: 0.20 -> 0.10 s per helper interpreter; Inductor starts up to 6 ISA
+    global providers stay no-op (measured here: 0.20 -> 0.10 s per helper interpreter; Inductor starts 9 ISA
     probes per compiling process and waits for each). opentelemetry-instrument calls only
     ``configure``; the SDK's class is imported once a process needs it."""
 

@@ -36,7 +36,7 @@ _HELPER_MARKERS = (
     "multiprocessing.forkserver",
     "torch._inductor.compile_worker",
     "vllm.model_executor.models.registry",  # model-inspection subprocess, timed from its parent
-    "from ctypes import cdll",  # Inductor's vector-ISA probe (`python -c`, up to 6 per compiling process)
+    "from ctypes import cdll",  # Inductor's vector-ISA probe (`python -c`, 9 per compiling process here)
 )
 
 
