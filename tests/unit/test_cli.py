@@ -110,3 +110,17 @@ def test_a_failing_advice_rule_is_an_error_line_not_silence(monkeypatch, capsys)
     assert "advice (1):" in out and "advice rule broken_rule failed" in err
     monkeypatch.setattr(advice, "RULES", advice.RULES[1:])
     assert main(["advise", dev_path("eager-cold")]) == 0 and capsys.readouterr().err == ""
+
+
+def test_a_first_run_says_how_to_record_a_start(tmp_path):
+    p = run("report", env={"OTEL_PYTHON_VLLM_STARTUP_DIR": str(tmp_path / "starts")})
+    one_line_error(p, f"no recorded start in {tmp_path / 'starts'}; record one with "
+                      "`opentelemetry-instrument vllm serve MODEL`")
+    assert f"written to {tmp_path / 'starts'}" in p.stderr
+
+
+def test_version():
+    from vllm_otel_startup import __version__
+
+    p = run("--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"vllm-otel-startup {__version__}", (p.stdout, p.stderr)

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vllm-otel-startup", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    from vllm_otel_startup.version import __version__
+
+    p.add_argument("--version", action="version", version=f"vllm-otel-startup {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     tempo_help = "Tempo base URL (e.g. http://tempo:3200) to fetch a trace id from " \
                  "(default: $OTEL_PYTHON_VLLM_STARTUP_TEMPO_URL)"

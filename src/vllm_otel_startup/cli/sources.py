@@ -81,7 +81,9 @@ def latest_file(directory: str | None = None) -> str:
     d = directory or default_dir()
     files = _files(d) if os.path.isdir(d) else []
     if not files:
-        raise ReportError(f"no recorded start in {d}")
+        how = ("record one with `opentelemetry-instrument vllm serve MODEL`: with no OTLP endpoint set, each start is "
+               f"written to {default_dir()} (OTEL_PYTHON_VLLM_STARTUP_DIR moves it)")
+        raise ReportError(f"no recorded start in {d}; {how}")
     return max(files, key=os.path.getmtime)
 
 
