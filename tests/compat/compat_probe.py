@@ -17,11 +17,13 @@ with more instruction sets.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 # the instruction sets vLLM's CPU kernel builds are chosen by (torch.cpu's checks) and AMX, which bf16 attention uses
@@ -67,13 +69,26 @@ say(step="kernels", libraries=libs, registered=hasattr(torch.ops._C, "rms_norm")
 """
 
 
+def _run(argv: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """subprocess.run, again where the exec met ETXTBSY: an interpreter just written (a test's stand-in) is still
+    open for writing in a child another thread forked at that moment, until that child execs."""
+    for attempt in range(20):
+        try:
+            return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+        except OSError as exc:
+            if exc.errno != errno.ETXTBSY or attempt == 19:
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
 def probe(venv: Path, release: str, timeout: float = 600) -> tuple[int, dict]:
     """(exit status as above, the facts to record)."""
     flags = host_flags()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
     env["VOS_SUPPORT_DIR"] = str(REPO / "support")
     argv = [str(venv / "bin/python"), "-c", INSIDE] + ([emulated()] if emulated() else [])
-    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    r = _run(argv, env, timeout)
     steps = {}
     for line in r.stdout.splitlines():
         if line.startswith("{"):

@@ -114,9 +114,11 @@ def omp_binds(ranks: int) -> str:
     return "|".join(str(cores[i % len(cores)]) for i in range(ranks))
 
 
-@plan("tensor_parallel")
+@plan("tensor_parallel", alone=True)
 def _tensor_parallel(s: Session) -> Observed:
-    """Two tensor-parallel workers (CPU: one NUMA node here, so each worker's OpenMP threads are bound by hand)."""
+    """Two tensor-parallel workers (CPU: one NUMA node here, so each worker's OpenMP threads are bound by hand). Alone:
+    its tests hold it to the 98 % goal, and beside another start one rank allocated its KV cache in 1.85 s, the other
+    in 0.45 s, then waited for it (95.4 %; 98.9-99.1 % in the runs before)."""
     return observe(s.backends, harness.serve(
         s.tiny_model, s.workdir / "tp2", s.backends, args=["--enforce-eager", "--tensor-parallel-size", "2"],
         env={"VLLM_CPU_OMP_THREADS_BIND": omp_binds(2)}, warm_modelinfo=True))
