@@ -245,7 +245,8 @@ def test_kube_state_stand_in_matches_the_starts(stores):
     backends, at = stores
     res = backends.prom_query("kube_pod_status_ready_time - on(pod) kube_pod_created", at=at)
     assert len(res) == 7  # the seven ready starts (the failed one never became ready)
-    assert all(20 < float(r["value"][1]) < 900 for r in res)
+    # a real start here: seconds to minutes (the eager starts alone, without the ISA probes, now ready under 20 s)
+    assert all(5 < float(r["value"][1]) < 900 for r in res), res
 
 
 def test_weights_downloaded_alert_fires_on_the_real_download(stores, hub_download):
