@@ -40,12 +40,13 @@ DETAIL: tuple[str, ...] = tuple(sorted(sc.DETAIL_PHASES))
 # every phase id is placed here.
 CONTAINS: dict[str, tuple[str, ...]] = {
     "startup": ("interpreter_start", "imports", "process_entry", "cli", "event_loop", "api_server_setup",
-                "engine_args", "config", "async_llm_init", "llm_init", "app_build", "app_state", "http_startup",
+                "engine_args", "config", "async_llm_init", "llm_init", "app_build", "app_state", "http_server_setup",
+                "http_startup",
                 # a launcher of several API servers (data parallel, --api-server-count > 1)
                 "dp_coordinator_start", "engine_spawn", "engine_wait", "api_server_spawn", "api_server_wait", *DETAIL),
     "api_server_wait": ("api_server_process",),
     "api_server_process": ("interpreter_start", "imports", "engine_args", "config", "async_llm_init", "app_build",
-                           "app_state", "http_startup"),
+                           "app_state", "http_server_setup", "http_startup"),
     "config": ("hf_config", "model_inspection"),
     "model_inspection": ("model_inspection_subprocess", "model_inspection_cache_save"),
     "async_llm_init": ("tokenizer", "engine_client"),

@@ -233,6 +233,8 @@ PHASES: dict[str, str] = {
     "module_import": "a module import of at least 20 ms inside a phase (lazy imports: runners, kernels, loaders)",
     "app_build": "FastAPI app build",
     "app_state": "app state init",
+    "http_server_setup": "vLLM's serve_http after the app state until uvicorn's server task runs (route listing, "
+                         "uvicorn's config load)",
     "http_startup": "uvicorn startup: lifespan and listen",
 }
 
@@ -269,7 +271,7 @@ WATERFALL_GROUPS: dict[str, tuple[str, ...]] = {
     "compile": ("compile_warmup", "torch_compile", "aot_load", "dynamo_transform", "inductor_compile", "compile_graph"),
     "kv_cache": ("kv_cache_init", "kv_cache_profile", "kv_cache_allocate", "warmup", "kernel_warmup"),
     "cudagraphs": ("cudagraph_capture",),
-    "http": ("app_build", "app_state", "http_startup"),
+    "http": ("app_build", "app_state", "http_server_setup", "http_startup"),
     OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_wait",
                   "frontend_handshake", "dp_group_init", "model_inspection_cache_save", "engine_wait",
                   "structured_output_init", "scheduler_init", "worker_wait", "cuda_init", "distributed_init",
@@ -288,7 +290,7 @@ PREDICT_GROUPS: dict[str, tuple[str, ...]] = {
     "model_init": ("model_create", "model_init"),
     "model_inspection": ("model_inspection", "model_inspection_subprocess"),
     "kv_cache": ("kv_cache_profile", "kv_cache_allocate", "kv_cache_init", "warmup", "kernel_warmup"),
-    "http": ("app_build", "app_state", "http_startup", "api_server_setup"),
+    "http": ("app_build", "app_state", "http_server_setup", "http_startup", "api_server_setup"),
     "bootstrap": ("interpreter_start", "imports", "cli", "event_loop", "process_entry"),
     OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_spawn",
                   "api_server_wait", "dp_coordinator_start", "frontend_handshake", "dp_group_init", "engine_args",
@@ -313,7 +315,7 @@ STACKED_GROUPS: dict[str, tuple[str, ...]] = {
                 "weights_postprocess", "model_state_init", "sampler_init", "aot_load", "torch_compile",
                 "compiled_first_run", "sampler_warmup", "cudagraph_memory_profile", "kv_cache_allocate",
                 "scheduler_init", "kernel_warmup", "cudagraph_capture", "jit_warmup", "inductor_lazy_init",
-                "app_build", "app_state", "http_startup"),
+                "app_build", "app_state", "http_server_setup", "http_startup"),
     OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_spawn",
                   "api_server_wait", "dp_coordinator_start", "frontend_handshake", "dp_group_init", "hf_config",
                   "model_inspection",

@@ -165,3 +165,24 @@ def test_an_engine_waiting_for_its_front_end_is_explained_by_the_front_ends_work
     spans += [span("e1h", "e1", "Front-end handshake", 4, 5, kind="engine_core", phase="frontend_handshake",
                    **{sc.WAITING: True})]
     assert Start(spans).critical_path.share == pytest.approx(1.0)
+
+
+def test_an_idle_worker_is_explained_by_a_busy_rank_of_its_engine_not_by_another_engines():
+    """Tensor/pipeline parallel: rank 1 allocated its KV cache by 5 s, rank 0 allocates until 6; the executor's next
+    call waits for both, so rank 1's idle 5-6 s is rank 0's work. A rank still inside a span of its own (a parent's
+    self time) is not excused, nor is a rank whose busy peer belongs to another EngineCore."""
+    def ranks(owner="core", r1_parent=False):  # rank 1 ends last (8 s, rank 0 7.9 s): the one the start waits for
+        return [span("wk0", owner, sc.WORKER_PROCESS_SPAN, 4, 7.9, kind="worker", phase="worker_process"),
+                span("a0", "wk0", "Allocate KV cache", 4, 6, kind="worker"),
+                span("c0", "wk0", "Compile or warm up model", 6, 7.9, kind="worker"),
+                span("wk1", "core", sc.WORKER_PROCESS_SPAN, 4, 8, kind="worker", phase="worker_process"),
+                span("a1", "p1" if r1_parent else "wk1", "Allocate KV cache", 4, 5, kind="worker"),
+                span("c1", "wk1", "Compile or warm up model", 6, 8, kind="worker"),
+                *([span("p1", "wk1", "Worker init", 4, 6, kind="worker")] if r1_parent else [])]
+    base = start_with(*ranks())
+    assert not [g for g in base.gaps if g.kind == "worker"]
+    selfish = start_with(*ranks(r1_parent=True))  # rank 1 inside Worker init 5-6 s, with no leaf: its own time
+    assert [(g.after, round(g.seconds, 3)) for g in selfish.gaps if g.kind == "worker"] == [("Allocate KV cache", 1.0)]
+    other = start_with(span("core2", "wait", sc.ENGINE_CORE_PROCESS_SPAN, 2, 8.5, kind="engine_core",
+                            phase="engine_core_process"), *ranks(owner="core2"))
+    assert [round(g.seconds, 3) for g in other.gaps if g.kind == "worker"] == [1.0]

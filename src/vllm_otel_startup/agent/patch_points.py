@@ -127,6 +127,10 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P(f"{_LAUNCH}.app:build_app", "Build app", "app_build", API, ">=0.29"),
     P(f"{_OAS}:init_app_state", "Init app state", "app_state", API, "<0.29"),
     P(f"{_LAUNCH}.api_server.app_state:init_app_state", "Init app state", "app_state", API, ">=0.29"),
+    # from the app state to uvicorn's serving task: vLLM's serve_http lists the routes and loads uvicorn's config (its
+    # protocol imports), then schedules the task (0.45-0.85 s of the API server with no name on a loaded 2-core host)
+    P("uvicorn.server:Server.serve", "HTTP server setup", "http_server_setup", API, hook="since",
+      since="Init app state"),
     # vLLM's NoSignalServer inherits uvicorn's startup until 0.32 overrides it (qualname inventory)
     P("uvicorn.server:Server.startup", "HTTP startup", "http_startup", API, "<0.32", "ready", ends=API),
     P(f"{_LAUNCH}.launcher:NoSignalServer.startup", "HTTP startup", "http_startup", API, ">=0.32", "ready",

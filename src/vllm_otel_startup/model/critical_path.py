@@ -6,8 +6,9 @@ process covers it (a leaf: no child span in the same process). A waiting span ex
 child it waits for works, and a parent's self time is never counted as explained. One exception, the other way
 round: where the innermost process runs no span of its own (a worker idle between its startup calls) while an
 outer process collects garbage or imports a module (a detail span: interpreter work, never a phase that waits on
-the child), that is the work of the instant. What is not covered is named: the process, and the span that ended
-right before the gap.
+the child), that is the work of the instant; and where a worker runs no span of its own while another worker of
+its EngineCore runs a leaf span (the executor's collective call waits for every rank), that rank's work is. What is
+not covered is named: the process, and the span that ended right before the gap.
 
 Stdlib only: the printed-at-ready summary uses it inside the server process.
 """
@@ -88,6 +89,7 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
             seen += 1
         return KIND_DEPTH.get(ln.kind, 0), d
 
+    owner_of = {id(ln): _owner(ln, lane_of, by_id) for ln in ls}
     info = []
     own: dict[int, list[tuple[int, int]]] = {}  # lane -> the time any span of its own runs (idle outside it)
     detail: dict[int, list[tuple[int, int]]] = {}  # lane -> its garbage collections and imports
@@ -127,6 +129,12 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
         if idle and any(covers(detail[id(x[0])], mid) for x in live if x[1] < inner):
             continue
         me = cands[0][0]
+        # a worker with no span of its own open waits for the executor's next call, which waits for every rank of
+        # its EngineCore (collective RPCs): a busy peer rank's work is the instant's (the straggler's time)
+        if idle and me.kind == "worker" and any(
+                covers(x[2], mid) for x in live if x[1] == inner and x[0] is not me and x[0].kind == "worker"
+                and owner_of[id(x[0])] == owner_of[id(me)]):
+            continue
         # waiting for its peers (the DP rendezvous): a peer's work is the instant's; for its front end (the
         # EngineCore's handshake): the front-end processes' work is
         if covers(on_peers[id(me)], mid) and any(covers(x[2], mid) for x in live if x[1] == inner and x[0] is not me):
@@ -145,16 +153,21 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
     return CriticalPath((t1 - t0) / 1e9, sum(g.seconds for g in gaps), gaps, stragglers(root, ls, by_id))
 
 
+def _owner(ln: Lane, lane_of: dict[str, Lane], by_id: dict[str, Span]) -> str:
+    """The span id of the process that started ``ln`` (its nearest ancestor that is a process span)."""
+    cur, seen = by_id.get(ln.span.parent_id or ""), 0
+    while cur is not None and cur.span_id not in lane_of and seen < 64:
+        cur, seen = by_id.get(cur.parent_id or ""), seen + 1
+    return cur.span_id if cur is not None else ""
+
+
 def stragglers(root: Span, ls: list[Lane], by_id: dict[str, Span]) -> list[Straggler]:
     """For each kind of process one process started several of (data-parallel EngineCores, API servers, one
     EngineCore's workers), the one ready last and by how much it trailed the next."""
-    lane_ids = {ln.span.span_id for ln in ls}
+    lane_of = {ln.span.span_id: ln for ln in ls}
 
     def owner(ln: Lane) -> str:
-        cur, seen = by_id.get(ln.span.parent_id or ""), 0
-        while cur is not None and cur.span_id not in lane_ids and seen < 64:
-            cur, seen = by_id.get(cur.parent_id or ""), seen + 1
-        return cur.span_id if cur is not None else ""
+        return _owner(ln, lane_of, by_id)
 
     groups: dict[tuple[str, str, str], list[Lane]] = {}
     for ln in ls:
