@@ -91,6 +91,7 @@ COMPILE_FACTOR_ENV_DIGEST = "vllm.compile.factors.env_digest"  # str JSON: env f
 COMPILE_FACTOR_CONFIG_DIGEST = "vllm.compile.factors.config_digest"  # str JSON: sub-config -> {"#": h, field: h}
 COMPILE_NEAREST_KEY = "vllm.compile.nearest_cached_key"  # str: the other key on this cache root closest to this one
 COMPILE_CHANGED_FACTORS = "vllm.compile.changed_factors"  # str[]: env:NAME | config | code | compiler vs that key
+COMPILE_OTHER_KEYS = "vllm.compile.other_cached_keys"  # int: keys other than this one cached on the same root
 
 COMPILE_CACHE_HIT = "vllm.compile.cache_hit"  # bool: compiled code came from a cache (no compile work)
 COMPILE_FX_HITS = "vllm.compile.inductor_cache_hits"  # int
@@ -374,10 +375,12 @@ STARTUP_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         "kind)"),
     "vllm.startup.starts": ("counter", "{start}", (OUTCOME,), "starts, by outcome (ready, failed or exited)"),
     "vllm.startup.compiles": ("counter", "{compile}", (COMPILE_CACHE_HIT,),
-                              "torch.compile runs at startup, by compile-cache hit (true or false)"),
+                              "torch.compile runs at startup, by compile-cache hit (true or false); a loaded AOT "
+                              "artifact (vLLM >= 0.17's warm start, no torch.compile) counts as a hit"),
     "vllm.startup.compile_keys": ("counter", "{compile}", (COMPILE_CACHE_KEY,),
-                                  "torch.compile runs by the compile-cache key they used (fleet labels but "
-                                  "vllm.startup.mode: one series per key); distinct keys per model and version = "
+                                  "torch.compile runs (and loaded AOT artifacts) by the compile-cache key they used "
+                                  "(fleet labels but vllm.startup.mode: one series per key); distinct keys per model "
+                                  "and version = "
                                   "compile-cache fragmentation"),
     "vllm.startup.weights.bytes": ("counter", "By", (WEIGHTS_SOURCE,), "weight bytes loaded, by source"),
     "vllm.startup.weights.load_time": ("counter", "s", (WEIGHTS_SOURCE,),

@@ -85,6 +85,9 @@ def test_the_start_itself_names_the_changed_factor_and_what_to_pin(three):
     a = advice["compile_key_changed"]
     assert "config model_config.max_model_len" in a.evidence and "model_config.max_model_len" in a.change
     assert "compile_key_changed" not in {x.rule for x in _start(three["base"]).advice}  # cold: fresh_cache_root
+    # the keys beside each start's on the shared root: none at the cold start, then one more per changed start
+    assert _compile(three["base"]).attrs[sc.COMPILE_OTHER_KEYS] == 0
+    assert sorted((env[sc.COMPILE_OTHER_KEYS], ln[sc.COMPILE_OTHER_KEYS])) == [1, 2]
 
 
 def test_compare_names_the_env_var_and_the_config_field(three):

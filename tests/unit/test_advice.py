@@ -71,6 +71,28 @@ def test_compile_key_changed_planted():
     assert "compile_key_changed" in _rules(st) and "fresh_cache_root" not in _rules(st)
 
 
+@pytest.mark.parametrize("others", [1, 0])
+def test_a_new_aot_key_on_a_warm_root_is_a_key_change_unless_the_root_held_no_other_key(others):
+    """The TP=2 start on a root warmed at TP=1: no artifact under the new key (FileNotFoundError), torch.compile
+    missed. With another key on the root, the key changed (which factor: compile_key_changed), and no advice says
+    the root was empty; with none, the root's compile cache was empty (fresh_cache_root, worded for a warm root)."""
+    st = dev("compiled-warm")
+    named(st, sc.AOT_LOAD_SPAN).attrs[sc.COMPILE_AOT_LOAD_ERROR] = "FileNotFoundError: no AOT artifact yet"
+    comp = named(st, "torch.compile").attrs
+    comp.update({sc.COMPILE_CACHE_HIT: False, sc.COMPILE_CACHE_KEY: "k2", sc.COMPILE_OTHER_KEYS: others})
+    if others:
+        comp.update({sc.COMPILE_NEAREST_KEY: "k1",
+                     sc.COMPILE_CHANGED_FACTORS: ["config:parallel_config.tensor_parallel_size"]})
+    got = {a.rule: a for a in _advise(st)}
+    if others:
+        assert "compile_key_changed" in got and "fresh_cache_root" not in got
+        assert "tensor_parallel_size" in got["compile_key_changed"].evidence
+        assert not [a for a in got.values() if "empty" in a.evidence]
+    else:
+        assert "fresh_cache_root" in got and "compile_key_changed" not in got
+        assert "held no compiled artifact" in got["fresh_cache_root"].evidence
+
+
 def test_many_cudagraph_sizes_planted():
     st = dev("eager-warm")
     st.root.attrs[sc.CUDAGRAPH_CAPTURE_SIZES] = 67

@@ -178,3 +178,11 @@ def test_nearest_aot_key_from_our_digest_files(tmp_path):
         ck._write_ours(str(tmp_path / key), d)
     assert ck.nearest_ours(str(tmp_path / "mine"), mine) == ("other", ["config:model_config.max_model_len"])
     assert "10.0" not in (tmp_path / "mine" / ck.OUR_FILE).read_text()  # digests only
+
+
+def test_other_keys_are_the_sibling_key_directories(tmp_path):
+    for d in ("mine", "k1", "k2", ".tmp", "torch_aot_compile"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "stray-file").write_text("")
+    assert ck._other_keys(str(tmp_path / "mine")) == {sc.COMPILE_OTHER_KEYS: 2}
+    assert ck._other_keys(str(tmp_path / "absent" / "mine")) == {}  # unreadable root: not recorded

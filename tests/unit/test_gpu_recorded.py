@@ -109,3 +109,23 @@ def test_a_data_parallel_h100_start_is_one_trace_of_every_rank(path):
     assert cp.share >= 0.98, cp.headline(8)
     assert {s.lane.split(" ")[0] for s in cp.stragglers} == {"EngineCore", "API"}
     assert "slowest of 2: EngineCore" in summary.render(st.spans)
+
+
+def test_a_warm_start_that_loads_its_aot_artifact_counts_as_a_compile_cache_hit():
+    """vLLM >= 0.17's warm start runs no torch.compile: it loads the AOT artifact. That load is the compile, from the
+    cache: in the facts (printout, advice), the per-start hit label and vllm.startup.compiles."""
+    from vllm_otel_startup.agent.observations import span_observations, start_observations
+
+    root, spans = _load(WARM)
+    assert not [s for s in spans if s.attrs.get(sc.PHASE) == "torch_compile"]
+    f = facts(root, spans)
+    aot = next(s for s in spans if s.name == sc.AOT_LOAD_SPAN)
+    assert f.compiled and f.compile_hit is True and f.compile_s == pytest.approx(aot.duration)
+    compiles = [o for o in span_observations(spans, {}) if o.metric == "vllm.startup.compiles"]
+    assert [(o.value, o.labels[sc.COMPILE_CACHE_HIT]) for o in compiles] == [(1, "true")]
+    last = next(o for o in start_observations(spans, {}) if o.metric == "vllm.startup.last_start.duration")
+    assert last.labels[sc.COMPILE_CACHE_HIT] == "true"
+    # the cold start's failed load (no artifact yet) is not a compile of its own: its torch.compile is the miss
+    root, spans = _load(COLD)
+    compiles = [o for o in span_observations(spans, {}) if o.metric == "vllm.startup.compiles"]
+    assert {o.labels[sc.COMPILE_CACHE_HIT] for o in compiles} == {"false"}

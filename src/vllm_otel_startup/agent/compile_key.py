@@ -171,6 +171,21 @@ def config_digest(vllm_config: Any) -> dict[str, dict[str, str]]:
 
 
 # ---- the record ----------------------------------------------------------------------------------------
+def _other_keys(key_dir: str) -> dict[str, int]:
+    """How many other keys the cache root holds beside ``key_dir`` (its sibling key directories): none on a warm
+    root means its compile cache was empty, some means this start's key changed."""
+    from vllm_otel_startup import semconv as sc
+
+    parent, key = os.path.split(key_dir)
+    try:
+        with os.scandir(parent) as it:
+            n = sum(1 for e in it if e.name != key and e.name != "torch_aot_compile" and not e.name.startswith(".")
+                    and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return {}
+    return {sc.COMPILE_OTHER_KEYS: n}
+
+
 def record(backend: Any) -> dict[str, Any]:
     """What the span gets after VllmBackend.__call__: attribute name (semconv) -> value."""
     from vllm_otel_startup import semconv as sc
@@ -180,7 +195,7 @@ def record(backend: Any) -> dict[str, Any]:
     if not cache_dir or not local:
         return {sc.COMPILE_FACTORS_SOURCE: "absent: vLLM set no compile cache directory"}
     key = os.path.basename(os.path.normpath(cache_dir))
-    attrs: dict[str, Any] = {sc.COMPILE_CACHE_KEY: key}
+    attrs: dict[str, Any] = {sc.COMPILE_CACHE_KEY: key, **_other_keys(os.path.normpath(cache_dir))}
     data = read_factor_file(local)
     if data is None:
         attrs[sc.COMPILE_FACTORS_SOURCE] = f"absent: this vLLM wrote no {FACTOR_FILE}"
@@ -215,7 +230,7 @@ def record_aot(model: Any, artifact_path: str) -> dict[str, Any]:
 
     hash_dir = os.path.dirname(os.path.dirname(os.path.normpath(artifact_path)))  # <key>/rank_<r>_<dp>/model
     key = os.path.basename(hash_dir)
-    attrs: dict[str, Any] = {sc.COMPILE_CACHE_KEY: key}
+    attrs: dict[str, Any] = {sc.COMPILE_CACHE_KEY: key, **_other_keys(hash_dir)}
     factors = list(_aot_factors)
     if len(factors) < 2:
         attrs[sc.COMPILE_FACTORS_SOURCE] = "absent: aot_compile_hash_factors was not seen in this process"

@@ -61,8 +61,8 @@ def span_observations(spans: Iterable[Span], fleet: dict[str, str]) -> list[Obs]
             per_process[_process_of(s)] = (prev._replace(value=prev.value + s.duration) if prev else
                                            Obs(PHASE_LAST, s.duration,
                                                {**fleet, sc.PHASE: phase, sc.PROCESS_KIND: kind}, *ids))
-        if phase == "torch_compile":
-            hit = {sc.COMPILE_CACHE_HIT: label_value(a.get(sc.COMPILE_CACHE_HIT))}
+        if phase == "torch_compile" or aot_loaded(s):  # a loaded AOT artifact is the compile, from the cache
+            hit = {sc.COMPILE_CACHE_HIT: label_value(True if phase == "aot_load" else a.get(sc.COMPILE_CACHE_HIT))}
             out.append(Obs("vllm.startup.compiles", 1, {**fleet, **hit}, *ids))
             if a.get(sc.COMPILE_CACHE_KEY):  # bounded: one series per key (a key fixes every other fleet label)
                 keyed = {**{k: v for k, v in fleet.items() if k != sc.MODE},
@@ -78,9 +78,14 @@ def span_observations(spans: Iterable[Span], fleet: dict[str, str]) -> list[Obs]
     return [max(per_process.values(), key=lambda o: o.value) for per_process in totals.values()] + out
 
 
+def aot_loaded(s: Span) -> bool:
+    """An ``AOT cache load`` that loaded the artifact (vLLM >= 0.17's warm start: no torch.compile runs)."""
+    return s.attrs.get(sc.PHASE) == "aot_load" and s.attrs.get(sc.COMPILE_AOT_LOADED) is True
+
+
 def _compile_hit(spans: list[Span]) -> str:
-    hits = [s.attrs[sc.COMPILE_CACHE_HIT] for s in spans
-            if s.attrs.get(sc.PHASE) == "torch_compile" and sc.COMPILE_CACHE_HIT in s.attrs]
+    hits = [True if aot_loaded(s) else s.attrs[sc.COMPILE_CACHE_HIT] for s in spans
+            if aot_loaded(s) or (s.attrs.get(sc.PHASE) == "torch_compile" and sc.COMPILE_CACHE_HIT in s.attrs)]
     return "" if not hits else label_value(all(hits))
 
 

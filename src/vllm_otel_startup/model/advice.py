@@ -81,8 +81,20 @@ def _hub_download(f: Facts, spans: list[Span]) -> Advice | None:
                   cost, "the whole download (field: 840 s -> 0 with EFS + offline hub, 61 s -> 0 with a cached volume)")
 
 
+def _no_compile_cache(f: Facts, spans: list[Span]) -> bool:
+    """A warm root (other caches) whose compile cache held nothing: no artifact for this start's AOT key and no other
+    key beside it. With another key there, the key changed (compile_key_changed names the factor), and the root
+    was not empty."""
+    if f.mode == "cold" or not no_aot_artifact_yet(f.aot_error):
+        return False
+    info = cf.key_info(spans)
+    if info is None:
+        return True
+    return info.other_keys == 0 if info.other_keys is not None else not info.nearest
+
+
 def _fresh_cache_root(f: Facts, spans: list[Span]) -> Advice | None:
-    empty_root = f.mode == "cold" or no_aot_artifact_yet(f.aot_error)
+    empty_root = f.mode == "cold" or _no_compile_cache(f, spans)
     compile_miss = f.compile_hit is False
     info_miss = f.modelinfo_hit is False
     if not empty_root or not (compile_miss or info_miss):
@@ -98,15 +110,17 @@ def _fresh_cache_root(f: Facts, spans: list[Span]) -> Advice | None:
         parts.append(f"model inspection ran in a subprocess: {seconds(f.inspection_s)}")
         saving += f.inspection_s
         basis.append("all of the model inspection (0.001 s from the modelinfo cache)")
+    where = ("the vLLM cache root was empty at start (vllm.startup.mode=cold)" if f.mode == "cold" else
+             "the vLLM cache root held no compiled artifact (vllm.startup.mode=warm: other caches only)")
     return Advice("fresh_cache_root", "torch.compile" if compile_miss else "Model architecture inspection",
-                  "the vLLM cache root was empty at start (vllm.startup.mode=cold); " + "; ".join(parts),
+                  where + "; " + "; ".join(parts),
                   "put VLLM_CACHE_ROOT (default ~/.cache/vllm) on storage that outlives the container "
                   "(volume or host path), so the next start of this model and config hits its caches",
                   saving, " + ".join(basis))
 
 
 def _compile_key_changed(f: Facts, spans: list[Span]) -> Advice | None:
-    if f.mode != "warm" or f.compile_hit is not False:
+    if f.mode != "warm" or f.compile_hit is not False or _no_compile_cache(f, spans):
         return None
     evidence = (f"the cache root had entries (mode=warm) but torch.compile missed ({seconds(f.compile_s)}"
                 + (f", {f.cpp_builds} C++ builds" if f.cpp_builds else "") + ")")

@@ -28,6 +28,7 @@ class KeyInfo:
     nearest: str | None
     changed: tuple[str, ...]  # vs nearest: env:NAME | config | code | compiler
     source: str
+    other_keys: int | None = None  # keys other than this one on the cache root (None: not recorded)
 
 
 def _json(v: Any) -> dict:
@@ -52,7 +53,8 @@ def key_info(spans: list[Span]) -> KeyInfo | None:
                    {str(k): str(v) for k, v in _json(a.get(sc.COMPILE_FACTOR_ENV_DIGEST)).items()},
                    {str(k): v for k, v in _json(a.get(sc.COMPILE_FACTOR_CONFIG_DIGEST)).items() if isinstance(v, dict)},
                    a.get(sc.COMPILE_NEAREST_KEY), tuple(str(c) for c in changed),
-                   str(a.get(sc.COMPILE_FACTORS_SOURCE) or ""))
+                   str(a.get(sc.COMPILE_FACTORS_SOURCE) or ""),
+                   a[sc.COMPILE_OTHER_KEYS] if isinstance(a.get(sc.COMPILE_OTHER_KEYS), int) else None)
 
 
 def key_diff(a: KeyInfo, b: KeyInfo) -> list[str]:

@@ -259,6 +259,8 @@ def _compile_facts(f: Facts, spans: list[Span]) -> None:
         f.aot_loaded = _bool(aot.attrs.get(sc.COMPILE_AOT_LOADED))
         f.aot_error = aot.attrs.get(sc.COMPILE_AOT_LOAD_ERROR)
         f.aot_s = f.phase("aot_load")
+        if comp is None and f.aot_loaded:  # vLLM >= 0.17's warm start: the artifact's load is the compile, a hit
+            f.compiled, f.compile_hit, f.compile_s = True, True, f.aot_s
 
 
 def _weights_facts(f: Facts, spans: list[Span]) -> None:
