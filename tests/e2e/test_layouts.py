@@ -35,6 +35,7 @@ from e2e_observed import Observed, observe
 from support import harness
 from support.plans import Session, plan
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model import critical_path
 from vllm_otel_startup.model.start import Start
 
 pytestmark = pytest.mark.e2e
@@ -206,6 +207,17 @@ def test_the_critical_path_is_explained_and_the_slowest_of_several_is_named(layo
     assert {"API" if k == "api_server" else "EngineCore" for k in several} <= named
     assert all(s.of == several[k] for s in cp.stragglers
                for k in several if s.lane.startswith("API" if k == "api_server" else "EngineCore"))
+    # ranks compared phase by phase: each wait names a worker of this start and a leaf phase every rank of its
+    # EngineCore ran
+    workers = {ln.label for ln in st.lanes if ln.kind == "worker"}
+    per_engine = LAYOUTS[name]["workers"] // LAYOUTS[name]["engines"]
+    print("\n".join(w.text() for w in cp.rank_waits))
+    for w in cp.rank_waits:
+        assert w.lane in workers and w.of == per_engine >= 2
+        assert w.phase in {s.name for s in st.spans if s.attrs.get(sc.PROCESS_KIND) == "worker"}
+        assert w.waited_s >= critical_path.RANK_WAIT_MIN_S
+    if per_engine < 2:
+        assert cp.rank_waits == []
 
 
 def _series(body: bytes) -> dict[tuple[bytes, bytes], float]:

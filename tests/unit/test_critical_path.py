@@ -186,3 +186,24 @@ def test_an_idle_worker_is_explained_by_a_busy_rank_of_its_engine_not_by_another
     other = start_with(span("core2", "wait", sc.ENGINE_CORE_PROCESS_SPAN, 2, 8.5, kind="engine_core",
                             phase="engine_core_process"), *ranks(owner="core2"))
     assert [round(g.seconds, 3) for g in other.gaps if g.kind == "worker"] == [1.0]
+
+
+def test_the_rank_that_ended_a_phase_last_is_named_with_how_long_the_others_waited():
+    ranks = [span("wk0", "core", sc.WORKER_PROCESS_SPAN, 4, 7.9, kind="worker", phase="worker_process",
+                  **{sc.WORKER_RANK: 0}),
+             span("l0", "wk0", "Load model", 4, 4.5, kind="worker"),
+             span("w0", "l0", "Load weights", 4, 4.5, kind="worker"),
+             span("a0", "wk0", "Allocate KV cache", 4.5, 6, kind="worker"),
+             span("g0", "a0", sc.GC_SPAN, 5, 5.5, kind="worker", phase="gc"),
+             span("wk1", "core", sc.WORKER_PROCESS_SPAN, 4, 8, kind="worker", phase="worker_process",
+                  **{sc.WORKER_RANK: 1}),
+             span("l1", "wk1", "Load model", 4, 4.52, kind="worker"),
+             span("w1", "l1", "Load weights", 4, 4.52, kind="worker"),  # 0.02 s apart: not a wait worth a line
+             span("a1", "wk1", "Allocate KV cache", 4.52, 5, kind="worker")]
+    cp = start_with(*ranks)
+    (w,) = cp.rank_waits  # the leaves only (Load model would repeat Load weights), detail spans never
+    assert (w.phase, w.lane.split(" (")[0], w.of) == ("Allocate KV cache", "worker 0", 2)
+    assert (w.waited_s, w.slowest_s, w.fastest_s) == (pytest.approx(1.0), pytest.approx(1.5), pytest.approx(0.48))
+    assert w.text() == ("ranks: Allocate KV cache ended last on worker 0 of 2, 1.00 s after the first (took 1.50 s; "
+                        "the quickest rank 0.48 s)")
+    assert start_with().rank_waits == []  # one worker (or none): nothing to compare

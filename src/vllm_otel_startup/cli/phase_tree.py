@@ -39,6 +39,7 @@ def render(st: Start) -> str:
     lines.append("")
     lines.append(st.critical_path.headline(top=5))
     lines.extend(straggler.text() for straggler in st.critical_path.stragglers)
+    lines.extend(wait.text() for wait in st.critical_path.rank_waits)
     lines.append(f"(any leaf span, waiting spans included: {100 * share:.1f}%, largest gap {gap / 1e9:.3f} s)")
     for note in st.observations:
         lines.append(f"note: {note}")

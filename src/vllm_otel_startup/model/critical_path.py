@@ -49,11 +49,30 @@ class Straggler:
 
 
 @dataclass
+class RankWait:
+    """Of one EngineCore's workers (tensor / pipeline parallel ranks), the rank that finished a phase last: the
+    executor's collective call returns only then, so every other rank waited for it."""
+
+    phase: str  # the span name, e.g. "Allocate KV cache"
+    lane: str  # the rank that finished last, e.g. "worker 1 (pid 123)"
+    of: int  # how many ranks ran it
+    waited_s: float  # its end minus the first rank's end: the longest any rank waited for it
+    slowest_s: float  # the phase's duration on that rank
+    fastest_s: float  # and on the quickest rank
+
+    def text(self) -> str:
+        return (f"ranks: {self.phase} ended last on {self.lane.split(' (pid')[0]} of {self.of}, "
+                f"{self.waited_s:.2f} s after the first (took {self.slowest_s:.2f} s; the quickest rank "
+                f"{self.fastest_s:.2f} s)")
+
+
+@dataclass
 class CriticalPath:
     total_s: float
     unexplained_s: float
     gaps: list[Gap] = field(default_factory=list)  # largest first
     stragglers: list[Straggler] = field(default_factory=list)  # one per kind with several processes
+    rank_waits: list[RankWait] = field(default_factory=list)  # longest wait first, >= RANK_WAIT_MIN_S
 
     @property
     def share(self) -> float:
@@ -150,7 +169,44 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
             raw.append((a, b, ln, after))
     gaps = [Gap(ln.label, ln.kind, (a - t0) / 1e9, (b - a) / 1e9, after) for a, b, ln, after in raw]
     gaps.sort(key=lambda g: -g.seconds)
-    return CriticalPath((t1 - t0) / 1e9, sum(g.seconds for g in gaps), gaps, stragglers(root, ls, by_id))
+    return CriticalPath((t1 - t0) / 1e9, sum(g.seconds for g in gaps), gaps, stragglers(root, ls, by_id),
+                        rank_waits(ls, owner_of))
+
+
+RANK_WAIT_MIN_S = 0.05
+
+
+def rank_waits(ls: list[Lane], owner_of: dict[int, str]) -> list[RankWait]:
+    """For each leaf phase every worker of one EngineCore ran once (not a detail span), the rank that ended it last
+    and how long after the first: where ranks waited at the executor's next collective call."""
+    groups: dict[str, list[Lane]] = {}
+    for ln in ls:
+        if ln.kind == "worker":
+            groups.setdefault(owner_of[id(ln)], []).append(ln)
+    out: list[RankWait] = []
+    for ranks in groups.values():
+        if len(ranks) < 2:
+            continue
+        per_rank: list[dict[str, Span]] = []
+        for ln in ranks:
+            seen: dict[str, list[Span]] = {}
+            mine = [s for s in ln.spans if s is not ln.span and phase_of(s) not in sc.DETAIL_PHASES]
+            parents = {s.parent_id for s in mine}
+            for s in mine:  # the leaves: a parent ends when its last child does, and would repeat its wait
+                if s.span_id not in parents and s.end > s.start:
+                    seen.setdefault(s.name, []).append(s)
+            per_rank.append({name: ss[0] for name, ss in seen.items() if len(ss) == 1})
+        common = set.intersection(*(set(d) for d in per_rank))
+        for name in common:
+            ends = sorted(((d[name].end, i) for i, d in enumerate(per_rank)))
+            waited = (ends[-1][0] - ends[0][0]) / 1e9
+            if waited < RANK_WAIT_MIN_S:
+                continue
+            durs = [d[name].duration for d in per_rank]
+            last = ends[-1][1]
+            out.append(RankWait(name, ranks[last].label, len(ranks), waited, durs[last], min(durs)))
+    out.sort(key=lambda w: -w.waited_s)
+    return out
 
 
 def _owner(ln: Lane, lane_of: dict[str, Lane], by_id: dict[str, Span]) -> str:

@@ -72,6 +72,8 @@ def render_start(st: Start, *, width: int = 110, advice: int = 1) -> str:
     lines += _wrap("", st.critical_path.headline(top=2), width)
     for straggler in st.critical_path.stragglers:
         lines += _wrap("", straggler.text(), width)
+    for wait in st.critical_path.rank_waits[:1]:
+        lines += _wrap("", wait.text(), width)
     for note in st.observations[:1]:
         lines += _wrap("note: ", note, width)
     for a in st.advice[:advice]:
