@@ -129,3 +129,19 @@ def test_a_warm_start_that_loads_its_aot_artifact_counts_as_a_compile_cache_hit(
     root, spans = _load(COLD)
     compiles = [o for o in span_observations(spans, {}) if o.metric == "vllm.startup.compiles"]
     assert {o.labels[sc.COMPILE_CACHE_HIT] for o in compiles} == {"false"}
+
+
+def test_the_report_folds_repeated_compile_regions_and_lists_them_in_detail():
+    """A cold GPU start compiles 33 graphs: the report shows one line per repeated stage with its count and wall
+    time (305 lines -> 110), --detail every span; nothing is dropped from the trace."""
+    from vllm_otel_startup.cli.phase_tree import render
+
+    st = Start(sources.read_file(str(COLD)))
+    folded, full = render(st), render(st, detail=True)
+    graphs = [s for s in st.spans if s.name == "Compile graph"]
+    assert len(graphs) == 33
+    [row] = [ln for ln in folded.splitlines() if "Compile graph" in ln]
+    assert "Compile graph x33" in row and "folded: longest" in row
+    assert sum(1 for ln in full.splitlines() if "Compile graph" in ln) == 33
+    assert len(folded.splitlines()) < len(full.splitlines()) / 2
+    assert float(row.split("s")[0]) <= sum(g.duration for g in graphs) + 1e-3  # wall time, never more than the sum

@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--png", metavar="FILE", help="write the waterfall as PNG (needs Pillow)")
     rep.add_argument("--tempo", metavar="URL", help=tempo_help)
     rep.add_argument("--trace", metavar="ID", help="the start to pick when SOURCE holds several")
+    rep.add_argument("--detail", action="store_true",
+                     help="list every span (by default, 3 or more siblings of one name fold into one line)")
 
     cmp = sub.add_parser("compare", help="two starts or two sets of starts, phase by phase")
     cmp.add_argument("a", help="start(s) A: file, directory or glob (quote it)")
@@ -78,7 +80,8 @@ def _run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace, tempo: str | None) -> int:
     from vllm_otel_startup.cli import report
 
-    return report.run(args.source, html=args.html, png=args.png, tempo_url=tempo, trace_id=args.trace)
+    return report.run(args.source, html=args.html, png=args.png, tempo_url=tempo, trace_id=args.trace,
+                      detail=args.detail)
 
 
 def _compare(args: argparse.Namespace, tempo: str | None) -> int:

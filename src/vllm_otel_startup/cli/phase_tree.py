@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.model.facts import cause_labels, kind_of, resource_labels
-from vllm_otel_startup.model.intervals import uncovered
+from vllm_otel_startup.model.intervals import merge, uncovered
 from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
 
@@ -21,18 +21,36 @@ def coverage(root: Span, spans: list[Span], skip_waiting: bool = False) -> tuple
     return (total - gap) / total, largest, largest_at
 
 
-def render(st: Start) -> str:
+FOLD_AT = 3  # siblings of one name at least this many times (PyTorch's compile regions, one per graph) fold
+
+
+def render(st: Start, *, detail: bool = False) -> str:
+    """The tree; siblings sharing a name FOLD_AT times or more print as one line with their count and time (the
+    full list with ``detail``, and in the trace)."""
     total = max(st.root.duration, 1e-9)
     lines = []
+
+    def line(s: Span, depth: int, name: str, seconds: float, flags: list[str]) -> None:
+        lines.append(f"{seconds:9.3f}s {100 * seconds / total:5.1f}%  {'  ' * depth}{name}"
+                     f"  [{kind_of(s)}]" + (f"  ({', '.join(flags)})" if flags else ""))
 
     def walk(s: Span, depth: int) -> None:
         flags = cause_labels(s) + resource_labels(s)
         if s.attrs.get(sc.WAITING):
             flags.insert(0, "waiting")
-        lines.append(f"{s.duration:9.3f}s {100 * s.duration / total:5.1f}%  {'  ' * depth}{s.name}"
-                     f"  [{kind_of(s)}]" + (f"  ({', '.join(flags)})" if flags else ""))
+        line(s, depth, s.name, s.duration, flags)
+        counts: dict[tuple[str, str], list[Span]] = {}
         for c in s.children:
-            walk(c, depth + 1)
+            counts.setdefault((c.name, kind_of(c)), []).append(c)
+        for c in s.children:
+            same = counts[(c.name, kind_of(c))]
+            if detail or len(same) < FOLD_AT:
+                walk(c, depth + 1)
+            elif c is same[0]:  # the group's line, where its first member ran
+                wall = sum(b - a for a, b in merge((x.start, x.end) for x in same)) / 1e9
+                longest = max(x.duration for x in same)
+                line(c, depth + 1, f"{c.name} x{len(same)}", wall,
+                     [f"folded: longest {longest:.3f} s", "report --detail lists each"])
 
     walk(st.root, 0)
     share, gap, _ = coverage(st.root, st.spans)

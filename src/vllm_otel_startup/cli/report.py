@@ -30,12 +30,12 @@ def rule_errors(st: Start, err: TextIO | None = None) -> bool:
 
 
 def run(source: str | None, *, html: str | None = None, png: str | None = None, tempo_url: str | None = None,
-        trace_id: str | None = None, out: TextIO | None = None) -> int:
+        trace_id: str | None = None, out: TextIO | None = None, detail: bool = False) -> int:
     """Exit status 0; 1 where the start did not reach ready or an advice rule failed on it."""
     out = out or sys.stdout
     st = sources.one(source, tempo_url=tempo_url, trace_id=trace_id)
     print(f"start {st.trace_id}  outcome={st.root.attrs.get(sc.OUTCOME, '?')}  file={st.source}", file=out)
-    print(render(st), file=out)
+    print(render(st, detail=detail), file=out)
     if html:
         waterfall.write_html(st, html)
         print(f"waterfall: {html}", file=out)
