@@ -150,6 +150,10 @@ def test_no_work_is_traced_twice(eager):
         assert twins == []
     keys = [(s.name, s.start, s.end) for s in eager.spans]
     assert len(keys) == len(set(keys))
+    # and no span sits directly inside one of its own name (vLLM's two nested `Worker init`: the inner is renamed)
+    by_id = {s.span_id: s for s in eager.spans}
+    assert [s.name for s in eager.spans if s.parent_id in by_id and by_id[s.parent_id].name == s.name] == []
+    assert len(eager.named(sc.WORKER_CONSTRUCTION_SPAN)) == 1
 
 
 def test_every_span_has_a_documented_phase(eager):

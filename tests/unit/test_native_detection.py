@@ -190,3 +190,21 @@ def test_a_wrapper_with_opentelemetry_in_its_globals_but_not_in_vllm_is_rejected
         return 1
 
     assert native_span(g) == ""  # vLLM-defined, opens an OpenTelemetry span: native (its name not in a cell)
+
+
+def test_vllms_nested_worker_init_spans_get_two_names(start):
+    """vLLM >= 0.16 traces WorkerProc.__init__ and, inside it, WorkerWrapperBase.init_worker, both as `Worker init`:
+    the inner one becomes `Worker construction` (same phase), so no span sits inside one of its own name; a lone
+    `Worker init` (the EngineCore's in-process worker) keeps vLLM's name."""
+    s = start("worker", "0.32.0")
+    tracer = trace_api.get_tracer("vllm.worker")  # vLLM's own tracer, not ours
+    with tracer.start_as_current_span(sc.WORKER_INIT_SPAN), tracer.start_as_current_span(sc.WORKER_INIT_SPAN):
+        pass
+    with tracer.start_as_current_span(sc.WORKER_INIT_SPAN):
+        pass
+    inner, outer, lone = s.spans()[-3:]
+    assert (inner.name, outer.name, lone.name) == (sc.WORKER_CONSTRUCTION_SPAN, sc.WORKER_INIT_SPAN,
+                                                   sc.WORKER_INIT_SPAN)
+    assert inner.parent.span_id == outer.context.span_id
+    assert {x.attributes[sc.PHASE] for x in (inner, outer, lone)} == {"worker_init"}
+    assert all(x.attributes[sc.NATIVE] is True for x in (inner, outer, lone))

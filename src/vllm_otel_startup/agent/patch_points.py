@@ -330,6 +330,7 @@ SPAN_PHASES: dict[str, str] = {
     sc.PROCESS_ENTRY_SPAN: "process_entry",
     sc.GC_SPAN: "gc",
     sc.IMPORT_SPAN: "module_import",
+    sc.WORKER_CONSTRUCTION_SPAN: "worker_init",  # vLLM's inner `Worker init`, renamed (processor.NESTED_RENAMES)
 }
 WAITING_SPANS = frozenset({*(p.span for p in PATCH_POINTS if p.waiting), sc.API_SERVERS_WAIT_SPAN})
 

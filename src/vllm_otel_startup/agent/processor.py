@@ -33,10 +33,16 @@ _log = logging.getLogger("vllm_otel_startup")
 RETRO = frozenset({sc.GC_SPAN, sc.IMPORT_SPAN})
 
 
+# vLLM names two nested calls `Worker init` (WorkerProc.__init__ around WorkerWrapperBase.init_worker, which builds
+# the worker object): the inner one is renamed, so that no two nested spans share a name
+NESTED_RENAMES = {sc.WORKER_INIT_SPAN: sc.WORKER_CONSTRUCTION_SPAN}
+
+
 class StartupSpanProcessor(SpanProcessor):
     def __init__(self, rt: Runtime, probes: Probes | None = None) -> None:
         self.rt = rt
         self.probes = probes if probes is not None else Probes(rt)
+        self.open_names: dict[int, str] = {}  # span id -> name, of this process's open spans of NESTED_RENAMES
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         rt = self.rt
@@ -56,6 +62,12 @@ class StartupSpanProcessor(SpanProcessor):
         if phase is None:
             return
         try:
+            if span.name in NESTED_RENAMES and span.context is not None:
+                parent = getattr(span, "parent", None)
+                if parent is not None and self.open_names.get(parent.span_id) == span.name:
+                    span.update_name(NESTED_RENAMES[span.name])
+                else:
+                    self.open_names[span.context.span_id] = span.name
             attrs: dict[str, Any] = {sc.PHASE: phase, sc.PROCESS_KIND: rt.info.kind}
             if native:
                 attrs[sc.NATIVE] = True
@@ -101,6 +113,7 @@ class StartupSpanProcessor(SpanProcessor):
 
     def _on_end(self, span: Any) -> None:
         rt = self.rt
+        self.open_names.pop(span.context.span_id, None)
         if not rt.active or rt.process_span is None:
             return
         is_process = span.context.span_id == rt.process_span.get_span_context().span_id  # on_end: a read-only copy
