@@ -7,6 +7,7 @@ reports that file."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import zipfile
@@ -96,6 +97,27 @@ def test_wheel_holds_the_package_and_nothing_from_tests(dist):
         elif "=" in line and group:
             found.setdefault(group, set()).add(line.split("=")[0].strip())
     assert found == ENTRY_POINTS
+
+
+def test_the_wheel_needs_no_grpc_and_warns_once_when_grpc_is_asked_for(e2e, dist, workdir):
+    """A bare environment (no vLLM, whose CPU wheel brings gRPC of its own) gets our wheel and its dependencies:
+    no grpcio, the http/protobuf span exporter importable, and OTEL_EXPORTER_OTLP_PROTOCOL=grpc repaired to
+    http/protobuf with one warning naming the `grpc` extra."""
+    venv = workdir / "bare-venv"
+    _uv("venv", "-q", "-p", os.path.realpath(str(harness.VENV / "bin/python")), str(venv))
+    _uv("pip", "install", "-q", "-p", str(venv / "bin/python"), *FIND_LINKS, str(next(dist.glob("*.whl"))))
+    probe = ("import importlib.util as u, json\n"
+             "from vllm_otel_startup.agent import env_check\n"
+             "from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter\n"
+             "env = {'OTEL_EXPORTER_OTLP_PROTOCOL': 'grpc'}\n"
+             "print(json.dumps([u.find_spec('grpc') is None, env_check.repair(env), env]))\n")
+    env = {k: v for k, v in UV_ENV.items() if not k.startswith("VIRTUAL_ENV")}
+    done = subprocess.run([str(venv / "bin/python"), "-c", probe], cwd=workdir, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    no_grpc, warnings, repaired = json.loads(done.stdout.strip().splitlines()[-1])
+    assert no_grpc and repaired == {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, done.stdout
+    assert len(warnings) == 1 and "vllm-otel-startup[grpc]" in warnings[0], warnings
 
 
 def test_sdist_builds_from_the_sources(dist):

@@ -46,3 +46,17 @@ def test_unknown_sampler_is_unset(caplog):
     env = {"OTEL_TRACES_SAMPLER": "not_a_sampler"}
     [w] = run(env, caplog)
     assert "OTEL_TRACES_SAMPLER" not in env and "not_a_sampler" in w
+
+
+def test_grpc_without_the_grpc_extra_falls_back_to_http_protobuf(caplog, monkeypatch):
+    """The default install carries only the http/protobuf exporter (pyproject's `grpc` extra adds gRPC); asking
+    for gRPC without it costs one warning that says what to install, not a traceback and a start with no SDK.
+    (The gRPC exporter is installed in the test environment: its absence is stood in for here; tests/e2e/test_wheel
+    installs the wheel where it really is absent.)"""
+    from vllm_otel_startup.agent import env_check
+
+    monkeypatch.setattr(env_check, "_grpc_exporter", lambda: False)
+    env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    [w] = run(env, caplog)
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    assert "vllm-otel-startup[grpc]" in w and len(caplog.records) == 1

@@ -1,8 +1,9 @@
 """Bad OTEL_* settings cost one clear warning each, never the start, never a traceback and never a secret.
 
 Checked before the SDK is configured (the distro runs first), each repaired so the rest works:
-- an OTLP protocol the Python exporters do not have -> ``http/protobuf`` (the SDK would raise, and
-  opentelemetry-instrument would print a traceback and run with no SDK at all);
+- an OTLP protocol the Python exporters do not have, or ``grpc`` without the gRPC exporter installed (the
+  ``grpc`` extra) -> ``http/protobuf`` (the SDK would raise, and opentelemetry-instrument would print a traceback
+  and run with no SDK at all);
 - an endpoint that is not a URL -> OTLP is turned off for that signal and traces go to the local file (the
   exporter would fail at every export);
 - malformed ``OTEL_EXPORTER_OTLP*_HEADERS`` entries -> dropped, named by position only (the SDK would print
@@ -52,6 +53,16 @@ def _known_sampler(name: str) -> bool:
     return any(ep.name == name for ep in entry_points(group="opentelemetry_traces_sampler"))
 
 
+def _grpc_exporter() -> bool:
+    """Whether OpenTelemetry's OTLP/gRPC exporter is installed (the `grpc` extra; vLLM itself may bring it)."""
+    from importlib.util import find_spec
+
+    try:
+        return find_spec("opentelemetry.exporter.otlp.proto.grpc") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def repair(environ: MutableMapping[str, str]) -> list[str]:
     """Fix what would break or spam the SDK; one warning per problem (returned too, for tests)."""
     warnings: list[str] = []
@@ -60,6 +71,10 @@ def repair(environ: MutableMapping[str, str]) -> list[str]:
         value = environ.get(key, "").strip()
         if value and value not in PROTOCOLS:
             warnings.append(_warn(f"{key}={value!r} is not one of {', '.join(PROTOCOLS)}; using http/protobuf"))
+            environ[key] = "http/protobuf"
+        elif value == "grpc" and not _grpc_exporter():
+            warnings.append(_warn(f"{key}=grpc needs the gRPC exporter (pip install 'vllm-otel-startup[grpc]'); "
+                                  "using http/protobuf (point the endpoint at the collector's HTTP port, 4318)"))
             environ[key] = "http/protobuf"
     for sig in SIGNALS[:3]:
         key = f"OTEL_EXPORTER_OTLP_{sig}ENDPOINT"
