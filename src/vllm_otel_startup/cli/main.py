@@ -1,8 +1,9 @@
 """Command line ``vllm-otel-startup``: report, compare, advise and predict recorded vLLM starts.
 
 SOURCE is a recorded-start file (our OTLP JSON lines, an OTLP JSON export or a saved Tempo response, .gz
-too), a directory (its newest start; for sets every *.jsonl below it), a glob, a trace id (the local file,
-or Tempo with --tempo), or a Tempo URL. Default: the newest start in ~/.cache/vllm-otel-startup/starts.
+too), "-" for standard input, a directory (its newest start; for sets every *.jsonl below it), a glob, a trace
+id (the local file, or Tempo with --tempo), or a Tempo URL. Default: the newest start in
+~/.cache/vllm-otel-startup/starts. --json prints one JSON document (docs/schemas/).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     tempo_help = "Tempo base URL (e.g. http://tempo:3200) to fetch a trace id from " \
                  "(default: $OTEL_PYTHON_VLLM_STARTUP_TEMPO_URL)"
+    json_help = "print one JSON document instead of text (schema docs/schemas/{cmd}.v1.json)"
 
     rep = sub.add_parser("report", help="phase tree, causes and advice of one start; waterfall picture")
     rep.add_argument("source", nargs="?", help="start to report (default: the newest recorded start)")
@@ -38,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--trace", metavar="ID", help="the start to pick when SOURCE holds several")
     rep.add_argument("--detail", action="store_true",
                      help="list every span (by default, 3 or more siblings of one name fold into one line)")
+    rep.add_argument("--json", action="store_true", help=json_help.format(cmd="report"))
 
     cmp = sub.add_parser("compare", help="two starts or two sets of starts, phase by phase")
     cmp.add_argument("a", help="start(s) A: file, directory or glob (quote it)")
@@ -46,10 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--png", metavar="FILE", help="write the comparison picture as PNG (needs Pillow)")
     cmp.add_argument("--allow-different-models", action="store_true", help="compare starts of different models")
     cmp.add_argument("--tempo", metavar="URL", help=tempo_help)
+    cmp.add_argument("--json", action="store_true", help=json_help.format(cmd="compare"))
 
     adv = sub.add_parser("advise", help="advice from the field's playbook, fired by evidence in the trace")
     adv.add_argument("source", nargs="?", help="start to advise on (default: the newest recorded start)")
     adv.add_argument("--tempo", metavar="URL", help=tempo_help)
+    adv.add_argument("--json", action="store_true", help=json_help.format(cmd="advise"))
 
     pre = sub.add_parser("predict", help="per-phase linear models over recorded starts: expected vs actual")
     pre.add_argument("source", nargs="?", help="start to explain (default: the newest recorded start)")
@@ -60,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--save", metavar="FILE", help="save the fit (JSON)")
     pre.add_argument("--validate", action="store_true", help="print the leave-one-model-out error and exit")
     pre.add_argument("--tempo", metavar="URL", help=tempo_help)
+    pre.add_argument("--json", action="store_true", help=json_help.format(cmd="predict") + " (not with --validate)")
     return p
 
 
@@ -81,23 +87,31 @@ def _report(args: argparse.Namespace, tempo: str | None) -> int:
     from vllm_otel_startup.cli import report
 
     return report.run(args.source, html=args.html, png=args.png, tempo_url=tempo, trace_id=args.trace,
-                      detail=args.detail)
+                      detail=args.detail, as_json=args.json)
 
 
 def _compare(args: argparse.Namespace, tempo: str | None) -> int:
     from vllm_otel_startup.cli import compare
 
+    if args.a == args.b == "-":
+        raise ReportError("only one side can be read from standard input (-)")
     a = _side(args.a, tempo)
     b = _side(args.b, tempo)
     c = compare.compare(a, b, a_label=_label(args.a, a), b_label=_label(args.b, b),
                         allow_different_models=args.allow_different_models)
-    print(compare.table(c))
+    if args.json:
+        from vllm_otel_startup.cli import json_out
+
+        print(json_out.dumps(json_out.compare(c, compare.headlines(c), compare.shown_rows(c))))
+    else:
+        print(compare.table(c))
+    say = _to_stderr if args.json else print  # stdout holds only the document
     if args.html:
         compare.write_html(c, args.html)
-        print(f"picture: {args.html}")
+        say(f"picture: {args.html}")
     if args.png:
         compare.write_png(c, args.png)
-        print(f"picture: {args.png}")
+        say(f"picture: {args.png}")
     return 0
 
 
@@ -107,6 +121,11 @@ def _advise(args: argparse.Namespace, tempo: str | None) -> int:
     from vllm_otel_startup.cli.report import rule_errors
 
     st = sources.one(args.source, tempo_url=tempo)
+    if args.json:
+        from vllm_otel_startup.cli import json_out
+
+        print(json_out.dumps(json_out.advise(st)))
+        return 1 if rule_errors(st) else 0
     f = st.facts
     print(f"start {st.trace_id} ({f.model}, {f.outcome}, {f.total:.1f} s): {len(st.advice)} advice")
     for a in st.advice:
@@ -123,6 +142,9 @@ def _predict(args: argparse.Namespace, tempo: str | None) -> int:
     from vllm_otel_startup.cli import predict, sources
 
     corpus = args.corpus or [settings.start_dir()]
+    if args.json and args.validate:
+        raise ReportError("--json is for a start's prediction, not --validate (its table)")
+    say = _to_stderr if args.json else print  # stdout holds only the document
     if args.model:
         try:
             with open(args.model, encoding="utf-8") as fh:
@@ -133,14 +155,14 @@ def _predict(args: argparse.Namespace, tempo: str | None) -> int:
     else:
         starts = sources.many(corpus, ready_only=True, warn=_warn)
         model, validation = predict.fit_validated([predict.sample(s) for s in starts])
-        print(f"fitted on {model.n} starts from {' '.join(corpus)}")
+        say(f"fitted on {model.n} starts from {' '.join(corpus)}")
     if args.save:
         try:
             with open(args.save, "w", encoding="utf-8") as fh:
                 fh.write(model.to_json())
         except OSError as exc:
             raise ReportError(f"{args.save}: cannot write ({exc.strerror})") from None
-        print(f"saved: {args.save}")
+        say(f"saved: {args.save}")
     if args.validate:
         if validation is None:
             raise ReportError("--validate needs a corpus (not --model) with starts of at least 3 models")
@@ -149,9 +171,19 @@ def _predict(args: argparse.Namespace, tempo: str | None) -> int:
     st = sources.one(args.source, tempo_url=tempo)
     if not st.ready:
         raise ReportError(f"{st.source}: the start did not reach ready; nothing to predict")
+    if args.json:
+        from vllm_otel_startup.cli import json_out
+
+        rows, largest, notes = predict.explanation(model, predict.sample(st))
+        print(json_out.dumps(json_out.predict(st, rows, largest, notes, model.n)))
+        return 0
     print(f"start {st.trace_id}: {st.source}")
     print(predict.explain(model, predict.sample(st)))
     return 0
+
+
+def _to_stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)
 
 
 def _side(src: str, tempo: str | None) -> list[Start]:

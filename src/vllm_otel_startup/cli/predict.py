@@ -228,33 +228,47 @@ def validation_table(v: Validation) -> str:
     return "\n".join(lines)
 
 
-def explain(model: Model, s: Sample) -> str:
-    """Expected vs actual per group for one start, and the group whose residual is largest."""
+def explanation(model: Model, s: Sample) -> tuple[list[dict], dict | None, list[str]]:
+    """Per group (then the total): expected, actual, residual, typical error, whether the corpus saw such a start;
+    the group whose residual is largest with its verdict; notes."""
     exp = model.expect(s.x)
-    lines = [f"{'group':<18} {'expected':>10} {'actual':>10} {'residual':>10} {'typical error':>14}"]
-    worst, worst_res, notes = None, 0.0, []
+    rows, notes = [], []
+    worst, worst_res = None, 0.0
     for g in [g for g, _ in _spec()] + ["total"]:
         res = s.y.get(g, 0.0) - exp[g]
-        rmse = model.rmse.get(g, 0.0)
         unseen = model.unseen(g, s.x) if g != "total" else []
-        lines.append(f"{g:<18} {seconds(exp[g]):>10} {seconds(s.y.get(g, 0.0)):>10} {_signed(res):>10} "
-                     f"{('±' + seconds(rmse)) if rmse else '':>14}" + ("  (no such start in the corpus)" if unseen
-                                                                       else ""))
+        rows.append({"group": g, "expected_s": exp[g], "actual_s": s.y.get(g, 0.0), "residual_s": res,
+                     "typical_error_s": model.rmse.get(g, 0.0), "in_corpus": not unseen})
         if unseen:
             notes.append(f"{g}: the corpus has no start with {', '.join(unseen)}: its expectation is not a prediction")
         if g != "total" and abs(res) > abs(worst_res):
             worst, worst_res = g, res
+    largest = None
     if worst is not None:
         rmse = model.rmse.get(worst, 0.0)
-        lines.append("")
         if model.unseen(worst, s.x):
-            verdict = "(outside the corpus: record starts like this one to predict it)"
+            verdict, look = "(outside the corpus: record starts like this one to predict it)", False
         elif abs(worst_res) > 2 * rmse + 0.5:
-            verdict = (f"({abs(worst_res) / rmse:.1f}x its typical error: look there)" if rmse else
-                       "(beyond the fit: look there)")
+            verdict, look = (f"({abs(worst_res) / rmse:.1f}x its typical error: look there)" if rmse else
+                             "(beyond the fit: look there)"), True
         else:
-            verdict = f"(within 2x its typical error ±{seconds(rmse)}: nothing unusual)"
-        lines.append(f"largest residual: {worst} {_signed(worst_res)} {verdict}")
+            verdict, look = f"(within 2x its typical error ±{seconds(rmse)}: nothing unusual)", False
+        largest = {"group": worst, "residual_s": worst_res, "look_there": look, "verdict": verdict}
+    return rows, largest, notes
+
+
+def explain(model: Model, s: Sample) -> str:
+    """Expected vs actual per group for one start, and the group whose residual is largest."""
+    rows, largest, notes = explanation(model, s)
+    lines = [f"{'group':<18} {'expected':>10} {'actual':>10} {'residual':>10} {'typical error':>14}"]
+    for r in rows:
+        rmse = r["typical_error_s"]
+        lines.append(f"{r['group']:<18} {seconds(r['expected_s']):>10} {seconds(r['actual_s']):>10} "
+                     f"{_signed(r['residual_s']):>10} {('±' + seconds(rmse)) if rmse else '':>14}"
+                     + ("" if r["in_corpus"] else "  (no such start in the corpus)"))
+    if largest is not None:
+        lines.append("")
+        lines.append(f"largest residual: {largest['group']} {_signed(largest['residual_s'])} {largest['verdict']}")
     lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 

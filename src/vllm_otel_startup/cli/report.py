@@ -30,17 +30,24 @@ def rule_errors(st: Start, err: TextIO | None = None) -> bool:
 
 
 def run(source: str | None, *, html: str | None = None, png: str | None = None, tempo_url: str | None = None,
-        trace_id: str | None = None, out: TextIO | None = None, detail: bool = False) -> int:
-    """Exit status 0; 1 where the start did not reach ready or an advice rule failed on it."""
+        trace_id: str | None = None, out: TextIO | None = None, detail: bool = False, as_json: bool = False) -> int:
+    """Exit status 0; 1 where the start did not reach ready or an advice rule failed on it. ``as_json``: one JSON
+    document on ``out`` (json_out.report), the picture notes on stderr."""
     out = out or sys.stdout
     st = sources.one(source, tempo_url=tempo_url, trace_id=trace_id)
-    print(f"start {st.trace_id}  outcome={st.root.attrs.get(sc.OUTCOME, '?')}  file={st.source}", file=out)
-    print(render(st, detail=detail), file=out)
+    if as_json:
+        from vllm_otel_startup.cli import json_out
+
+        print(json_out.dumps(json_out.report(st)), file=out)
+    else:
+        print(f"start {st.trace_id}  outcome={st.root.attrs.get(sc.OUTCOME, '?')}  file={st.source}", file=out)
+        print(render(st, detail=detail), file=out)
+    notes = sys.stderr if as_json else out
     if html:
         waterfall.write_html(st, html)
-        print(f"waterfall: {html}", file=out)
+        print(f"waterfall: {html}", file=notes)
     if png:
         waterfall.write_png(st, png)
-        print(f"waterfall: {png}", file=out)
+        print(f"waterfall: {png}", file=notes)
     failed_rules = rule_errors(st)
     return 0 if st.ready and not failed_rules else 1

@@ -22,7 +22,7 @@ from vllm_otel_startup.model.spanmodel import Span, parse_text
 from vllm_otel_startup.model.start import Start
 from vllm_otel_startup.settings import start_dir as default_dir
 
-__all__ = ["TRACE_ID", "Start", "latest_file", "many", "one", "parse_text", "read_file", "starts_in"]
+__all__ = ["STDIN", "TRACE_ID", "Start", "latest_file", "many", "one", "parse_text", "read_file", "starts_in"]
 
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 _PATTERN = re.compile(r"[*?\[]")
@@ -44,7 +44,22 @@ def _open_text(path: str) -> str:
         raise ReportError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
 
 
+STDIN = "-"  # a SOURCE of "-": the start is read from standard input (plain or gzipped)
+
+
+def _stdin_text() -> str:
+    import sys
+
+    data = sys.stdin.buffer.read()
+    try:
+        return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise ReportError(f"<stdin>: cannot read ({exc.__class__.__name__}: {exc})") from None
+
+
 def read_file(path: str) -> list[Span]:
+    if path == STDIN:
+        return parse_text(_stdin_text(), "<stdin>")
     return parse_text(_open_text(path), path)
 
 
@@ -100,6 +115,8 @@ def one(source: str | None, *, tempo_url: str | None = None, trace_id: str | Non
         if not os.path.exists(local):
             raise ReportError(f"trace {source}: not in {default_dir()} (to fetch it from Tempo: --tempo URL)")
         source = local
+    if source == STDIN:
+        return _pick(starts_in(read_file(STDIN), "<stdin>"), trace_id, "<stdin>")
     path = source or latest_file()
     if os.path.isdir(path):
         path = latest_file(path)
@@ -123,6 +140,9 @@ def many(sources: list[str], *, ready_only: bool = False,
     for src in sources:
         if src.startswith(("http://", "https://")) or (TRACE_ID.match(src) and not os.path.exists(src)):
             out.append(one(src))
+            continue
+        if src == STDIN:  # every start on standard input
+            out.extend(starts_in(read_file(STDIN), "<stdin>"))
             continue
         if os.path.isfile(src):
             out.extend(starts_in(read_file(src), src))
