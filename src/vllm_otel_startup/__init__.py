@@ -72,22 +72,27 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         from vllm_otel_startup.semconv import INSTRUMENTATION_NAME
 
         provider = kwargs.get("tracer_provider") or trace.get_tracer_provider()
-        tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=provider)
-        rt = Runtime(info, tracer, provider)
-        probes = Probes(rt)
         cls = VllmStartupInstrumentor
-        cls._runtime, cls._probes, cls._provider_state = rt, probes, None
-        if hasattr(provider, "add_span_processor"):
+        cls._provider_state = None
+        window: StartupSampler | None = None
+        sdk = hasattr(provider, "add_span_processor")
+        if sdk:
             from vllm_otel_startup.agent.ids import UrandomIdGenerator
 
             sampler = getattr(provider, "sampler", None)
             cls._provider_state = (provider, getattr(provider, "id_generator", None), sampler)
             # vLLM seeds Python's global random (set_random_seed): the SDK's default ids would repeat
             provider.id_generator = UrandomIdGenerator()
-            # an SDK provider cannot drop a span processor: uninstrument() makes it inert (rt.active False)
+            if sampler is not None:  # tracers made from now on (ours below; vLLM makes one per call) use it
+                provider.sampler = window = StartupSampler(sampler)
+        tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=provider)
+        rt = Runtime(info, tracer, provider)
+        probes = Probes(rt)
+        cls._runtime, cls._probes = rt, probes
+        if window is not None:
+            window.rt = rt
+        if sdk:  # an SDK provider cannot drop a span processor: uninstrument() makes it inert (rt.active False)
             provider.add_span_processor(StartupSpanProcessor(rt, probes))
-            if sampler is not None:  # tracers made from now on (vLLM makes one per call) use it
-                provider.sampler = StartupSampler(sampler, rt)
         rt.start()
         cls._installer = Installer(rt, tracer, probes=probes)
         cls._installer.install()

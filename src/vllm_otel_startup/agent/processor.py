@@ -182,18 +182,40 @@ def scrub_span(span: Any) -> None:
         failed(SPANS, f"scrub of span {getattr(span, 'name', '?')!r}")
 
 
-class StartupSampler(Sampler):
-    """Delegates to the configured sampler; drops vLLM startup-span names after this process is ready."""
+def _switched_off(sampler: Sampler) -> bool:
+    """always_off (or parent-based with an always_off root): the operator wants no traces at all."""
+    desc = sampler.get_description()
+    return desc == "AlwaysOffSampler" or desc.startswith("ParentBased{root:AlwaysOffSampler")
 
-    def __init__(self, delegate: Sampler, rt: Runtime) -> None:
+
+class StartupSampler(Sampler):
+    """Keeps the start's trace whole and delegates the rest: until this process is ready every span is sampled (a
+    ratio or parent-based sampler meant for request traffic would drop whole starts, or, with its per-process
+    decision, parts of one), unless the configured sampler is always_off; after ready it delegates, and drops vLLM's
+    startup-span names (a recompile while serving is not startup)."""
+
+    def __init__(self, delegate: Sampler, rt: Runtime | None = None) -> None:
         self.delegate = delegate
-        self.rt = rt
+        self.rt = rt  # set once the runtime exists (the tracer it holds is made after this sampler is in place)
+        self.off = _switched_off(delegate)
 
     def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None,
                       trace_state=None) -> SamplingResult:  # noqa: PLR0913
-        if self.rt.done and (name in NATIVE_SPANS or name in self.rt.native_phases):
-            return SamplingResult(Decision.DROP)
+        rt = self.rt
+        if rt is not None and not self.off:
+            if not rt.done:
+                return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes, _trace_state(parent_context))
+            if name in NATIVE_SPANS or name in rt.native_phases:
+                return SamplingResult(Decision.DROP)
         return self.delegate.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
 
     def get_description(self) -> str:
         return f"VllmStartupWindow{{{self.delegate.get_description()}}}"
+
+
+def _trace_state(parent_context: Any) -> Any:
+    """The parent's trace state, kept as the SDK's own samplers keep it."""
+    from opentelemetry.trace import get_current_span
+
+    ctx = get_current_span(parent_context).get_span_context()
+    return ctx.trace_state if ctx is not None and ctx.is_valid else None
