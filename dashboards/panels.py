@@ -40,9 +40,11 @@ def label_variable(name: str, label: str, metric_selector: str, label_name: str)
             .multi(True).include_all(True).all_value(".*").current(ALL))
 
 
-def target(expr: str, ref: str, legend: str = "", *, instant: bool = False, table_format: bool = False
-           ) -> pb.Dataquery:
+def target(expr: str, ref: str, legend: str = "", *, instant: bool = False, table_format: bool = False,
+           exemplar: bool = False) -> pb.Dataquery:
     t = pb.Dataquery().expr(expr).ref_id(ref).datasource(PROM)
+    if exemplar:  # the counters' exemplars (the start's trace_id): Grafana draws them, a click opens the trace
+        t = t.exemplar(True)
     if legend:
         t = t.legend_format(legend)
     t = t.instant() if instant else t.range()
@@ -61,14 +63,14 @@ def _refs(targets: Sequence[tuple[str, str]]) -> list[tuple[str, str, str]]:
 
 
 def timeseries_panel(title: str, description: str, targets: Sequence[tuple[str, str]], unit: str, *,
-                     w: int = 12, h: int = 8, stacked_bars: bool = False, interval: str = "",
+                     w: int = 12, h: int = 8, stacked_bars: bool = False, interval: str = "", exemplars: bool = False,
                      ) -> timeseries.Panel:
     """``targets``: (expr, legend) pairs."""
     p = (timeseries.Panel().title(title).description(description).datasource(PROM).unit(unit).span(w).height(h)
          .legend(cb.VizLegendOptions().show_legend(True).display_mode(cm.LegendDisplayMode.TABLE)
                  .placement(cm.LegendPlacement.RIGHT).calcs(["mean", "max"])))
     for expr, ref, legend in _refs(targets):
-        p = p.with_target(target(expr, ref, legend))
+        p = p.with_target(target(expr, ref, legend, exemplar=exemplars))
     if stacked_bars:
         p = (p.draw_style(cm.GraphDrawStyle.BARS).fill_opacity(80)
              .stacking(cb.StackingConfig().mode(cm.StackingMode.NORMAL)))

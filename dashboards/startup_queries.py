@@ -63,6 +63,12 @@ def starts(matchers: Matchers, window: str, labels: Sequence[str] = (), *extra: 
     return _over_new("count", labels, v.LAST_START, matchers, window, *extra, ratio=ratio)
 
 
+def start_exemplars(matchers: Matchers, labels: Sequence[str]) -> str:
+    """The raw starts counter (one series per start, 1 from its ready point): what Prometheus keeps the exemplars
+    of (each the start's trace_id and root span); a recorded series has none."""
+    return q.agg("sum", labels, q.selector(v.STARTS, matchers))
+
+
 def slowest_starts(matchers: Matchers, window: str, labels: Sequence[str], n: int = 20) -> str:
     """The ``n`` slowest starts of the window, one row per start (``labels`` should include the trace id)."""
     return f"topk({n}, {q.agg('max', labels, _new(v.LAST_START, matchers, window))})"

@@ -291,6 +291,24 @@ def test_local_collector_and_grafana_provisioning_fit_together():
     assert grafana_mounts["../../mixin/dashboards_out"] == provider["providers"][0]["options"]["path"]
 
 
+def test_exemplars_are_stored_and_link_to_the_trace_datasource():
+    """Prometheus keeps the counters' exemplars, the Prometheus datasource turns their trace_id label into a link to
+    the Tempo datasource, and every graph over a raw startup counter asks for them."""
+    compose = yaml.safe_load((COMPOSE / "compose.yaml").read_text())
+    assert "--enable-feature=exemplar-storage" in compose["services"]["prometheus"]["command"]
+    sources = {d["type"]: d for d in yaml.safe_load(
+        (COMPOSE / "grafana/provisioning/datasources/datasources.yaml").read_text())["datasources"]}
+    [link] = sources["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
+    assert link == {"name": "trace_id", "datasourceUid": sources["tempo"]["uid"]}
+    # a raw startup counter of /metrics (recorded series have none; the resource counters come over OTLP only)
+    counters = [sc.prom_name(m) for m, (kind, *_) in sc.STARTUP_METRICS.items() if kind == "counter"]
+    raw = re.compile(r"\b(" + "|".join(counters) + r")\{")
+    targets = [t for path in sorted((tools.REPO / "mixin/dashboards_out").glob("*.json"))
+               for panel in json.loads(path.read_text())["panels"] for t in panel.get("targets", [])
+               if raw.search(t.get("expr", "")) and not t.get("instant")]  # a graph draws exemplars, a stat not
+    assert targets and all(t.get("exemplar") is True for t in targets), targets
+
+
 def test_image_bakes_the_package_in():
     dockerfile = (tools.REPO / "deploy/image/Dockerfile").read_text()
     assert "vllm-otel-startup" in dockerfile and "opentelemetry-instrument" in dockerfile

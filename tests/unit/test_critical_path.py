@@ -207,3 +207,18 @@ def test_the_rank_that_ended_a_phase_last_is_named_with_how_long_the_others_wait
     assert w.text() == ("ranks: Allocate KV cache ended last on worker 0 of 2, 1.00 s after the first (took 1.50 s; "
                         "the quickest rank 0.48 s)")
     assert start_with().rank_waits == []  # one worker (or none): nothing to compare
+
+
+def test_the_executors_own_work_explains_its_idle_workers_but_an_rpc_around_their_work_does_not():
+    """Between two calls to its workers the EngineCore works alone (the executor's handshake with their message
+    queues): its leaf span there overlaps no worker span, so it explains the idle workers' instant. A leaf around
+    an RPC (it overlaps the worker's spans) never does: the worker's own unnamed time inside it stays a gap."""
+    worker = [span("wk", "core", sc.WORKER_PROCESS_SPAN, 4, 8, kind="worker", phase="worker_process"),
+              span("wimp", "wk", "Imports", 4, 5, kind="worker"),
+              span("winit", "wk", "Worker init", 7, 8, kind="worker")]
+    idle = start_with(*worker)  # 5-7: the worker idle; the EngineCore's Load model/Load weights overlap its imports
+    assert ("worker", 2.0) in [(g.kind, round(g.seconds, 3)) for g in idle.gaps]
+    hand = start_with(*worker, span("hs", "load", "Worker handshake", 6, 7, kind="engine_core"))
+    assert ("worker", 1.0) in [(g.kind, round(g.seconds, 3)) for g in hand.gaps]  # 5-6 left: Load weights' RPC
+    rpc = start_with(*worker, span("hs", "load", "Worker handshake", 4.5, 7, kind="engine_core"))  # meets wimp
+    assert ("worker", 2.0) in [(g.kind, round(g.seconds, 3)) for g in rpc.gaps]

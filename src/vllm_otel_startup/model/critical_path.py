@@ -6,9 +6,11 @@ process covers it (a leaf: no child span in the same process). A waiting span ex
 child it waits for works, and a parent's self time is never counted as explained. One exception, the other way
 round: where the innermost process runs no span of its own (a worker idle between its startup calls) while an
 outer process collects garbage or imports a module (a detail span: interpreter work, never a phase that waits on
-the child), that is the work of the instant; and where a worker runs no span of its own while another worker of
-its EngineCore runs a leaf span (the executor's collective call waits for every rank), that rank's work is. What is
-not covered is named: the process, and the span that ended right before the gap.
+the child), or runs a leaf span that overlaps no span of a process inside it (the executor's handshake with its
+idle workers: its own work, not a wait on theirs), that is the work of the instant; and where a worker runs no span
+of its own while another worker of its EngineCore runs a leaf span (the executor's collective call waits for every
+rank), that rank's work is. What is not covered is named: the process, and the span that ended right before the
+gap.
 
 Stdlib only: the printed-at-ready summary uses it inside the server process.
 """
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.model.facts import Lane, lanes, phase_of
-from vllm_otel_startup.model.intervals import covers, merge
+from vllm_otel_startup.model.intervals import covers, merge, overlaps
 from vllm_otel_startup.model.spanmodel import Span
 
 
@@ -114,6 +116,7 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
     detail: dict[int, list[tuple[int, int]]] = {}  # lane -> its garbage collections and imports
     on_front: dict[int, list[tuple[int, int]]] = {}  # lane -> its waits for its front end
     on_peers: dict[int, list[tuple[int, int]]] = {}  # lane -> its waits for the other processes of its kind
+    leaves_of: dict[int, list[Span]] = {}
     for ln in ls:
         on_front[id(ln)] = merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_FRONT_END)
         on_peers[id(ln)] = merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_PEERS)
@@ -124,11 +127,21 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
                      sorted((s.end, s.name) for s in leaves)))
         own[id(ln)] = merge((s.start, s.end) for s in ln.spans if s is not ln.span and s.end > s.start)
         detail[id(ln)] = merge((s.start, s.end) for s in leaves if phase_of(s) in sc.DETAIL_PHASES)
+        leaves_of[id(ln)] = leaves
+    # an outer process's own work: its leaves that overlap no span of a deeper process (a leaf around an RPC to its
+    # workers overlaps their spans; the executor's handshake with idle workers overlaps none)
+    solo: dict[int, list[tuple[int, int]]] = {}
+    for ln, d, _, _ in info:
+        deeper = merge((s.start, s.end) for x, dx, _, _ in info if dx > d for s in x.spans
+                       if s is not x.span and s.end > s.start)
+        solo[id(ln)] = merge((s.start, s.end) for s in leaves_of[id(ln)]
+                             if phase_of(s) not in sc.DETAIL_PHASES and not overlaps(deeper, s.start, s.end))
     t0, t1 = root.start, max(root.end, root.start)
     cuts = {t0, t1}
     for ln, _, u, _ in info:
-        for t in (ln.span.start, ln.span.end, *(x for ivs in (u, own[id(ln)], detail[id(ln)], on_front[id(ln)],
-                                                              on_peers[id(ln)]) for iv in ivs for x in iv)):
+        for t in (ln.span.start, ln.span.end, *(x for ivs in (u, own[id(ln)], detail[id(ln)], solo[id(ln)],
+                                                              on_front[id(ln)], on_peers[id(ln)])
+                                                for iv in ivs for x in iv)):
             if t0 < t < t1:
                 cuts.add(t)
     edges = sorted(cuts)
@@ -145,7 +158,7 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
         if any(covers(u, mid) for _, _, u, _ in cands):
             continue
         idle = not any(covers(own[id(x[0])], mid) for x in cands)
-        if idle and any(covers(detail[id(x[0])], mid) for x in live if x[1] < inner):
+        if idle and any(covers(detail[id(x[0])], mid) or covers(solo[id(x[0])], mid) for x in live if x[1] < inner):
             continue
         me = cands[0][0]
         # a worker with no span of its own open waits for the executor's next call, which waits for every rank of

@@ -42,6 +42,12 @@ def minus(intervals: list[Interval], taken: list[Interval]) -> list[Interval]:
     return out
 
 
+def overlaps(merged: list[Interval], a: float, b: float) -> bool:
+    """Whether the open interval (a, b) meets one of these merged intervals."""
+    i = bisect.bisect_left(merged, (b, float("-inf"))) - 1  # the last interval starting before b
+    return i >= 0 and merged[i][1] > a
+
+
 def covers(merged: list[Interval], t: float) -> bool:
     """Whether a point lies inside one of these merged intervals (end excluded)."""
     i = bisect.bisect_right(merged, (t, float("inf"))) - 1
