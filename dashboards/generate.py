@@ -148,23 +148,96 @@ def kustomization() -> str:
     return HEADER + _yaml(doc)
 
 
-def files(runbook_base: str = RUNBOOK_BASE) -> dict[Path, str]:
+def files(runbook_base: str = RUNBOOK_BASE, budgets: alerts.Budgets | None = None) -> dict[Path, str]:
     out = {JSON_DIR / f"{uid}.json": text for uid, text in _dashboards()}
     out |= {V2_DIR / f"{uid}.json": _text(doc) for uid, doc in dashboards_v2().items()}
     out[KUSTOMIZATION] = kustomization()
     out[RULES] = rules_file()
-    out[ALERTS] = alerts_file(runbook_base=runbook_base)
-    out[PROMETHEUS_RULE] = prometheus_rule(runbook_base=runbook_base)
+    out[ALERTS] = alerts_file(budgets, runbook_base=runbook_base)
+    out[PROMETHEUS_RULE] = prometheus_rule(budgets, runbook_base=runbook_base)
     return out
+
+
+class ConfigError(ValueError):
+    """A mixin configuration file that cannot be used (one line, naming the file and the key)."""
+
+
+def read_config(path: Path) -> tuple[str | None, alerts.Budgets]:
+    """A team's mixin configuration (YAML): ``runbook_base`` (an absolute http(s) URL: Alertmanager and Grafana
+    resolve nothing relative) and ``budgets`` (any field of alerts.Budgets: thresholds, windows, the vLLM container's
+    name). Unknown keys and wrong types are errors, not silently ignored."""
+    import dataclasses
+    from urllib.parse import urlsplit
+
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping with runbook_base and/or budgets")
+    unknown = sorted(set(doc) - {"runbook_base", "budgets"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {unknown} (known: runbook_base, budgets)")
+    base = doc.get("runbook_base")
+    if base is not None:
+        parts = urlsplit(str(base))
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"{path}: runbook_base must be an absolute http(s) URL, got {base!r}")
+    fields = {f.name: f for f in dataclasses.fields(alerts.Budgets)}
+    given = doc.get("budgets") or {}
+    if not isinstance(given, dict):
+        raise ConfigError(f"{path}: budgets must be a mapping of alerts.Budgets fields")
+    bad = sorted(set(given) - set(fields))
+    if bad:
+        raise ConfigError(f"{path}: unknown budgets {bad} (known: {', '.join(sorted(fields))})")
+    defaults, values = alerts.Budgets(), {}
+    for key, value in given.items():
+        default = getattr(defaults, key)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(default, float) and number:
+            values[key] = float(value)
+        elif isinstance(default, dict) and isinstance(value, dict) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
+            values[key] = {**default, **{str(k): float(v) for k, v in value.items()}}  # e.g. one phase's budget
+        elif type(default) is type(value) and not isinstance(default, (float, dict)):
+            values[key] = value
+        else:
+            raise ConfigError(f"{path}: budgets.{key} must be {type(default).__name__}, got {value!r}")
+    return base, dataclasses.replace(defaults, **values)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail when a committed file drifts from the code")
-    ap.add_argument("--runbook-base", default=RUNBOOK_BASE,
+    ap.add_argument("--runbook-base", default=None,
                     help="runbook_url prefix of the alerts (e.g. your repository's docs/runbooks.md URL)")
+    ap.add_argument("--config", type=Path, metavar="FILE",
+                    help="a team's mixin configuration (YAML: runbook_base, budgets); see dashboards/README.md")
+    ap.add_argument("--out", type=Path, metavar="DIR",
+                    help="write the mixin (dashboards, rules, alerts, PrometheusRule) under DIR instead of the "
+                         "repository's mixin/ and deploy/")
     a = ap.parse_args(argv)
-    wanted = files(a.runbook_base)
+    base, budgets = RUNBOOK_BASE, None
+    if a.config is not None:
+        try:
+            configured, budgets = read_config(a.config)
+        except ConfigError as exc:
+            print(f"dashboards.generate: error: {exc}", file=sys.stderr)
+            return 2
+        base = configured or base
+    base = a.runbook_base or base
+    wanted = files(base, budgets)
+    if a.out is not None:
+        if a.check:
+            print("dashboards.generate: error: --check compares the repository's files; not with --out",
+                  file=sys.stderr)
+            return 2
+        for path, text in wanted.items():
+            target = a.out / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        print(f"wrote {len(wanted)} files under {a.out}")
+        return 0
     stale = sorted(p for d in (JSON_DIR, V2_DIR) for p in d.glob("*.json") if p not in wanted)
     if a.check:
         bad = 0

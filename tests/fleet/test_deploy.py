@@ -56,6 +56,45 @@ def test_there_are_overlays_for_the_operator_span_metrics_and_a_concrete_deploym
     assert {"example", "operator", "spanmetrics", "kube-prometheus-stack", "scrape-only"} <= set(OVERLAYS)
 
 
+def test_the_monitoring_only_overlay_is_the_rules_dashboards_scrape_and_collector_config():
+    """For a team with its own vLLM and collector: no workload of ours, the same PrometheusRule and PodMonitor as the
+    base, every dashboard ConfigMap, and the collector configuration to take the startup pipeline from."""
+    kinds = sorted({d["kind"] for d in docs("overlays/monitoring-only")})
+    assert kinds == ["ConfigMap", "PodMonitor", "PrometheusRule"], kinds
+    assert one("overlays/monitoring-only", "PrometheusRule", "vllm-startup") == one("base", "PrometheusRule",
+                                                                                  "vllm-startup")
+    maps = {d["metadata"]["name"] for d in docs("overlays/monitoring-only") if d["kind"] == "ConfigMap"}
+    assert maps == {d["metadata"]["name"] for d in docs("base") if d["kind"] == "ConfigMap"}
+    assert {f"grafana-dashboard-{p.stem}" for p in (tools.REPO / "mixin/dashboards_out").glob("*.json")} <= maps
+
+
+def test_a_teams_mixin_configuration_sets_runbook_urls_and_budgets(tmp_path):
+    """dashboards.generate --config: absolute runbook URLs and the team's thresholds, written elsewhere (--out); a bad
+    file is one error line and exit 2."""
+    conf = tmp_path / "team.yaml"
+    conf.write_text("runbook_base: https://wiki.example.com/vllm/runbooks.md\n"
+                    "budgets: {ready_s: 300, phase_s: {torch_compile: 120}, container: vllm-server}\n")
+    assert generate.main(["--config", str(conf), "--out", str(tmp_path / "out")]) == 0
+    rules = yaml.safe_load((tmp_path / "out/mixin/prometheus_alerts.yaml").read_text())
+    alerts = [r for g in rules["groups"] for r in g["rules"]]
+    assert alerts and all(r["annotations"]["runbook_url"].startswith("https://wiki.example.com/vllm/runbooks.md#")
+                          for r in alerts)
+    text = (tmp_path / "out/mixin/prometheus_alerts.yaml").read_text()
+    slow = next(r["expr"] for r in alerts if r["alert"] == "VllmStartupSlow")
+    assert re.search(r">\s+300\s", slow), slow  # p95 time to ready over the team's 300 s
+    assert 'label_replace(vector(120), "vllm_startup_phase", "torch_compile"' in text  # one phase's budget changed
+    assert 'label_replace(vector(300), "vllm_startup_phase", "weights_load"' in text  # the others kept
+    assert 'container="vllm-server"' in text
+    default = (tools.REPO / "mixin/prometheus_alerts.yaml").read_text()
+    assert 'container="vllm"' in default and "wiki.example.com" not in default  # the repository's files untouched
+    rule = yaml.safe_load((tmp_path / "out/deploy/kubernetes/base/prometheusrule.yaml").read_text())
+    assert [g["name"] for g in rule["spec"]["groups"]][-len(rules["groups"]):] == [g["name"] for g in rules["groups"]]
+    for bad in ("runbook_base: docs/runbooks.md\n", "budgets: {ready_s: soon}\n", "budget: {}\n"):
+        conf.write_text(bad)
+        assert generate.main(["--config", str(conf), "--out", str(tmp_path / "bad")]) == 2
+    assert not (tmp_path / "bad").exists()
+
+
 @pytest.mark.parametrize("name", BUILDS)
 def test_kustomize_builds_and_kubernetes_validate_strict_accepts_it(name, tmp_path):
     out = tmp_path / "manifests.yaml"
