@@ -41,7 +41,8 @@ E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-s
 VENV = E2E_HOME / "venv-vllm"
 BACKENDS = E2E_HOME / "venv-backends"
 PKG_BIN = E2E_HOME / "pkgroot/usr/bin"
-MIXIN_RULES = Path(__file__).resolve().parents[1] / "mixin" / "prometheus_rules.yaml"
+REPO = Path(__file__).resolve().parents[1]
+MIXIN_RULES = REPO / "mixin" / "prometheus_rules.yaml"
 RULE_INTERVAL = "2s"
 
 

@@ -110,8 +110,13 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
             f'exec {harness.VENV}/bin/python -m vllm.entrypoints.openai.api_server --model "$model" "$@"\n')
         (bin_dir / "vllm").chmod(0o755)
     if layout.get("entry") == "operator" and instrument:
+        # the activation deploy/adoption/ ships for an unchanged command (Helm values, a KServe runtime): its
+        # variables, with PYTHONPATH at a link to OpenTelemetry's sitecustomize folder as deploy/image makes it
         site = next((harness.VENV / "lib").glob("python3*/site-packages"))
-        env["PYTHONPATH"] = str(site / "opentelemetry" / "instrumentation" / "auto_instrumentation")
+        link = work / "opt-otel-auto-instrumentation"
+        if not link.exists():
+            link.symlink_to(site / "opentelemetry" / "instrumentation" / "auto_instrumentation")
+        env.update({k: (str(link) if k == "PYTHONPATH" else v) for k, v in adoption_env().items()})
         wrapped = False  # no launcher: the injected sitecustomize instruments the process
 
     def read_metrics(proc) -> None:
@@ -128,6 +133,16 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
                           expect_ready=False, warm_modelinfo=True, on_ready=read_metrics, timeout=480)
     observed = observe(s.backends, start) if instrument and start.ready_ns else None
     return LayoutStart(observed, start, metrics)
+
+
+def adoption_env() -> dict[str, str]:
+    """The activation variables of deploy/adoption/kserve-servingruntime.yaml (the same in the production-stack
+    values: tests/fleet/test_deploy.py), without the deployment's endpoint, service name and cluster."""
+    import yaml
+
+    doc = yaml.safe_load((harness.REPO / "deploy/adoption/kserve-servingruntime.yaml").read_text())
+    env = {e["name"]: e["value"] for e in doc["spec"]["containers"][0]["env"]}
+    return {k: v for k, v in env.items() if k in ("PYTHONPATH", "OTEL_PYTHON_DISTRO", "OTEL_PYTHON_CONFIGURATOR")}
 
 
 def _alone(layout: dict) -> bool:

@@ -348,6 +348,27 @@ def test_exemplars_are_stored_and_link_to_the_trace_datasource():
     assert targets and all(t.get("exemplar") is True for t in targets), targets
 
 
+def test_the_unchanged_command_path_is_one_set_of_variables_in_the_image_the_chart_and_the_runtime():
+    """deploy/adoption: the production-stack values and the KServe runtime turn the agent on with the same variables
+    (OpenTelemetry's sitecustomize folder on PYTHONPATH, at the link deploy/image makes; our distro and configurator
+    named), leave the command alone, and the e2e Operator layout starts vLLM with exactly these
+    (tests/e2e/test_layouts.py adoption_env)."""
+    wanted = {"PYTHONPATH": "/opt/otel-auto-instrumentation", "OTEL_PYTHON_DISTRO": "vllm_startup",
+              "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"}
+    values = yaml.safe_load((tools.REPO / "deploy/adoption/production-stack-values.yaml").read_text())
+    [model] = values["servingEngineSpec"]["modelSpec"]
+    runtime = yaml.safe_load((tools.REPO / "deploy/adoption/kserve-servingruntime.yaml").read_text())
+    [container] = runtime["spec"]["containers"]
+    for env in (model["env"], container["env"]):
+        got = {e["name"]: e["value"] for e in env}
+        assert {k: got.get(k) for k in wanted} == wanted
+        assert "OTEL_EXPORTER_OTLP_ENDPOINT" in got
+    assert container["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]  # KServe's, unchanged
+    assert "command" not in model  # the chart's own `vllm serve`
+    dockerfile = (tools.REPO / "deploy/image/Dockerfile").read_text()
+    assert "/opt/otel-auto-instrumentation" in dockerfile and "auto_instrumentation" in dockerfile
+
+
 def test_image_bakes_the_package_in():
     dockerfile = (tools.REPO / "deploy/image/Dockerfile").read_text()
     assert "vllm-otel-startup" in dockerfile and "opentelemetry-instrument" in dockerfile
