@@ -182,3 +182,14 @@ def test_every_wrapper_of_ours_is_made_in_one_place():
     found = [f"{p.relative_to(SRC)}: {m}" for p in (SRC / PKG).rglob("*.py") if p.name != "wrapping.py"
              for m in makers if m in p.read_text()]
     assert found == []
+
+
+def test_the_readme_layout_names_every_module():
+    """README's "Layout" section is true to the tree: a newcomer finds every module of src/ named there."""
+    text = (ROOT / "README.md").read_text()
+    layout = text[text.index("## Layout"):]
+    layout = layout[:layout.index("\n## ", 1)] if "\n## " in layout[1:] else layout
+    modules = [p for p in (SRC / PKG).rglob("*.py") if p.name != "__init__.py"]
+    assert modules
+    missing = sorted(str(p.relative_to(SRC / PKG)) for p in modules if f"`{p.name}`" not in layout)
+    assert missing == [], f"README's Layout does not name {missing}"
