@@ -90,6 +90,12 @@ def build() -> db.Dashboard:
         + PHASE_SELECTIONS,
         [(sq.phase_mean_per_process(m, RANGE, ph.STACKED_PHASES), f"{{{{{v.PHASE}}}}}")], "s", w=8, h=10))
 
+    d = d.with_panel(p.bargauge_panel(
+        "Rank waits by phase (tensor / pipeline parallel)", "Starts with several workers per EngineCore: per leaf "
+        "phase, the longest a rank waited for the slowest one to end it (the executor's next call waits for every "
+        "rank). The start's report names the straggler rank (`ranks: ... ended last on worker N`).",
+        [(sq.rank_waits(m, RANGE), f"{{{{{v.PHASE}}}}}")], "s", w=8, h=10))
+
     d = d.with_row(p.row("Slowest recent starts"))
     slowest = (p.table_panel(
         "Slowest starts", "The slowest starts of the time range with their causes; the trace id opens the start "

@@ -55,8 +55,9 @@ ALL = ".*"
 OTLP, SCRAPE = "otlp", "scrape"
 CGROUP = "cgroup"
 COMPILE_KEY = "compile_key"  # a start whose torch.compile span carries vLLM's cache key (vLLM >= 0.18 here)
-NEEDS = frozenset({al.KSM, al.GPU, CGROUP, COMPILE_KEY, al.FAILED_START, al.COMPILE, al.COMPILE_MISS, al.HUB_DOWNLOAD,
-                   al.HISTORY, al.FIRING, al.STARTING})
+RANKS = "ranks"  # a start with several workers per EngineCore (tensor / pipeline parallel): its rank waits
+NEEDS = frozenset({al.KSM, al.GPU, CGROUP, COMPILE_KEY, RANKS, al.FAILED_START, al.COMPILE, al.COMPILE_MISS,
+                   al.HUB_DOWNLOAD, al.HISTORY, al.FIRING, al.STARTING})
 
 _VAR = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
 _RESOURCE = {sc.prom_name(m) for m in sc.RESOURCE_METRICS}
@@ -109,6 +110,8 @@ def derived_needs(expr: str) -> tuple[frozenset[str], frozenset[str]]:
         needs.add(al.COMPILE)
     if v.COMPILE_KEYS in series:
         needs.add(COMPILE_KEY)
+    if v.RANK_WAIT in series:
+        needs.add(RANKS)
     if series & v.IN_PROGRESS:
         needs.add(al.STARTING)
     for _series, lbl, op, value in u.matchers:

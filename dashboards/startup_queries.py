@@ -63,6 +63,12 @@ def starts(matchers: Matchers, window: str, labels: Sequence[str] = (), *extra: 
     return _over_new("count", labels, v.LAST_START, matchers, window, *extra, ratio=ratio)
 
 
+def rank_waits(matchers: Matchers, window: str) -> str:
+    """Tensor / pipeline parallel: per leaf phase, the longest time ranks waited for their straggler in a start of
+    the window."""
+    return _over_new("max", [v.PHASE], v.RANK_WAIT, matchers, window)
+
+
 def start_exemplars(matchers: Matchers, labels: Sequence[str]) -> str:
     """The raw starts counter (one series per start, 1 from its ready point): what Prometheus keeps the exemplars
     of (each the start's trace_id and root span); a recorded series has none."""

@@ -34,6 +34,7 @@ COMPILES = _metric("vllm.startup.compiles")
 COMPILE_KEYS = _metric("vllm.startup.compile_keys")  # counter: one series per compile-cache key
 WEIGHTS_BYTES = _metric("vllm.startup.weights.bytes")
 WEIGHTS_LOAD_TIME = _metric("vllm.startup.weights.load_time")
+RANK_WAIT = _metric("vllm.startup.rank_wait")  # gauge: a start's longest waits for its straggler rank, by phase
 LAST_START = _metric("vllm.startup.last_start.duration")  # gauge: one series per start, with its trace id and time
 
 # --- a start in progress (gauges, until each process's ready point) ---------------------------------------

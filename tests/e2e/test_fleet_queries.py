@@ -38,7 +38,7 @@ from dashboards import queries as dq  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 CAN = frozenset({"compile", "compile_cache_miss", "compile_key", "failed_start", "cgroup", "kube_state_metrics",
-                 "hub_download"})
+                 "hub_download", "ranks"})
 CANNOT = {"gpu": "no GPU on the CI machine (tests/fleet/test_gpu_queries.py runs them on a recorded H100 start)",
           "history": "days of earlier starts",
           "firing": "a full alert expression returns data only while it fires (promtool tests cover it)",

@@ -35,6 +35,7 @@ from e2e_observed import Observed, observe
 from support import harness
 from support.plans import Session, plan
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent import observations
 from vllm_otel_startup.model import critical_path
 from vllm_otel_startup.model.start import Start
 
@@ -247,6 +248,14 @@ def test_the_start_is_on_otlp_with_its_duration(layout, backends):
     [otlp] = backends.vm_query(f'vllm_startup_last_start_duration_seconds{{k8s_pod_name="{on.start.name}"}}')
     assert float(otlp["value"][1]) == pytest.approx(on.observed.root.duration, rel=1e-3)
     assert otlp["metric"]["trace_id"] == on.observed.root.trace_id
+    # the rank waits of a start with several workers per EngineCore, one series per phase, as the trace gives them
+    waits = backends.vm_query(f'vllm_startup_rank_wait_seconds{{k8s_pod_name="{on.start.name}"}}')
+    got = {s["metric"][sc.prom_label(sc.PHASE)]: float(s["value"][1]) for s in waits}
+    want: dict[str, float] = {}
+    for w in Start(list(on.observed.spans)).critical_path.rank_waits:
+        if w.phase_id not in want and len(want) < observations.RANK_WAITS_KEPT:
+            want[w.phase_id] = w.waited_s
+    assert got.keys() == want.keys() and all(got[k] == pytest.approx(want[k], abs=1e-6) for k in want), (got, want)
 
 
 def test_every_api_server_serves_the_start_on_its_own_metrics_once(layout, backends):

@@ -36,7 +36,7 @@ def test_committed_files_match_the_code():
 def test_check_mode_reports_drift(monkeypatch, capsys):
     real = generate.files()
     drifted = {**real, generate.ALERTS: real[generate.ALERTS].replace("for: 0m", "for: 5m")}
-    monkeypatch.setattr(generate, "files", lambda runbook_base: drifted)
+    monkeypatch.setattr(generate, "files", lambda runbook_base, budgets=None: drifted)
     assert generate.main(["--check"]) == 1
     assert "for: 5m" in capsys.readouterr().out
 

@@ -19,7 +19,12 @@ def span(sid, parent, name, start, end, kind="api_server", phase="x", **attrs):
 def start_with(*extra):
     """API server 0-10 s: imports 0-2, waits 2-9 on an EngineCore (process 2-8.5) that imports 2-4 and
     loads 4-8 with a nested span 4-6 (so 6-8 is the parent's self time); HTTP startup 9-10."""
-    spans = [
+    return Start(spans_of(*extra)).critical_path
+
+
+def spans_of(*extra):
+    """start_with's spans."""
+    return [
         span("root", None, sc.ROOT_SPAN, 0, 10, phase="startup"),
         span("imp", "root", "Imports", 0, 2),
         span("wait", "root", "Engine handshake", 2, 9, **{sc.WAITING: True}),
@@ -30,7 +35,6 @@ def start_with(*extra):
         span("http", "root", "HTTP startup", 9, 10),
         *extra,
     ]
-    return Start(spans).critical_path
 
 
 def test_a_waiting_span_explains_nothing_and_a_parents_self_time_is_named():
@@ -222,3 +226,19 @@ def test_the_executors_own_work_explains_its_idle_workers_but_an_rpc_around_thei
     assert ("worker", 1.0) in [(g.kind, round(g.seconds, 3)) for g in hand.gaps]  # 5-6 left: Load weights' RPC
     rpc = start_with(*worker, span("hs", "load", "Worker handshake", 4.5, 7, kind="engine_core"))  # meets wimp
     assert ("worker", 2.0) in [(g.kind, round(g.seconds, 3)) for g in rpc.gaps]
+
+
+def test_the_rank_waits_become_one_metric_series_per_phase():
+    """vllm.startup.rank_wait: the start's rank waits, one series per phase, valued by how long the others waited."""
+    from vllm_otel_startup.agent.observations import rank_wait_observations
+
+    ranks = [span("wk0", "core", sc.WORKER_PROCESS_SPAN, 4, 7.9, kind="worker", phase="worker_process",
+                  **{sc.WORKER_RANK: 0}),
+             span("a0", "wk0", "Allocate KV cache", 4.5, 6, kind="worker", phase="kv_cache_allocate"),
+             span("wk1", "core", sc.WORKER_PROCESS_SPAN, 4, 8, kind="worker", phase="worker_process",
+                  **{sc.WORKER_RANK: 1}),
+             span("a1", "wk1", "Allocate KV cache", 4.5, 5, kind="worker", phase="kv_cache_allocate")]
+    [o] = rank_wait_observations(spans_of(*ranks), {"k8s.pod.name": "p"})
+    assert o.metric == "vllm.startup.rank_wait" and o.value == pytest.approx(1.0)
+    assert o.labels == {"k8s.pod.name": "p", sc.PHASE: "kv_cache_allocate"}
+    assert rank_wait_observations(spans_of(*ranks[:2]), {}) == []  # one worker: nothing to compare

@@ -110,7 +110,31 @@ def start_observations(spans: list[Span], fleet: dict[str, str]) -> list[Obs]:
     return [
         Obs("vllm.startup.starts", 1, outcome, *ids),
         Obs("vllm.startup.last_start.duration", root.duration, {**outcome, **causes}, *ids),
+        *rank_wait_observations(spans, fleet),
     ]
+
+
+RANK_WAITS_KEPT = 5
+
+
+def rank_wait_observations(spans: list[Span], fleet: dict[str, str]) -> list[Obs]:
+    """The start's longest rank waits (critical_path.rank_waits: the straggler of each leaf phase), one per phase."""
+    if sum(1 for s in spans if s.attrs.get(sc.PHASE) == "worker_process") < 2:
+        return []  # one worker or none: nothing to compare (and no linking of the start for it)
+    from vllm_otel_startup.model.errors import ReportError
+    from vllm_otel_startup.model.start import Start
+
+    try:
+        st = Start(list(spans))
+    except ReportError:
+        return []
+    out, seen = [], set()
+    for w in st.critical_path.rank_waits:
+        if w.phase_id and w.phase_id not in seen and len(out) < RANK_WAITS_KEPT:
+            seen.add(w.phase_id)
+            out.append(Obs("vllm.startup.rank_wait", w.waited_s, {**fleet, sc.PHASE: w.phase_id}, st.root.trace_id,
+                           st.root.span_id))
+    return out
 
 
 def whole_start_observations(spans: list[Span], fleet: dict[str, str]) -> list[Obs]:

@@ -56,6 +56,7 @@ class RankWait:
     executor's collective call returns only then, so every other rank waited for it."""
 
     phase: str  # the span name, e.g. "Allocate KV cache"
+    phase_id: str  # its phase, e.g. "kv_cache_allocate"
     lane: str  # the rank that finished last, e.g. "worker 1 (pid 123)"
     of: int  # how many ranks ran it
     waited_s: float  # its end minus the first rank's end: the longest any rank waited for it
@@ -217,7 +218,8 @@ def rank_waits(ls: list[Lane], owner_of: dict[int, str]) -> list[RankWait]:
                 continue
             durs = [d[name].duration for d in per_rank]
             last = ends[-1][1]
-            out.append(RankWait(name, ranks[last].label, len(ranks), waited, durs[last], min(durs)))
+            out.append(RankWait(name, phase_of(per_rank[last][name]) or "", ranks[last].label, len(ranks), waited,
+                                durs[last], min(durs)))
     out.sort(key=lambda w: -w.waited_s)
     return out
 
