@@ -67,9 +67,10 @@ def build() -> db.Dashboard:
         "Starts per hour by outcome", "Starts in the hour before each point.",
         [(sq.starts(m, HOUR, [v.OUTCOME]), f"{{{{{v.OUTCOME}}}}}")], "none", interval=RECORDED_STEP))
     d = d.with_panel(p.timeseries_panel(
-        "Starts with their traces", "Servers up since a start, by outcome (the raw starts counter), with its "
-        "exemplars: each dot is one start; its trace_id opens the trace in Tempo (Prometheus with "
-        "--enable-feature=exemplar-storage, the datasource's exemplar link: deploy/README.md).",
+        "Starts with their traces", "Starts by outcome (the raw starts counter), with its exemplars where the "
+        "store has them: each dot is one start, its trace_id opens the trace in Tempo. Exemplars travel over OTLP "
+        "(the collector's remote write or Prometheus's OTLP receiver, with --enable-feature=exemplar-storage; vLLM's "
+        "/metrics is plain text): deploy/README.md.",
         [(sq.start_exemplars(m, [v.OUTCOME]), f"{{{{{v.OUTCOME}}}}}")], "none", exemplars=True))
     d = d.with_panel(p.timeseries_panel(
         "Time to ready p50 / p95 / p99", "Ready starts in the hour before each point.",

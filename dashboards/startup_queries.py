@@ -19,6 +19,7 @@ from . import phases as ph
 from . import promql as q
 from . import recording
 from . import vocabulary as v
+from .variables import INTERVAL
 
 Matchers = Sequence[str]
 
@@ -70,9 +71,10 @@ def rank_waits(matchers: Matchers, window: str) -> str:
 
 
 def start_exemplars(matchers: Matchers, labels: Sequence[str]) -> str:
-    """The raw starts counter (one series per start, 1 from its ready point): what Prometheus keeps the exemplars
-    of (each the start's trace_id and root span); a recorded series has none."""
-    return q.agg("sum", labels, q.selector(v.STARTS, matchers))
+    """The raw starts counter (one series per start, 1 from its ready point) over each point's interval: what
+    Prometheus keeps the exemplars of (each the start's trace_id and root span, arriving over OTLP); a recorded
+    series has none."""
+    return q.agg("sum", labels, f"max_over_time({q.selector(v.STARTS, matchers)}[{INTERVAL}])")
 
 
 def slowest_starts(matchers: Matchers, window: str, labels: Sequence[str], n: int = 20) -> str:

@@ -145,8 +145,7 @@ class Backends:
             f"    file_sd_configs: [{{files: ['{self.targets}/*.json'], refresh_interval: 1s}}]\n")
         self.procs.append(subprocess.Popen(
             [str(PKG_BIN / "prometheus"), f"--config.file={self.workdir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={self.workdir / 'prom'}", f"--web.listen-address=127.0.0.1:{self.prom_http}",
-             "--enable-feature=exemplar-storage"],  # as deploy/ runs it: the counters' exemplars name their trace
+             f"--storage.tsdb.path={self.workdir / 'prom'}", f"--web.listen-address=127.0.0.1:{self.prom_http}"],
             start_new_session=True, stdout=self._log("prometheus"), stderr=subprocess.STDOUT))
         wait_until(lambda: http_get(f"http://127.0.0.1:{self.phoenix_http}/healthz")[0] == 200, 180, "Phoenix")
         wait_until(lambda: _listening(self.otlp_http), 30, "rotel")
@@ -180,14 +179,6 @@ class Backends:
     def prom_query(self, query: str, at: float | None = None) -> list[dict[str, Any]]:
         """Instant query on Prometheus, at ``at`` (unix s): a stopped server's series are stale afterwards."""
         return _prom_api(f"http://127.0.0.1:{self.prom_http}/api/v1/query", query, at)
-
-    def prom_exemplars(self, query: str, start: float, end: float) -> list[dict[str, Any]]:
-        """Prometheus's exemplars of the series ``query`` selects, between two unix times."""
-        params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}"}
-        status, body = http_get(f"http://127.0.0.1:{self.prom_http}/api/v1/query_exemplars?"
-                                f"{urllib.parse.urlencode(params)}", timeout=30)
-        assert status == 200, f"exemplar query {query!r} failed: {status} {body[:300]!r}"
-        return json.loads(body)["data"]
 
     def scrape(self, name: str, port: int, timeout: float = 60, until: str = "vllm_startup_starts_total",
                hold: float = 0.0, namespace: str = "vllm") -> float:

@@ -67,24 +67,6 @@ def test_whole_start_duration_outcome_and_trace_link(eager, backends):
         assert float(last["value"][1]) == pytest.approx(root.duration, abs=2e-6)  # the store keeps µs: two ends rounded
 
 
-def test_prometheus_keeps_each_counters_exemplar_pointing_at_the_start(eager, backends):
-    """Scraped as OpenMetrics with Prometheus's exemplar storage on (as deploy/ runs it), each startup counter's
-    point carries an exemplar whose trace_id is this start's and whose span_id is a span of it: Grafana's
-    exemplar markers open the trace."""
-    pod = f'k8s_pod_name="{eager.start.name}"'
-    found = backends.prom_exemplars(f'{{__name__=~"vllm_startup_.+_total", {pod}}}',
-                                    eager.start.spawn_ns / 1e9 - 60, eager.start.scraped_at + 60)
-    by_metric = {d["seriesLabels"]["__name__"]: d["exemplars"] for d in found}
-    assert {"vllm_startup_starts_total", "vllm_startup_weights_bytes_total"} <= set(by_metric), sorted(by_metric)
-    span_ids = {s.span_id for s in eager.spans}
-    for metric, exemplars in by_metric.items():
-        assert exemplars, metric
-        for e in exemplars:
-            assert e["labels"]["trace_id"] == eager.root.trace_id and e["labels"]["span_id"] in span_ids, (metric, e)
-    [starts] = by_metric["vllm_startup_starts_total"]
-    assert starts["labels"]["span_id"] == eager.root.span_id and float(starts["value"]) == 1
-
-
 @pytest.mark.parametrize("which", ["eager", "compiled_cold"])
 def test_a_start_costs_each_store_at_most_100_series(which, request, backends):
     """Issue 18's budget on the real stores: every series the start created — startup metrics, resource

@@ -32,39 +32,25 @@ class StartupCollector:
             _log.debug("startup metrics collection failed", exc_info=True)
 
 
-def _exemplar(o: Obs) -> Any:
-    """The observed span as an OpenMetrics exemplar (trace_id, span_id): Grafana links a counter's point to the
-    trace. Only the OpenMetrics exposition carries it (Prometheus asks for it when its exemplar storage is on)."""
-    if not o.trace_id or not o.span_id:
-        return None
-    from prometheus_client.samples import Exemplar
-
-    return Exemplar({"trace_id": o.trace_id, "span_id": o.span_id}, o.value)
-
-
 def families(observations: list[Obs]) -> Iterator[Any]:
-    import inspect
-
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-    grouped: dict[str, dict[tuple[tuple[str, str], ...], list[Obs]]] = {}
+    grouped: dict[str, dict[tuple[tuple[str, str], ...], list[float]]] = {}
     for o in observations:
         key = tuple(sorted((sc.prom_label(k), v) for k, v in o.labels.items()))
-        grouped.setdefault(o.metric, {}).setdefault(key, []).append(o)
-    exemplars = "exemplar" in inspect.signature(CounterMetricFamily.add_metric).parameters  # prometheus-client>=0.18
+        grouped.setdefault(o.metric, {}).setdefault(key, []).append(o.value)
     for metric, series in grouped.items():
         kind, _, _, desc = sc.STARTUP_METRICS[metric]
         name = sc.prom_name(metric)
         labels = [k for k, _ in next(iter(series))]
         if kind == "counter":
             fam = CounterMetricFamily(name, desc, labels=labels)
-            for key, obs in series.items():
-                extra = {"exemplar": _exemplar(obs[-1])} if exemplars else {}
-                fam.add_metric([v for _, v in key], sum(o.value for o in obs), **extra)
+            for key, values in series.items():
+                fam.add_metric([v for _, v in key], sum(values))
         else:
             fam = GaugeMetricFamily(name, desc, labels=labels)
-            for key, obs in series.items():
-                fam.add_metric([v for _, v in key], obs[-1].value)
+            for key, values in series.items():
+                fam.add_metric([v for _, v in key], values[-1])
         yield fam
 
 
