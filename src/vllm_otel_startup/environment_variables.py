@@ -42,9 +42,40 @@ def launches_vllm(argv: Sequence[str]) -> bool:
             and rest[1].split(".")[0] == "vllm")
 
 
-def select_ours(environ: MutableMapping[str, str], argv: Sequence[str]) -> bool:
-    """Name our distro and configurator for a vLLM launch, unless the user named either (empty = unset)."""
+PLAIN = "opentelemetry.distro"  # opentelemetry-distro: OpenTelemetry's own, no vendor's
+
+
+def vendor_distro() -> tuple[str, str | None, str] | None:
+    """Another vendor's distro installed beside ours (Elastic EDOT, Splunk, Azure Monitor, ...): its distro entry
+    point's name, its configurator's (same distribution), and the distribution's name; None when there is none."""
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group="opentelemetry_distro"), key=lambda e: e.value):
+        module = ep.value.split(":")[0]
+        if module.split(".")[0] == "vllm_otel_startup" or module == PLAIN or module.startswith(PLAIN + "."):
+            continue
+        dist = ep.dist.name if ep.dist is not None else module
+        configurators = [c.name for c in entry_points(group="opentelemetry_configurator")
+                         if c.dist is not None and ep.dist is not None and c.dist.name == ep.dist.name]
+        return ep.name, (configurators[0] if configurators else None), dist
+    return None
+
+
+def select_ours(environ: MutableMapping[str, str], argv: Sequence[str], err=None) -> bool:
+    """Name our distro and configurator for a vLLM launch, unless the user named either (empty = unset). With a
+    vendor's distro installed, name the vendor's instead: it stays in charge of exporters, resource and sampler,
+    every process alike, and our hooks run on its tracer provider; one line says so."""
     if not launches_vllm(argv) or any((environ.get(k) or "").strip() for k in SELECTORS):
+        return False
+    vendor = vendor_distro()
+    if vendor is not None:
+        distro, configurator, dist = vendor
+        environ["OTEL_PYTHON_DISTRO"] = distro
+        if configurator:
+            environ["OTEL_PYTHON_CONFIGURATOR"] = configurator
+        print(f"vllm-otel-startup: {dist}'s distro configures OpenTelemetry here (its exporters, resource and "
+              "sampler); vllm-otel-startup's hooks run on its tracer provider (OTEL_PYTHON_DISTRO=vllm_startup and "
+              "OTEL_PYTHON_CONFIGURATOR=vllm_startup make ours configure it)", file=err or sys.stderr, flush=True)
         return False
     for k in SELECTORS:
         environ[k] = OURS

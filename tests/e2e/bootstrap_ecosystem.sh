@@ -16,3 +16,21 @@ if [ ! -f "$D/.ok-$VER" ]; then
   "$UV" pip install -q -p "$V/bin/python" --target "$D" --no-deps "opentelemetry-distro==$VER"
   touch "$D/.ok-$VER"
 fi
+# edot/   Elastic's distribution of OpenTelemetry (EDOT Python), a vendor distro beside ours, with its own pinned
+#         OpenTelemetry packages: kept are those and EDOT's own modules; the general libraries its install brings
+#         (protobuf, requests, packaging, psutil, ...) are dropped so that, put first on PYTHONPATH as an image would
+#         have them, they never shadow vLLM's
+EDOT_VER=1.18.0
+E="$HOME_DIR/edot"
+if [ ! -f "$E/.ok-$EDOT_VER" ]; then
+  printf '[ecosystem-bootstrap] elastic-opentelemetry==%s into %s\n' "$EDOT_VER" "$E" >&2
+  rm -rf "$E"
+  "$UV" pip install -q -p "$V/bin/python" --target "$E" "elastic-opentelemetry==$EDOT_VER"
+  for p in "$E"/*; do
+    case "$(basename "$p")" in
+      opentelemetry|opentelemetry_*|elasticotel|elastic_opentelemetry-*|uuid_utils|uuid_utils-*) ;;
+      *) rm -rf "$p" ;;
+    esac
+  done
+  touch "$E/.ok-$EDOT_VER"
+fi

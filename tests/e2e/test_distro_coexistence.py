@@ -19,6 +19,7 @@ import pytest
 from support import ci, harness
 from support.plans import Session, plan
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli import report
 
 pytestmark = pytest.mark.e2e
 DISTRO = harness.E2E_HOME / "otel-distro"
@@ -50,6 +51,40 @@ def _coexisting(name: str):
 
 for _name in ORDERS.values():
     _coexisting(_name)
+
+
+EDOT = harness.E2E_HOME / "edot"
+
+
+@plan("distro/edot")
+def _edot(s: Session) -> harness.Start:
+    """Elastic's distribution of OpenTelemetry (EDOT Python, a vendor distro with its own pinned OpenTelemetry
+    packages) on PYTHONPATH ahead of the environment, as an image with it installed would have it. Its cloud resource
+    detectors (GCP, AWS, Azure metadata endpoints) are left out: nothing outside this host answers here."""
+    if not (EDOT / "elasticotel").is_dir():
+        ci.missing("elastic-opentelemetry not installed", "tests/e2e/bootstrap_ecosystem.sh")
+    pythonpath = os.pathsep.join([str(EDOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return harness.serve(s.tiny_model, s.workdir / "ecosystem-edot", s.backends, args=["--enforce-eager"],
+                         name="ecosystem-edot", warm_modelinfo=True,
+                         env={"PYTHONPATH": pythonpath,
+                              "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS": "process_runtime,os,otel,telemetry_distro"})
+
+
+def test_a_vendor_distro_stays_in_charge_our_hooks_still_run_and_one_line_says_so(e2e, backends):
+    """With EDOT installed, `opentelemetry-instrument vllm serve` leaves OpenTelemetry's configuration to EDOT in
+    every process (its resource says so: telemetry.distro.name=elastic), the launcher says so in one line, and the
+    start is still our one whole trace in the store, every process in it, with its printout at ready."""
+    start = e2e.later("distro/edot").result()
+    said = [line for line in start.log.splitlines() if "distro configures OpenTelemetry here" in line]
+    assert len(said) == 1 and "elastic-opentelemetry" in said[0], said
+    spans = backends.trace_of_root(start.pid)
+    assert {"api_server", "engine_core", "worker"} <= {s.attrs.get(sc.PROCESS_KIND) for s in spans}
+    assert len([s for s in spans if s.name == sc.ROOT_SPAN]) == 1
+    local = [s for p in sorted(start.trace_file_dir.glob("*.jsonl")) for s in report.load(str(p))]
+    distros = {s.resource.get("telemetry.distro.name") for s in local}
+    assert distros == {"elastic"}, distros  # every process configured by EDOT, ours by none
+    assert "vLLM startup: ready in" in start.log
+    assert not [line for line in start.log.splitlines() if "Traceback" in line]
 
 
 @pytest.fixture(scope="module", params=list(ORDERS))

@@ -131,3 +131,27 @@ def test_a_vllm_process_gets_the_sdk_configurator_with_our_defaults(monkeypatch)
     assert issubclass(distro._sdk_configurator(), _OTelSDKConfigurator)
     assert seen["resource_attributes"][sc.PROCESS_KIND] == "api_server"
     assert seen["auto_instrumentation_version"] == "0"
+
+
+def test_a_vendor_distro_stays_in_charge_and_says_so(monkeypatch, tmp_path):
+    """A vendor's distro installed beside ours (here a stand-in distribution with Elastic EDOT's entry points; the
+    real EDOT runs in tests/e2e/test_distro_coexistence.py): the launch names the vendor's distro and configurator,
+    for every process alike, and one line on stderr says so; opentelemetry-distro is not a vendor's."""
+    import io
+    import sys
+
+    dist = tmp_path / "vendor_otel-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vendor-otel\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[opentelemetry_distro]\ndistro = vendorotel.distro:VendorDistro\n\n"
+                                           "[opentelemetry_configurator]\nconfigurator = vendorotel.distro:Conf\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env: dict[str, str] = {}
+    err = io.StringIO()
+    assert not ev.select_ours(env, ["opentelemetry-instrument", "vllm", "serve", "m"], err=err)
+    assert env == {"OTEL_PYTHON_DISTRO": "distro", "OTEL_PYTHON_CONFIGURATOR": "configurator"}
+    [line] = err.getvalue().splitlines()
+    assert "vendor-otel's distro configures OpenTelemetry" in line and "OTEL_PYTHON_DISTRO=vllm_startup" in line
+    assert ev.vendor_distro() == ("distro", "configurator", "vendor-otel")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path)])
+    assert ev.vendor_distro() is None  # ours (and opentelemetry-distro, where installed) only
