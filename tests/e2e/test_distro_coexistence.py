@@ -44,8 +44,11 @@ def _coexisting(name: str):
         cache = s.workdir / f"ecosystem-{name}"
         first = [str(DISTRO)] if name == "distro-first" else [str(_our_metadata(s.workdir / "ours-meta")), str(DISTRO)]
         pythonpath = os.pathsep.join(first + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+        # the ours-first start also runs with a sampler meant for request traffic that keeps nothing: each process
+        # would decide alone, and the start must still be one whole trace (docs/telemetry.md, "Sampling")
+        ratio = {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"} if name == "ours-first" else {}
         return harness.serve(s.tiny_model, cache, s.backends, args=["--enforce-eager"], name=f"ecosystem-{name}",
-                             env={**EMPTY, "PYTHONPATH": pythonpath}, warm_modelinfo=True)
+                             env={**EMPTY, **ratio, "PYTHONPATH": pythonpath}, warm_modelinfo=True)
     plan(f"distro/{name}")(start)
 
 
@@ -104,6 +107,19 @@ def test_configured_by_us_in_either_order_without_warnings(coexisting, backends)
     assert series and series[0]["metric"].get("service_name") == "vllm", (order, series)
     noise = [line for line in start.log.splitlines() if "Configuration of" in line or "not loaded" in line]
     assert noise == [], (order, noise)
+
+
+def test_a_ratio_sampler_that_keeps_nothing_still_leaves_the_whole_start(e2e, backends):
+    """The ours-first start ran with OTEL_TRACES_SAMPLER=traceidratio at 0 (each process would drop everything), the
+    distro-first start with the default sampler: the same start either way, phase for phase in every process."""
+    def phases(name: str) -> set[tuple[str, str]]:
+        start = e2e.later(f"distro/{name}").result()
+        expect = 30  # a whole eager start has well over this; wait for the store to hold at least that many
+        return {(s.attrs.get(sc.PROCESS_KIND), s.name) for s in backends.trace_of_root(start.pid, expect=expect)
+                if s.attrs.get(sc.PHASE) not in sc.DETAIL_PHASES and s.name != sc.PROGRESS_SPAN}
+    sampled, default = phases("ours-first"), phases("distro-first")
+    assert (None, sc.ROOT_SPAN) in sampled or ("api_server", sc.ROOT_SPAN) in sampled
+    assert sampled == default, sorted(sampled ^ default)
 
 
 def test_launcher_lists_our_settings():

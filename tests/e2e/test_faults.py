@@ -434,32 +434,6 @@ def test_invalid_otel_settings_cost_one_warning(name, cases, backends):
         assert backends.trace_of_root(run.start.pid)
 
 
-# ---- 7b: a sampler meant for request traffic ------------------------------------------------------------------
-RATIO_ZERO = "ratio sampler at 0"
-
-
-@case(RATIO_ZERO)
-def _ratio_zero(c: Ctx) -> Run:
-    # each process would decide on its own: the API server and EngineCore keep nothing, the workers nothing either
-    return serve(RATIO_ZERO, c.model, c.cache, c.probe_path,
-                 env={**otlp(c.backends.otlp_http), "OTEL_TRACES_SAMPLER": "traceidratio",
-                      "OTEL_TRACES_SAMPLER_ARG": "0"})
-
-
-def test_a_ratio_sampler_for_request_traffic_keeps_every_start_whole(cases, backends):
-    """OTEL_TRACES_SAMPLER=traceidratio at 0: the start is still one whole trace in the store, every process in it
-    (the configured sampler decides again after ready), and the breakdown is printed."""
-    run = cases[RATIO_ZERO].result()
-    assert run.start.ready_ns is not None
-    assert_complete_locally(run)
-    stored = backends.trace_of_root(run.start.pid, expect=len(run.spans))
-    assert {s.attrs.get(sc.PROCESS_KIND) for s in stored} >= {"api_server", "engine_core", "worker"}
-    # every span the local file held when the case read it (at ready) is in the store
-    missing = {(s.span_id, s.name) for s in run.spans} - {(s.span_id, s.name) for s in stored}
-    assert not missing, sorted(missing)
-    assert "vLLM startup: ready in" in run.start.log
-
-
 # ---- 8: helpers -----------------------------------------------------------------------------------------
 def test_helper_processes_make_no_noise(compiled_cold, eager):
     """The resource tracker (closes its stdout) and Inductor's compile workers run our hook too: nothing."""
