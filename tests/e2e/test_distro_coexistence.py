@@ -70,7 +70,11 @@ def _edot(s: Session) -> harness.Start:
     return harness.serve(s.tiny_model, s.workdir / "ecosystem-edot", s.backends, args=["--enforce-eager"],
                          name="ecosystem-edot", warm_modelinfo=True,
                          env={"PYTHONPATH": pythonpath,
-                              "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS": "process_runtime,os,otel,telemetry_distro"})
+                              "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS": "process_runtime,os,otel,telemetry_distro",
+                              # traces only: EDOT's own system metrics share OpenTelemetry's process.* names with
+                              # ours, and its resource lacks the k8s.* identity our configurator reads; the session's
+                              # fleet queries read the same store
+                              "OTEL_METRICS_EXPORTER": "none"})
 
 
 def test_a_vendor_distro_stays_in_charge_our_hooks_still_run_and_one_line_says_so(e2e, backends):

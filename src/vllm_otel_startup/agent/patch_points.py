@@ -177,6 +177,11 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       ">=0.31"),
     P(f"{_GW}:Worker.init_device", "Init device", "device_init", ANY, native_since="0.16"),
     P(f"{_CW}:CPUWorker.init_device", "Init device", "device_init", ANY),
+    # CPU: the OpenMP thread binding reads the CPU topology from an `lscpu` subprocess (a fork of the whole process):
+    # 0.38 s inside Init device with no name on a loaded 2-core host (0.15.1)
+    P("vllm.platforms.cpu:CpuPlatform.get_allowed_cpu_core_node_list", "CPU topology", "cpu_topology", ANY,
+      ">=0.10.2,<0.20"),
+    P("vllm.utils.cpu_resource_utils:_get_cpu_list", "CPU topology", "cpu_topology", ANY, ">=0.20"),
     # the first CUDA call of the process creates its context (traced once, then the original is restored)
     P("torch.cuda:_lazy_init", "CUDA init", "cuda_init", ANY, hook="once"),
     P(f"{_GW}:init_worker_distributed_environment", "Distributed init", "distributed_init", ANY),
