@@ -121,19 +121,18 @@ def rank_wait_observations(spans: list[Span], fleet: dict[str, str]) -> list[Obs
     """The start's longest rank waits (critical_path.rank_waits: the straggler of each leaf phase), one per phase."""
     if sum(1 for s in spans if s.attrs.get(sc.PHASE) == "worker_process") < 2:
         return []  # one worker or none: nothing to compare (and no linking of the start for it)
-    from vllm_otel_startup.model.errors import ReportError
-    from vllm_otel_startup.model.start import Start
+    from vllm_otel_startup.model.critical_path import rank_waits_of
+    from vllm_otel_startup.model.facts import find_root
 
-    try:
-        st = Start(list(spans))
-    except ReportError:
+    root = find_root(spans)
+    if root is None:
         return []
     out, seen = [], set()
-    for w in st.critical_path.rank_waits:
+    for w in rank_waits_of(root, spans):  # each /metrics scrape: the rank comparison only, no critical path
         if w.phase_id and w.phase_id not in seen and len(out) < RANK_WAITS_KEPT:
             seen.add(w.phase_id)
-            out.append(Obs("vllm.startup.rank_wait", w.waited_s, {**fleet, sc.PHASE: w.phase_id}, st.root.trace_id,
-                           st.root.span_id))
+            out.append(Obs("vllm.startup.rank_wait", w.waited_s, {**fleet, sc.PHASE: w.phase_id}, root.trace_id,
+                           root.span_id))
     return out
 
 

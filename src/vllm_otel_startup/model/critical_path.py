@@ -190,6 +190,14 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
 RANK_WAIT_MIN_S = 0.05
 
 
+def rank_waits_of(root: Span, spans: list[Span]) -> list[RankWait]:
+    """A start's rank waits alone (the metrics' view): its processes, without the whole critical-path analysis."""
+    ls = lanes(root, spans)
+    by_id = {s.span_id: s for s in spans}
+    lane_of = {ln.span.span_id: ln for ln in ls}
+    return rank_waits(ls, {id(ln): _owner(ln, lane_of, by_id) for ln in ls})
+
+
 def rank_waits(ls: list[Lane], owner_of: dict[int, str]) -> list[RankWait]:
     """For each leaf phase every worker of one EngineCore ran once (not a detail span), the rank that ended it last
     and how long after the first: where ranks waited at the executor's next collective call."""
