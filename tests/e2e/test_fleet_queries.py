@@ -100,12 +100,14 @@ def _starts(query) -> tuple[float, float]:
     return (float(recorded[0]["value"][1]) if recorded else 0.0), (float(raw[0]["value"][1]) if raw else 0.0)
 
 
-def _wait_until_recorded(query, timeout: float = 60) -> None:
-    """Until the rules' latest evaluation has seen every start the store holds (vmalert every 2 s)."""
+def _wait_until_recorded(query, timeout: float = 60) -> tuple[float, float]:
+    """Until the rules' latest evaluation has seen every start the store holds (vmalert every 2 s); the counts then.
+    The session's other starts keep arriving while these tests run (the scheduler runs starts ahead)."""
     deadline = time.monotonic() + timeout
     while (counts := _starts(query))[0] != counts[1] or not counts[1]:
         assert time.monotonic() < deadline, f"recorded starts {counts[0]:g} != raw starts {counts[1]:g}"
         time.sleep(0.5)
+    return counts
 
 
 def _values(result: list[dict]) -> dict[tuple, float]:
@@ -245,7 +247,7 @@ def test_recording_rules_ran_on_both_stores_over_every_start(stores):
     label left."""
     backends, at = stores
     for query, n in ((backends.vm_query, 5), (lambda e: backends.prom_query(e, at=at), 4)):
-        recorded, raw = _starts(query)
+        recorded, raw = _wait_until_recorded(query)
         assert recorded == raw >= n, (recorded, raw)
         for rec in dq.recording.RECORDINGS:
             for series in query(rec.record):
