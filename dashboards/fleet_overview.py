@@ -68,9 +68,9 @@ def build() -> db.Dashboard:
         [(sq.starts(m, HOUR, [v.OUTCOME]), f"{{{{{v.OUTCOME}}}}}")], "none", interval=RECORDED_STEP))
     d = d.with_panel(p.timeseries_panel(
         "Starts with their traces", "Starts by outcome (the raw starts counter), with its exemplars where the "
-        "store has them: each dot is one start, its trace_id opens the trace in Tempo. Exemplars travel over OTLP "
-        "(the collector's remote write or Prometheus's OTLP receiver, with --enable-feature=exemplar-storage; vLLM's "
-        "/metrics is plain text): deploy/README.md.",
+        "store has them: each dot is one start, its trace_id opens the trace in Tempo. Prometheus keeps them with "
+        "--enable-feature=exemplar-storage, over OTLP (the collector's remote write, Prometheus's OTLP receiver) or "
+        "from a scrape of vLLM's /metrics/ (OpenMetrics; /metrics is plain text): deploy/README.md.",
         [(sq.start_exemplars(m, [v.OUTCOME]), f"{{{{{v.OUTCOME}}}}}")], "none", exemplars=True))
     d = d.with_panel(p.timeseries_panel(
         "Time to ready p50 / p95 / p99", "Ready starts in the hour before each point.",

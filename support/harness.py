@@ -55,6 +55,11 @@ def recording_rules(path: Path, interval: str = RULE_INTERVAL) -> Path:
     return path
 
 
+# deploy/'s scrape path: vLLM's prometheus-client mount, which answers OpenMetrics (with the counters' exemplars) to
+# Prometheus; `/metrics` is prometheus-fastapi-instrumentator's route, plain text 0.0.4 only (deploy/README.md)
+METRICS_PATH = "/metrics/"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -145,7 +150,8 @@ class Backends:
             f"    file_sd_configs: [{{files: ['{self.targets}/*.json'], refresh_interval: 1s}}]\n")
         self.procs.append(subprocess.Popen(
             [str(PKG_BIN / "prometheus"), f"--config.file={self.workdir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={self.workdir / 'prom'}", f"--web.listen-address=127.0.0.1:{self.prom_http}"],
+             f"--storage.tsdb.path={self.workdir / 'prom'}", f"--web.listen-address=127.0.0.1:{self.prom_http}",
+             "--enable-feature=exemplar-storage"],  # deploy/'s Prometheus flag: the counters' exemplars kept
             start_new_session=True, stdout=self._log("prometheus"), stderr=subprocess.STDOUT))
         wait_until(lambda: http_get(f"http://127.0.0.1:{self.phoenix_http}/healthz")[0] == 200, 180, "Phoenix")
         wait_until(lambda: _listening(self.otlp_http), 30, "rotel")
@@ -180,6 +186,13 @@ class Backends:
         """Instant query on Prometheus, at ``at`` (unix s): a stopped server's series are stale afterwards."""
         return _prom_api(f"http://127.0.0.1:{self.prom_http}/api/v1/query", query, at)
 
+    def prom_exemplars(self, query: str, start: float, end: float) -> list[dict[str, Any]]:
+        """Prometheus's stored exemplars of ``query``'s series between ``start`` and ``end`` (unix s)."""
+        params = urllib.parse.urlencode({"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}"})
+        status, body = http_get(f"http://127.0.0.1:{self.prom_http}/api/v1/query_exemplars?{params}", timeout=30)
+        assert status == 200, f"exemplar query {query!r} failed: {status} {body[:300]!r}"
+        return json.loads(body)["data"]
+
     def scrape(self, name: str, port: int, timeout: float = 60, until: str = "vllm_startup_starts_total",
                hold: float = 0.0, namespace: str = "vllm") -> float:
         """Have Prometheus scrape the running server until it holds ``until`` for this pod (and ``hold`` seconds
@@ -187,7 +200,8 @@ class Backends:
         evaluated (the target is then removed, and an instant selector sees its series as stale after it).
         The target carries the Kubernetes identity labels deploy/'s scrape relabelling gives a pod."""
         target = self.targets / f"{name}.json"
-        labels = {**{k.lower(): v for k, v in K8S.items()}, "k8s_pod_name": name, "k8s_namespace_name": namespace}
+        labels = {**{k.lower(): v for k, v in K8S.items()}, "k8s_pod_name": name, "k8s_namespace_name": namespace,
+                  "__metrics_path__": METRICS_PATH}
         target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": labels}]))
         seen: list[float] = []
 

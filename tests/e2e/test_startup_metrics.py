@@ -65,6 +65,11 @@ def test_whole_start_duration_outcome_and_trace_link(eager, backends):
         assert last["metric"][sc.prom_label(sc.WEIGHTS_SOURCE)] == "local_dir"
         assert last["metric"][sc.prom_label(sc.MODEL_INSPECTION_CACHE_HIT)] == "false"
         assert float(last["value"][1]) == pytest.approx(root.duration, abs=2e-6)  # the store keeps µs: two ends rounded
+    # the starts counter's exemplar, scraped in OpenMetrics from vLLM's /metrics: the dots of the fleet overview's
+    # "Starts with their traces", each opening its start's trace (VictoriaMetrics stores no exemplars)
+    stored = backends.prom_exemplars(f'{sc.prom_name("vllm.startup.starts")}{{k8s_pod_name="{eager.start.name}"}}',
+                                     root.start / 1e9 - 60, eager.start.scraped_at + 60)
+    assert {e["labels"]["trace_id"] for series in stored for e in series["exemplars"]} == {root.trace_id}, stored
 
 
 @pytest.mark.parametrize("which", ["eager", "compiled_cold"])

@@ -373,3 +373,14 @@ def test_image_bakes_the_package_in():
     dockerfile = (tools.REPO / "deploy/image/Dockerfile").read_text()
     assert "vllm-otel-startup" in dockerfile and "opentelemetry-instrument" in dockerfile
     assert Path(tools.REPO / "deploy/README.md").exists()
+
+
+def test_scrapes_ask_for_the_path_that_serves_exemplars():
+    """Every scrape of vLLM we ship asks for the path the end-to-end harness scrapes and proves exemplars on
+    (support/harness.METRICS_PATH: vLLM's prometheus-client mount, OpenMetrics; tests/e2e/test_startup_metrics.py)."""
+    from support.harness import METRICS_PATH
+
+    [monitor] = [d for d in yaml.safe_load_all((KUSTOMIZE / "base/podmonitor.yaml").read_text()) if d]
+    assert {e["path"] for e in monitor["spec"]["podMetricsEndpoints"]} == {METRICS_PATH}
+    plain = yaml.safe_load((tools.REPO / "deploy/prometheus/prometheus-kubernetes.yaml").read_text())
+    assert [j["metrics_path"] for j in plain["scrape_configs"] if j["job_name"] == "vllm"] == [METRICS_PATH]

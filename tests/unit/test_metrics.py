@@ -139,6 +139,27 @@ def test_otlp_and_scrape_paths_report_the_same_numbers(metrics_reader):
     assert len(otel) >= 10
 
 
+def test_scraped_counters_carry_the_observed_span_as_an_openmetrics_exemplar():
+    """/metrics in OpenMetrics (what Prometheus asks for): each counter series names its last observed span, the
+    start's root for the starts counter; the plain text format has no exemplars and is unchanged."""
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+
+    registry = CollectorRegistry()
+    registry.register(StartupCollector(lambda: START, FLEET))
+    root = START[0]
+    exemplars = {}
+    for fam in parse_openmetrics(openmetrics_latest(registry).decode()):
+        for smp in fam.samples:
+            if smp.exemplar is not None:
+                exemplars.setdefault(smp.name, []).append(smp.exemplar.labels)
+    starts = sc.prom_name("vllm.startup.starts")  # the counter's sample name (prom_name keeps `_total`)
+    assert {"trace_id": root.trace_id, "span_id": root.span_id} in exemplars[starts]
+    assert all(e["trace_id"] == root.trace_id for found in exemplars.values() for e in found)
+    assert all(name.endswith("_total") for name in exemplars)  # counters only: gauges have none in OpenMetrics
+    assert "# {" not in generate_latest(registry).decode()
+
+
 def test_exemplars_point_at_the_observed_span(metrics_reader, start):
     """A real start's phase gauges keep the trace and span id of the span they observed."""
     s = start("worker", "0.33.0")

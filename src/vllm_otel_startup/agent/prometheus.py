@@ -33,24 +33,32 @@ class StartupCollector:
 
 
 def families(observations: list[Obs]) -> Iterator[Any]:
+    """Counters carry the last observed span of their series as an exemplar (``trace_id``, ``span_id``: the
+    OTLP path's exemplar): prometheus-client writes it when the scraper asks for OpenMetrics, as Prometheus does,
+    and vLLM serves /metrics with prometheus-client's negotiating app; the plain text format leaves it out."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.samples import Exemplar
 
-    grouped: dict[str, dict[tuple[tuple[str, str], ...], list[float]]] = {}
+    grouped: dict[str, dict[tuple[tuple[str, str], ...], list[Obs]]] = {}
     for o in observations:
         key = tuple(sorted((sc.prom_label(k), v) for k, v in o.labels.items()))
-        grouped.setdefault(o.metric, {}).setdefault(key, []).append(o.value)
+        grouped.setdefault(o.metric, {}).setdefault(key, []).append(o)
     for metric, series in grouped.items():
         kind, _, _, desc = sc.STARTUP_METRICS[metric]
         name = sc.prom_name(metric)
         labels = [k for k, _ in next(iter(series))]
         if kind == "counter":
             fam = CounterMetricFamily(name, desc, labels=labels)
-            for key, values in series.items():
-                fam.add_metric([v for _, v in key], sum(values))
+            for key, obs in series.items():
+                fam.add_metric([v for _, v in key], sum(o.value for o in obs))
+                seen = [o for o in obs if o.trace_id and o.span_id]
+                if seen:
+                    fam.samples[-1] = fam.samples[-1]._replace(exemplar=Exemplar(
+                        {"trace_id": seen[-1].trace_id, "span_id": seen[-1].span_id}, seen[-1].value))
         else:
             fam = GaugeMetricFamily(name, desc, labels=labels)
-            for key, values in series.items():
-                fam.add_metric([v for _, v in key], values[-1])
+            for key, obs in series.items():
+                fam.add_metric([v for _, v in key], obs[-1].value)
         yield fam
 
 
