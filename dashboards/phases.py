@@ -68,7 +68,7 @@ CONTAINS: dict[str, tuple[str, ...]] = {
     "worker_process": ("interpreter_start", "imports", "process_entry", "worker_init", "device_init", "model_load",
                        "kv_cache_profile", "kv_cache_allocate", "warmup", "hf_config", "model_inspection"),
     "worker_init": ("kernel_overrides", "device_init", "message_queue_init"),
-    "device_init": ("cuda_init", "distributed_init", "model_runner_init", "cpu_topology"),
+    "device_init": ("cuda_init", "distributed_init", "model_runner_init", "cpu_topology", "omp_binding"),
     "distributed_init": ("process_group_init", "model_parallel_init"),
     "model_load": ("model_loader", "model_state_init", "sampler_init"),
     "model_loader": ("model_create", "model_init", "weights_load", "weights_postprocess"),

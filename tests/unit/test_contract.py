@@ -19,7 +19,7 @@ def test_every_row_is_well_formed():
         assert (p.hook == "ready") == (p.ends is not None), p  # each ready row names the process it ends
         if p.native_since:
             assert NATIVE_SPANS.get(p.span) == p.phase, p  # our fallback uses vLLM's own name
-    assert len({p.target for p in PATCH_POINTS}) == len(PATCH_POINTS)
+    assert len({p.key for p in PATCH_POINTS}) == len(PATCH_POINTS)  # a target has one row, or one more `since` row
 
 
 def test_every_span_name_maps_to_one_documented_phase():

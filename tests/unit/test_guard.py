@@ -115,7 +115,7 @@ def patched(st, kind: str, is_async: bool):
     if point.since:  # the span it starts from ended in this process: (start, end, name, id, parent id, phase)
         st.rt.local.append((time.time_ns(), time.time_ns(), point.since, 1, None, SPAN_PHASES[point.since]))
     st.installer.apply(mod, [point])
-    assert st.installer.status[point.target] == "applied"
+    assert st.installer.status[point.key] == "applied"
     assert mod.target is not raw and mod.target.__wrapped__ is raw
     return raw, mod.target
 
@@ -159,6 +159,30 @@ def test_a_kind_unhurt_behaves_as_unpatched(worker, kind):
         assert not [k for k in SPAWN_ENV if k in os.environ]  # the child's variables are restored
     if POINTS[kind]["span"]:
         assert worker.spans(POINTS[kind]["span"]), "the hook did its work"
+
+
+def test_a_since_row_on_another_rows_target_ends_as_that_rows_span_opens(worker):
+    """The table's one shared target (init_worker_distributed_environment: `OpenMP binding` since `CPU topology`,
+    then `Distributed init`): both wrap, the since span ends where the other span starts, beside it (not its
+    child), each row's status is its own, and uninstalling puts vLLM's function back."""
+    mod = types.ModuleType("guard_shared_target")
+    mod.target = raw = make_target("span", False)
+    span_row = PatchPoint("guard_shared_target:target", "Distributed init", "distributed_init", "any")
+    since_row = PatchPoint("guard_shared_target:target", "OpenMP binding", "omp_binding", "any", hook="since",
+                           since="CPU topology")
+    t0 = time.time_ns()
+    worker.rt.local.append((t0, t0, "CPU topology", 1, None, "cpu_topology"))
+    worker.installer.apply(mod, [span_row, since_row])
+    assert {worker.installer.status[p.key] for p in (span_row, since_row)} == {"applied"}
+    assert mod.target.__wrapped__.__wrapped__ is raw
+    worker.installer.apply(mod, [span_row, since_row])  # a second import hook run wraps nothing more
+    assert mod.target.__wrapped__.__wrapped__ is raw
+    assert same(exercise(mod.target, "span", False, "ok"), exercise(raw, "span", False, "ok"))
+    [gap], [dist] = worker.spans("OpenMP binding"), worker.spans("Distributed init")
+    assert gap.start_time == t0 and gap.end_time <= dist.start_time
+    assert gap.parent is None or gap.parent.span_id != dist.context.span_id
+    worker.installer.uninstall()
+    assert mod.target is raw
 
 
 # ---- every step of every kind, made to raise ------------------------------------------------------------

@@ -44,8 +44,8 @@ def applied(started) -> list[str]:
         if point.module.startswith("vllm"):
             with contextlib.suppress(ImportError):
                 importlib.import_module(point.module)
-    return sorted(t for t, status in started.installer.status.items()
-                  if status in ("applied", "native") and is_wrapt(reached(t)))
+    return sorted({key.removesuffix("#since") for key, status in started.installer.status.items()
+                   if status in ("applied", "native") and is_wrapt(reached(key.removesuffix("#since")))})
 
 
 def is_wrapt(obj) -> bool:

@@ -139,7 +139,8 @@ class Installer:
         self.version = version
         self.tracer = tracer
         self.enabled = True
-        self.status: dict[str, str] = {}  # target -> applied | native | inherited | out_of_range | missing | error
+        # row key (PatchPoint.key) -> applied | native | inherited | out_of_range | missing | error
+        self.status: dict[str, str] = {}
         self._undo: list[tuple[Any, str, Any]] = []
         self.compile_stages: CompileStages | None = None
 
@@ -187,7 +188,7 @@ class Installer:
     def _failed(self, point: PatchPoint) -> None:
         """A target that was found but could not be wrapped: logged once, recorded on the process span as a
         missing one is (``vllm.startup.patch_points.failed``)."""
-        self.status[point.target] = "error"
+        self.status[point.key] = "error"
         self.rt.patch_failed.append(point.target)
         _log.warning("vllm-otel-startup: could not patch %s (%s pid %d); that phase is not traced", point.target,
                      self.rt.info.kind, os.getpid(), exc_info=True)
@@ -195,21 +196,22 @@ class Installer:
     def _apply_one(self, module: Any, point: PatchPoint) -> None:
         ver = self.version or vllm_version()
         if not in_range(point.versions, ver):
-            self.status[point.target] = "out_of_range"
+            self.status[point.key] = "out_of_range"
             return
         found = _resolve(module, point.qualname)
         if found is None:
-            self.status[point.target] = "missing"
+            self.status[point.key] = "missing"
             self.rt.patch_missing.append(point.target)
             _log.warning("vllm-otel-startup: %s not found in vLLM %s (%s pid %d); that phase is not traced",
                          point.target, ver, self.rt.info.kind, os.getpid())
             return
         parent, name, raw = found
         if raw is _INHERITED:
-            self.status[point.target] = "inherited"
+            self.status[point.key] = "inherited"
             return
-        if getattr(raw, _MARK, None):
-            self.status[point.target] = "applied"
+        marks = getattr(raw, _MARK, None) or ()
+        if point.key in marks or (marks and point.hook != "since"):  # ours already (a since row wraps once more)
+            self.status[point.key] = "applied"
             return
         span = native_span(raw)
         native = span is not None and lands_here(self.rt.provider)
@@ -221,7 +223,7 @@ class Installer:
             if span and span != point.span and span not in SPAN_PHASES and point.phase:
                 self.rt.native_phases[span] = point.phase  # a name vLLM gave it that our table does not know yet
             if point.hook in ("span", "ctx"):  # nothing to add: vLLM's span is adopted by the processor
-                self.status[point.target] = "native"
+                self.status[point.key] = "native"
                 return
         func = getattr(raw, "__func__", raw)
         is_async = inspect.iscoroutinefunction(func)
@@ -235,10 +237,10 @@ class Installer:
         wrap(parent, name, wrapper)
         new = vars(parent)[name] if inspect.isclass(parent) else getattr(parent, name)
         with contextlib.suppress(Exception):
-            setattr(new, _MARK, point.target)
+            setattr(new, _MARK, (*marks, point.key))
         self._undo.append((parent, name, raw))
         self.rt.patch_applied += 1
-        self.status[point.target] = "native" if native else "applied"
+        self.status[point.key] = "native" if native else "applied"
 
     def _wrapper(self, point: PatchPoint, emit_span: bool, is_async: bool, restore: Any = None) -> Any:
         """The wrapt wrapper for ``point``: built by its hook kind's builder."""
