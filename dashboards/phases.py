@@ -9,8 +9,8 @@ covers (``kv_cache_profile`` outside ``torch_compile``, the handshake, ...) show
 
 from __future__ import annotations
 
+from vllm_otel_startup import phase_groups as pg
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patch_points import SPAN_PHASES, WAITING_SPANS
 
 from . import vocabulary as v
 
@@ -20,7 +20,7 @@ PROCESS_PHASE: dict[str, str] = {v.API_SERVER: "startup", v.ENGINE_CORE: "engine
 
 # Declared with the other phase groupings in semconv (every phase placed; a new one lands in "other" only
 # when listed there).
-STACKED_PHASES: tuple[str, ...] = sc.STACKED_GROUPS["stacked"]
+STACKED_PHASES: tuple[str, ...] = pg.STACKED_GROUPS["stacked"]
 
 # Phases the regression alert compares against the fleet's own recent p95: the stack plus the composite phases
 # the field's playbook talks about (download, KV-cache profiling, model inspection).
@@ -28,7 +28,7 @@ REGRESSION_PHASES: tuple[str, ...] = STACKED_PHASES + ("weights_download", "kv_c
 
 # Phases whose span only waits for another process (engine_wait, worker_wait): a start is never stuck there, the
 # process it waits for is in the phase to blame (the stuck-in-phase alert leaves them out).
-WAITING_PHASES: tuple[str, ...] = tuple(sorted({SPAN_PHASES[name] for name in WAITING_SPANS if name in SPAN_PHASES}))
+WAITING_PHASES: tuple[str, ...] = tuple(sorted(sc.WAITING_PHASES))
 
 # Detail spans (semconv.DETAIL_PHASES: PyTorch's compile regions, garbage collections, imports) run inside any
 # phase; they are never stacked.

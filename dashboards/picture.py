@@ -7,7 +7,7 @@ difference. Drawn with the report's canvas (PNG via Pillow), so it needs no Graf
 
 from __future__ import annotations
 
-from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit
+from vllm_otel_startup.canvas import Line, Rect, Scene, Text, fit
 
 from .phases import STACKED_PHASES
 

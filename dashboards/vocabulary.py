@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.distro import K8S_ENV
 
 label = sc.prom_label
 
@@ -23,7 +22,7 @@ def _metric(name: str) -> str:
 
 
 def _k8s(attribute: str) -> str:
-    assert attribute in K8S_ENV, attribute  # a resource attribute our distro sets
+    assert attribute in sc.K8S_ENV, attribute  # a resource attribute our distro sets
     return label(attribute)
 
 
@@ -89,7 +88,7 @@ SERVICE_NAME = label("service.name")
 PROCESS_PID = label("process.pid")
 JOB, INSTANCE = "job", "instance"  # Prometheus target labels
 IDENTITY_LABELS: frozenset[str] = frozenset(
-    {label(a) for a in K8S_ENV} | {SERVICE_NAME, PROCESS_PID, PROCESS_KIND, JOB, INSTANCE})
+    {label(a) for a in sc.K8S_ENV} | {SERVICE_NAME, PROCESS_PID, PROCESS_KIND, JOB, INSTANCE})
 # One start = one pod's start: what per-start alerts group by (a restarted container is a new start of the pod).
 START_KEYS: tuple[str, ...] = (CLUSTER, NAMESPACE, POD)
 

@@ -108,7 +108,7 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         for undo in (
             installer.uninstall if installer is not None else None,
             probes.uninstall if probes is not None else None,
-            (lambda: _quiet(rt)) if rt is not None else None,
+            rt.stop if rt is not None else None,
             (lambda: _restore_provider(*state)) if state is not None else None,
             lambda: atexit.unregister(_at_exit),
         ):
@@ -139,19 +139,6 @@ def _watch_for_an_engine(instrumentor: VllmStartupInstrumentor, info: Any, kwarg
 
     for module in EMBEDDED_TRIGGERS:
         wrapt.register_post_import_hook(embed, module)
-
-
-def _quiet(rt: Any) -> None:
-    """The runtime stops observing: its span processor and sampler hook go inert, its threads stop."""
-    rt.active = False
-    rt.nudge.stop()
-    if rt.retro is not None:
-        rt.retro.uninstall()
-    rt.detach()
-    if rt.sampler is not None:
-        if not rt.sampler.stopping:
-            rt.sampler.stop_after(0)
-        rt.sampler.join(1.0)  # bounded: its last sample is taken within one tick
 
 
 def _restore_provider(provider: Any, id_generator: Any, sampler: Any) -> None:

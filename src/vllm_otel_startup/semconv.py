@@ -7,6 +7,8 @@ snake_case id that dashboards and tests key on.
 
 from __future__ import annotations
 
+from vllm_otel_startup import phase_groups
+
 INSTRUMENTATION_NAME = "vllm_otel_startup"
 
 # --- span names we emit (vLLM's native names are listed in patch_points.NATIVE_SPANS) -------------
@@ -26,6 +28,18 @@ WORKER_CONSTRUCTION_SPAN = "Worker construction"  # vLLM's inner `Worker init` (
 GC_SPAN = "Garbage collection"
 IMPORT_SPAN = "Module import"
 PROGRESS_SPAN = "Startup in progress"  # a zero-length record of a start still running (agent/live.py)
+
+# --- Kubernetes identity: resource attribute -> the environment variables our distro reads it from, first set
+# wins (downward-API environment variables)
+K8S_ENV: dict[str, tuple[str, ...]] = {
+    "k8s.pod.name": ("K8S_POD_NAME", "POD_NAME"),
+    "k8s.pod.uid": ("K8S_POD_UID", "POD_UID"),
+    "k8s.namespace.name": ("K8S_NAMESPACE_NAME", "K8S_POD_NAMESPACE", "POD_NAMESPACE"),
+    "k8s.node.name": ("K8S_NODE_NAME", "NODE_NAME"),
+    "k8s.container.name": ("K8S_CONTAINER_NAME", "CONTAINER_NAME"),
+    "k8s.deployment.name": ("K8S_DEPLOYMENT_NAME",),
+    "k8s.cluster.name": ("K8S_CLUSTER_NAME",),
+}
 
 # --- attributes -------------------------------------------------------------------------------------
 PHASE = "vllm.startup.phase"  # str: stable phase id
@@ -257,103 +271,21 @@ DETAIL_PHASES = frozenset({"torch_compile_stage", "gc", "module_import"})
 # for the init message of the launcher, or of an API server process that does the handshake: vLLM 0.26 with several
 # API servers), or on its peers (a data-parallel rank waiting for the others at the DP group's rendezvous). On the
 # critical path, the work of the processes waited on explains the instant.
+# Phases that only wait for another process (the patch table's waiting rows and the launcher's wait on its API
+# servers; tests/unit/test_contract.py checks them against the table): stuck-in-phase alerts leave them out.
+WAITING_PHASES = frozenset({"api_server_wait", "dp_group_init", "engine_wait", "frontend_handshake", "worker_wait"})
 WAITS_ON_FRONT_END = frozenset({"frontend_handshake"})
 WAITS_ON_PEERS = frozenset({"dp_group_init"})
 
-
-# --- phase groupings --------------------------------------------------------------------------------
-# Each grouping places every phase id in exactly one group; the phases a consumer leaves unclassified are
-# listed under "other" by name, so a new phase must be placed here on purpose (tests/unit/test_phase_groups.py).
-OTHER_GROUP = "other"
-
-# The waterfall's colours (in legend order); "other" is drawn in neutral grey.
-WATERFALL_GROUPS: dict[str, tuple[str, ...]] = {
-    "bootstrap": ("interpreter_start", "imports", "cli", "event_loop", "process_entry"),
-    "config": ("api_server_setup", "engine_args", "config", "hf_config", "model_inspection",
-               "model_inspection_subprocess", "tokenizer"),
-    "setup": ("async_llm_init", "llm_init", "engine_client", "engine_client_init", "engine_spawn", "api_server_spawn",
-              "dp_coordinator_start", "engine_connect",
-              "engine_core_init", "engine_init", "executor_init", "worker_spawn", "worker_init", "kernel_overrides",
-              "device_init", "worker_handshake", "message_queue_init", "cpu_topology", "omp_binding"),
-    "model": ("model_load", "model_loader", "model_create", "model_init", "weights_load", "weights_download",
-              "weights_postprocess"),
-    "compile": ("compile_warmup", "torch_compile", "aot_load", "dynamo_transform", "inductor_compile", "compile_graph"),
-    "kv_cache": ("kv_cache_init", "kv_cache_profile", "kv_cache_allocate", "warmup", "kernel_warmup"),
-    "cudagraphs": ("cudagraph_capture",),
-    "http": ("app_build", "app_state", "http_server_setup", "http_startup"),
-    OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_wait",
-                  "frontend_handshake", "dp_group_init", "model_inspection_cache_save", "engine_wait",
-                  "structured_output_init", "scheduler_init", "worker_wait", "cuda_init", "distributed_init",
-                  "process_group_init", "model_parallel_init", "model_runner_init", "model_state_init",
-                  "sampler_init", "profile_run", "compiled_first_run", "sampler_warmup", "cudagraph_memory_profile",
-                  "torch_compile_stage", "aot_save", "kernel_autotune", "jit_warmup", "inductor_lazy_init",
-                  "cudagraph_capture_mode", "gc", "module_import"),
-}
-
-# The predictor's disjoint groups, most specific first (a moment counted by an earlier group is not counted
-# again); "other" is the rest of the start's duration.
-PREDICT_GROUPS: dict[str, tuple[str, ...]] = {
-    "compile": ("torch_compile", "aot_load", "dynamo_transform", "inductor_compile", "compile_graph", "compile_warmup"),
-    "cudagraphs": ("cudagraph_capture",),
-    "weights": ("weights_download", "weights_load", "weights_postprocess"),
-    "model_init": ("model_create", "model_init"),
-    "model_inspection": ("model_inspection", "model_inspection_subprocess"),
-    "kv_cache": ("kv_cache_profile", "kv_cache_allocate", "kv_cache_init", "warmup", "kernel_warmup"),
-    "http": ("app_build", "app_state", "http_server_setup", "http_startup", "api_server_setup"),
-    "bootstrap": ("interpreter_start", "imports", "cli", "event_loop", "process_entry"),
-    OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_spawn",
-                  "api_server_wait", "dp_coordinator_start", "frontend_handshake", "dp_group_init", "engine_args",
-                  "config", "hf_config",
-                  "model_inspection_cache_save", "async_llm_init", "llm_init", "tokenizer", "engine_client",
-                  "engine_client_init",
-                  "engine_spawn", "engine_wait", "engine_connect", "engine_core_init", "engine_init", "executor_init",
-                  "structured_output_init", "scheduler_init", "worker_spawn", "worker_wait", "worker_init",
-                  "worker_handshake", "message_queue_init", "cpu_topology", "omp_binding", "kernel_overrides",
-                  "device_init", "cuda_init",
-                  "distributed_init", "process_group_init",
-                  "model_parallel_init", "model_runner_init", "model_load", "model_loader", "model_state_init",
-                  "sampler_init", "profile_run", "compiled_first_run", "sampler_warmup", "cudagraph_memory_profile",
-                  "torch_compile_stage", "aot_save", "kernel_autotune", "jit_warmup", "inductor_lazy_init",
-                  "cudagraph_capture_mode", "gc", "module_import"),
-}
-
-# The dashboards' stacked breakdown: leaf-level phases that never overlap on one start's critical path, in
-# the order a start runs them (dashboards/phases.py checks that none contains another); "other" is what the
-# breakdown shows as the time none of them covers.
-STACKED_GROUPS: dict[str, tuple[str, ...]] = {
-    "stacked": ("interpreter_start", "imports", "process_entry", "cli", "event_loop", "api_server_setup",
-                "engine_args", "config", "tokenizer", "device_init", "model_init", "weights_load",
-                "weights_postprocess", "model_state_init", "sampler_init", "aot_load", "torch_compile",
-                "compiled_first_run", "sampler_warmup", "cudagraph_memory_profile", "kv_cache_allocate",
-                "scheduler_init", "kernel_warmup", "cudagraph_capture", "jit_warmup", "inductor_lazy_init",
-                "app_build", "app_state", "http_server_setup", "http_startup"),
-    OTHER_GROUP: ("startup", "engine_core_process", "worker_process", "api_server_process", "api_server_spawn",
-                  "api_server_wait", "dp_coordinator_start", "frontend_handshake", "dp_group_init", "hf_config",
-                  "model_inspection",
-                  "model_inspection_subprocess", "model_inspection_cache_save", "async_llm_init", "llm_init",
-                  "engine_client",
-                  "engine_client_init", "engine_spawn", "engine_wait", "engine_connect", "engine_core_init",
-                  "engine_init", "executor_init", "structured_output_init", "worker_spawn", "worker_wait",
-                  "worker_init", "worker_handshake", "message_queue_init", "cpu_topology", "omp_binding",
-                  "kernel_overrides", "cuda_init",
-                  "distributed_init", "process_group_init",
-                  "model_parallel_init", "model_runner_init", "model_load", "model_loader", "model_create",
-                  "weights_download", "kv_cache_init", "kv_cache_profile", "profile_run", "warmup", "compile_warmup",
-                  "torch_compile_stage", "aot_save", "kernel_autotune", "dynamo_transform", "inductor_compile",
-                  "compile_graph", "cudagraph_capture_mode", "gc", "module_import"),
-}
 
 # Phases with a metric (vllm.startup.phase.last_duration, the in-progress phase): what a fleet compares — the
 # stacked breakdown's leaf-level phases, each process's whole phase and the phases alerts budget. The nested detail
 # (compile stages, loader steps, ...) stays in the trace: at ~65 phases a compiled start would cost its store more
 # than 100 series (docs/results.md "Fleet scale").
-METRIC_PHASES: frozenset[str] = frozenset(STACKED_GROUPS["stacked"]) | {
+METRIC_PHASES: frozenset[str] = frozenset(phase_groups.STACKED_GROUPS["stacked"]) | {
     "startup", "engine_core_process", "worker_process", "api_server_process", "model_inspection", "weights_download",
     "kv_cache_profile"}
 
-PHASE_GROUPINGS: dict[str, dict[str, tuple[str, ...]]] = {
-    "waterfall": WATERFALL_GROUPS, "predict": PREDICT_GROUPS, "stacked": STACKED_GROUPS,
-}
 
 
 # --- metrics (docs/telemetry.md "Metrics") ----------------------------------------------------------

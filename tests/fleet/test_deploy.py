@@ -19,7 +19,6 @@ import yaml
 from dashboards import generate
 from dashboards import vocabulary as v
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.distro import K8S_ENV
 
 KUSTOMIZE = tools.REPO / "deploy" / "kubernetes"
 OVERLAYS = sorted(p.name for p in (KUSTOMIZE / "overlays").iterdir() if (p / "kustomization.yaml").exists())
@@ -136,7 +135,7 @@ def test_vllm_starts_under_opentelemetry_instrument_with_otlp_configuration():
 
 def test_downward_api_env_gives_every_k8s_resource_attribute_the_distro_reads():
     e = env(container("base"))
-    for attribute, names in K8S_ENV.items():
+    for attribute, names in sc.K8S_ENV.items():
         assert names[0] in e, f"{attribute}: set {names[0]}"
     for name, path in (("K8S_POD_NAME", "metadata.name"), ("K8S_POD_UID", "metadata.uid"),
                        ("K8S_NAMESPACE_NAME", "metadata.namespace"), ("K8S_NODE_NAME", "spec.nodeName")):

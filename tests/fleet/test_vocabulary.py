@@ -12,7 +12,6 @@ import yaml
 from dashboards import alerts, generate, one_start, phases, promql_ast, queries, recording
 from dashboards import vocabulary as v
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.distro import K8S_ENV
 
 BASE = v.allowed_series()
 
@@ -100,7 +99,7 @@ def test_every_name_comes_from_the_package_vocabulary():
     assert sc.prom_name("vllm.startup.phase.last_duration") == v.PHASE_LAST
     assert v.PHASE_LAST == "vllm_startup_phase_last_duration_seconds"
     assert set(v.FLEET_LABELS) == {sc.prom_label(x) for x in sc.FLEET_LABELS}
-    assert {v.CLUSTER, v.NAMESPACE, v.POD, v.NODE} <= {sc.prom_label(a) for a in K8S_ENV}
+    assert {v.CLUSTER, v.NAMESPACE, v.POD, v.NODE} <= {sc.prom_label(a) for a in sc.K8S_ENV}
     assert v.START_KEYS == (v.CLUSTER, v.NAMESPACE, v.POD)
 
 
@@ -145,7 +144,7 @@ _TRACEQL_NAMES = re.compile(r"\b(span|resource)\.([a-z0-9_.]+)")
 
 def test_traceql_uses_only_span_vocabulary():
     span_attrs = {getattr(sc, n) for n in dir(sc) if n.isupper() and isinstance(getattr(sc, n), str)}
-    resource_attrs = set(K8S_ENV) | {"service.name", sc.PROCESS_KIND, "process.pid"}
+    resource_attrs = set(sc.K8S_ENV) | {"service.name", sc.PROCESS_KIND, "process.pid"}
     for query in one_start.TRACEQL:
         for scope, name in _TRACEQL_NAMES.findall(query):
             assert name in (span_attrs if scope == "span" else resource_attrs), f"{scope}.{name} in {query}"

@@ -4,8 +4,11 @@
   top-level modules ``semconv`` and ``settings``: the agent prints it at ready, the command line reads it;
 - ``agent`` (runs inside vLLM processes) never imports ``cli``; ``cli`` never imports ``agent``;
 - nothing in ``src`` imports the tests, the scripts or ``support``;
-- no import cycle in ``src`` or ``dashboards`` (function-level imports included: a lazy import is still an arrow;
-  ``if TYPE_CHECKING:`` imports are not, they never run).
+- no import cycle in ``src`` or ``dashboards``, counting every arrow: function-level imports (a lazy import is
+  still an arrow) and ``if TYPE_CHECKING:`` imports (a type-only arrow is still a dependency: a module that needs
+  another's type takes a small Protocol of its own instead, as ready.ReadyHost and live.LiveHost do);
+- ``dashboards`` imports no ``agent`` or ``cli`` module (the vocabulary it needs is in ``semconv``);
+- no module over 450 lines, and no ``noqa: SLF001`` (a module reaching into another's private state).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 PKG = "vllm_otel_startup"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
-TOP_STDLIB_ONLY = {f"{PKG}.semconv", f"{PKG}.settings"}
+TOP_STDLIB_ONLY = {f"{PKG}.semconv", f"{PKG}.settings", f"{PKG}.phase_groups"}
+MAX_LINES = 450
 
 
 def module_name(path: Path, base: Path) -> str:
@@ -31,15 +35,16 @@ def module_name(path: Path, base: Path) -> str:
     return ".".join(parts)
 
 
-def imports(path: Path, base: Path) -> Iterator[str]:
-    """Every module this file imports, absolute (relative imports resolved), at any depth of the file."""
+def imports(path: Path, base: Path, type_only: bool = True) -> Iterator[str]:
+    """Every module this file imports, absolute (relative imports resolved), at any depth of the file;
+    ``type_only=False`` leaves out the ``if TYPE_CHECKING:`` ones (they never run)."""
     me = module_name(path, base)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     tree = ast.parse(path.read_text())
-    type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
-                 for stmt in block.body for n in ast.walk(stmt)}
+    checking = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+                for stmt in block.body for n in ast.walk(stmt)}
     for node in ast.walk(tree):
-        if id(node) in type_only:  # `if TYPE_CHECKING:` imports are for the type checker: no arrow at run time
+        if not type_only and id(node) in checking:
             continue
         if isinstance(node, ast.Import):
             yield from (a.name for a in node.names)
@@ -83,12 +88,11 @@ def test_the_model_imports_only_the_standard_library(path):
     assert bad == [], f"{path.name} imports {bad}"
 
 
-@pytest.mark.parametrize("path", [*wing_files("model"), SRC / PKG / "semconv.py", SRC / PKG / "settings.py"],
+@pytest.mark.parametrize("path", [SRC / PKG / "semconv.py", SRC / PKG / "settings.py", SRC / PKG / "phase_groups.py"],
                          ids=lambda p: p.name)
 def test_the_shared_vocabulary_and_settings_are_standard_library_only(path):
-    if path.parent.name == "model":
-        return  # covered above
-    bad = sorted({m for m in imports(path, SRC) if m.split(".")[0] not in STDLIB})
+    bad = sorted({m for m in imports(path, SRC) if m.split(".")[0] not in STDLIB and m not in TOP_STDLIB_ONLY
+                  and m != PKG})
     assert bad == [], f"{path.name} imports {bad}"
 
 
@@ -97,6 +101,21 @@ def test_the_agent_and_the_command_line_do_not_import_each_other(wing, never):
     for path in wing_files(wing):
         bad = sorted({m for m in imports(path, SRC) if m.startswith(f"{PKG}.{never}")})
         assert bad == [], f"{wing}/{path.name} imports {bad}"
+
+
+def test_the_dashboards_import_no_agent_or_command_line_module():
+    for path in sources(ROOT, "dashboards"):
+        bad = sorted({m for m in imports(path, ROOT) if m.startswith((f"{PKG}.agent", f"{PKG}.cli"))})
+        assert bad == [], f"dashboards/{path.name} imports {bad}"
+
+
+@pytest.mark.parametrize("top", [SRC / PKG, ROOT / "dashboards"], ids=["src", "dashboards"])
+def test_no_module_is_over_450_lines_or_reaches_into_anothers_private_state(top):
+    lines = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in top.rglob("*.py")}
+    long = {path: n for path, n in lines.items() if n > MAX_LINES}
+    assert long == {}, f"over {MAX_LINES} lines: {long}"
+    reaching = [str(p.relative_to(ROOT)) for p in top.rglob("*.py") if "noqa: SLF001" in p.read_text()]
+    assert reaching == []
 
 
 def test_nothing_in_src_imports_tests_scripts_or_support():
@@ -155,6 +174,16 @@ def test_the_rules_see_real_arrows():
     assert any(m.startswith(f"{PKG}.model") for m in g[f"{PKG}.cli.report"])
     assert any(m.startswith(f"{PKG}.model") for m in g[f"{PKG}.agent.runtime"])
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+
+def test_a_type_only_import_is_an_arrow(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n")
+    (tmp_path / "pkg" / "b.py").write_text("def f():\n    from pkg import a\n")
+    assert _cycles(graph(tmp_path, "pkg")) == [["pkg.a", "pkg.b"]]
+    assert "pkg.b" not in set(imports(tmp_path / "pkg" / "a.py", tmp_path, type_only=False))
 
 
 def test_test_file_basenames_are_unique():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import causes
-from vllm_otel_startup.agent.patch_points import HOOKS, NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES
+from vllm_otel_startup.agent.patch_points import HOOKS, NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES, WAITING_SPANS
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
 
@@ -20,6 +20,13 @@ def test_every_row_is_well_formed():
         if p.native_since:
             assert NATIVE_SPANS.get(p.span) == p.phase, p  # our fallback uses vLLM's own name
     assert len({p.key for p in PATCH_POINTS}) == len(PATCH_POINTS)  # a target has one row, or one more `since` row
+
+
+def test_the_waiting_phases_are_the_tables_waiting_rows():
+    """semconv's waiting phases (the dashboards' stuck-in-phase alerts leave them out) are the table's waiting rows
+    and the launcher's wait on its API servers."""
+    waiting = {SPAN_PHASES[name] for name in WAITING_SPANS}
+    assert waiting == set(sc.WAITING_PHASES)
 
 
 def test_every_span_name_maps_to_one_documented_phase():

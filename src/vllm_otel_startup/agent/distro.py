@@ -33,17 +33,6 @@ from vllm_otel_startup.agent.process import HELPER, child_rank, classify, cmdlin
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 METRICS_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 
-# k8s.* resource attribute -> downward-API environment variables we read (first one set wins)
-K8S_ENV: dict[str, tuple[str, ...]] = {
-    "k8s.pod.name": ("K8S_POD_NAME", "POD_NAME"),
-    "k8s.pod.uid": ("K8S_POD_UID", "POD_UID"),
-    "k8s.namespace.name": ("K8S_NAMESPACE_NAME", "K8S_POD_NAMESPACE", "POD_NAMESPACE"),
-    "k8s.node.name": ("K8S_NODE_NAME", "NODE_NAME"),
-    "k8s.container.name": ("K8S_CONTAINER_NAME", "CONTAINER_NAME"),
-    "k8s.deployment.name": ("K8S_DEPLOYMENT_NAME",),
-    "k8s.cluster.name": ("K8S_CLUSTER_NAME",),
-}
-
 
 OURS = "vllm_startup"  # our distro's and configurator's entry-point name
 _LOAD_LOGGER = "opentelemetry.instrumentation.auto_instrumentation._load"
@@ -123,7 +112,7 @@ def resource_attributes(environ: Any = None) -> dict[str, Any]:
         attrs[sc.WORKER_RANK] = rank
     if not _service_name_set(environ):
         attrs["service.name"] = "vllm"
-    for key, names in K8S_ENV.items():
+    for key, names in sc.K8S_ENV.items():
         for name in names:
             if environ.get(name):
                 attrs[key] = environ[name]

@@ -22,67 +22,13 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import private_dir
-from vllm_otel_startup.model.redact import scrubbed
+from vllm_otel_startup.model.spanmodel import encode
 
 _log = logging.getLogger("vllm_otel_startup")
 
 
 def default_dir() -> str:
     return settings.start_dir()
-
-
-def _value(v: Any) -> dict[str, Any]:
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    if isinstance(v, (list, tuple)):
-        return {"arrayValue": {"values": [_value(x) for x in v]}}
-    return {"stringValue": str(v)}
-
-
-def _attrs(attrs: Any) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _value(v)} for k, v in (attrs or {}).items()]
-
-
-def encode(spans: Sequence[Any]) -> dict[str, Any]:
-    """OTLP/JSON ``ExportTraceServiceRequest`` for SDK ReadableSpans (hex ids, string nanos)."""
-    by_resource: dict[int, tuple[Any, dict[str, list[dict[str, Any]]]]] = {}
-    for s in spans:
-        res, scopes = by_resource.setdefault(id(s.resource), (s.resource, {}))
-        scope = s.instrumentation_scope.name if s.instrumentation_scope else ""
-        ctx = s.context
-        item: dict[str, Any] = {
-            "traceId": f"{ctx.trace_id:032x}",
-            "spanId": f"{ctx.span_id:016x}",
-            "name": s.name,
-            "kind": int(s.kind.value) + 1,
-            "startTimeUnixNano": str(s.start_time),
-            "endTimeUnixNano": str(s.end_time),
-            "attributes": _attrs(s.attributes),
-            "status": {"code": {"UNSET": 0, "OK": 1, "ERROR": 2}[s.status.status_code.name]},
-        }
-        if s.parent is not None:
-            item["parentSpanId"] = f"{s.parent.span_id:016x}"
-        if s.status.description:
-            item["status"]["message"] = s.status.description
-        if s.events:
-            item["events"] = [
-                {"name": e.name, "timeUnixNano": str(e.timestamp), "attributes": _attrs(e.attributes)}
-                for e in s.events
-            ]
-        scopes.setdefault(scope, []).append(item)
-    return {
-        "resourceSpans": [
-            {
-                "resource": {"attributes": _attrs(scrubbed(res.attributes))},
-                "scopeSpans": [{"scope": {"name": n}, "spans": sp} for n, sp in scopes.items()],
-            }
-            for res, scopes in by_resource.values()
-        ]
-    }
 
 
 class StartupFileExporter(SpanExporter):

@@ -24,7 +24,7 @@ _log = logging.getLogger("vllm_otel_startup")
 
 # areas: one WARNING per process each
 HOOKS = "patched call"  # a wrapper's steps around a vLLM call (wrappers.py)
-SPANS = "span processing"  # the span processor and the cause probes (processor.py, causes.py)
+SPANS = "span processing"  # the span processor and the cause probes (processor.py, causes/)
 SAMPLER = "resource sampler"  # its thread stopped on an error: the resource series and summaries end there
 READY = "ready point"  # what a process publishes when its start ends: metrics, spool, /metrics, the printout
 EXIT = "exit"  # a process that leaves before its ready point (__init__._at_exit)

@@ -25,15 +25,14 @@ import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent.patch_points import SPAN_PHASES, WAITING_SPANS
-from vllm_otel_startup.agent.process import API_SERVER
+from vllm_otel_startup.agent.process import API_SERVER, ProcessInfo
 
 if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
     from vllm_otel_startup.model.estimate import Estimate, Recorded
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -55,10 +54,25 @@ def metric_phase(p: dict[str, Any]) -> tuple[str, float]:
     return p["phase"], float(p["phase_elapsed_s"])
 
 
+class LiveHost(Protocol):
+    """What a start in progress needs of the process's runtime (runtime.Runtime provides it)."""
+
+    info: ProcessInfo
+    active: bool
+    done: bool
+
+    @property
+    def open_segment(self) -> tuple[str, int] | None: ...
+
+    def trace_id(self) -> str: ...
+
+    def fleet(self) -> dict[str, str]: ...
+
+
 class Live:
     """This process's start in progress (one per process, owned by the runtime)."""
 
-    def __init__(self, rt: Runtime, interval_s: float) -> None:
+    def __init__(self, rt: LiveHost, interval_s: float) -> None:
         self.rt = rt
         self.interval = interval_s
         self._open: dict[int, tuple[int, str, str, bool, int]] = {}  # span id -> (start, name, phase, waiting, n)
@@ -96,7 +110,7 @@ class Live:
         now = now_ns or time.time_ns()
         with self._lock:
             entries = [(s, name, phase, waiting, n) for s, name, phase, waiting, n in self._open.values()]
-        seg = self.rt._segment  # noqa: SLF001 - the open bootstrap segment (a span made when it closes)
+        seg = self.rt.open_segment
         if seg is not None and seg[0] in SPAN_PHASES:
             entries.append((seg[1], seg[0], SPAN_PHASES[seg[0]], False, 0))
         entries.sort(key=lambda e: e[0])

@@ -13,7 +13,7 @@ Hook kinds:
   marker    no span: ends the current bootstrap segment and starts ``segment`` (or none)
   cli_main  no span: a failure escaping the CLI marks the start failed
   ctx       span around a context manager returned by the call (enter to exit)
-  enrich    no span: a cause probe (causes.py) records attributes for the named phase
+  enrich    no span: a cause probe (causes/) records attributes for the named phase
   once      span around the first call in this process only (then the original is put back)
   since     no span around the call: a span from the end of this process's last ``since`` span to the call's
             start (vLLM's inline work between two calls that no function of its own names). A since row may name
@@ -43,7 +43,7 @@ class PatchPoint:
     waiting: bool = False  # the span only waits for another process
     child: str | None = None  # spawn: kind of the child process
     segment: str | None = None  # marker: name of the segment that starts here
-    probe: str | None = None  # causes.py probe name
+    probe: str | None = None  # a probe name of causes/ (its registry)
     ends: str | None = None  # ready: the process kind whose startup this call's return ends
     since: str | None = None  # since: the span whose end starts this row's span
 
@@ -217,8 +217,8 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P(f"{_LOADER}.default_loader:DefaultModelLoader._prepare_weights", "", "weights_load", ANY,
       hook="enrich", probe="prepare_weights"),
     # ---- every other loader: one `Load weights` span each (vLLM traces only the default loader's), fed by the one
-    # WeightsLoad probe (causes.py). Where a loader reads inside its own load_model, the span is on the method that
-    # reads: tensorizer's non-vLLM-tensorized path (_load_model_serialized_cpu: model init + read, as one),
+    # WeightsLoad probe (causes/weights.py). Where a loader reads inside its own load_model, the span is on the method
+    # that reads: tensorizer's non-vLLM-tensorized path (_load_model_serialized_cpu: model init + read, as one),
     # the weight-cache daemon's tensor mapping (_apply_entries: not the socket wait, not the meta-device init),
     # ModelExpress's own loader (its load_model: P2P, GDS or disk, chosen inside the package).
     P(f"{_LOADER}:get_model_loader", "", "weights_load", ANY, hook="enrich", probe="weights_loader"),

@@ -16,26 +16,40 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent.guard import READY, failed, safe
-from vllm_otel_startup.agent.process import API_SERVER
-
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
+from vllm_otel_startup.agent.process import API_SERVER, ProcessInfo
 
 _log = logging.getLogger("vllm_otel_startup")
 
 
-def publish(rt: Runtime) -> None:
+class ReadyHost(Protocol):
+    """What the ready point's work needs of the process's runtime (runtime.Runtime provides it)."""
+
+    info: ProcessInfo
+    frontends: int  # API server processes this launcher spawned
+    recorder: Any  # otel_metrics.StartupRecorder, or None without a meter provider
+    collector: Any  # prometheus.StartupCollector once registered (API server)
+    provider: Any  # the tracer provider (its force_flush)
+    cost: Any  # self_cost.MainThreadCost
+    retro: Any  # retro_spans.RetroSpans, or None
+
+    def ended_spans(self) -> list[Any]: ...
+
+    def trace_id(self) -> str: ...
+
+    def fleet(self) -> dict[str, str]: ...
+
+
+def publish(rt: ReadyHost) -> None:
     """Record this process's startup metrics; a child spools its spans for the root, every API server serves the
     whole start on vLLM's /metrics. The parts are independent: one that fails loses only itself."""
     from vllm_otel_startup.agent import spool
     from vllm_otel_startup.model.spanmodel import from_readable
 
-    with rt._lock:  # noqa: SLF001 - the runtime's own lock guards its ended spans
-        ended = list(rt.ended)
+    ended = rt.ended_spans()
     own = [from_readable(s) for s in ended]
     trace_id = rt.trace_id()
     if not rt.info.root or rt.frontends:  # a launcher's spans: for its API servers' /metrics
@@ -66,7 +80,7 @@ def _write_multiprocess(whole: list[Any], labels: dict[str, str]) -> None:
     prometheus.write_multiprocess(whole_start_observations(whole, labels), os.environ[MULTIPROC_DIR])
 
 
-def _record_metrics(rt: Runtime, own: list[Any], whole: list[Any], labels: dict[str, str]) -> None:
+def _record_metrics(rt: ReadyHost, own: list[Any], whole: list[Any], labels: dict[str, str]) -> None:
     """Over OTLP: this process's own phases; the root also the whole start (``whole``)."""
     from vllm_otel_startup.agent.observations import span_observations, start_observations
 
@@ -76,14 +90,14 @@ def _record_metrics(rt: Runtime, own: list[Any], whole: list[Any], labels: dict[
     rt.recorder.record(observations)
 
 
-def print_summary_later(rt: Runtime) -> None:
+def print_summary_later(rt: ReadyHost) -> None:
     """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread
     of its own started once the ready point's wait is over: the rendering never competes with the main thread for
     the GIL while it waits (under load the fault matrix's three waits reached 95-100 ms when it did)."""
     threading.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary", daemon=True).start()
 
 
-def print_summary(rt: Runtime) -> None:
+def print_summary(rt: ReadyHost) -> None:
     from vllm_otel_startup.agent import spool
     from vllm_otel_startup.model import summary
     from vllm_otel_startup.model.redact import scrub
@@ -91,15 +105,13 @@ def print_summary(rt: Runtime) -> None:
 
     try:
         if summary.enabled():
-            with rt._lock:  # noqa: SLF001 - the runtime's own lock guards its ended spans
-                ended = list(rt.ended)
-            spans = [from_readable(s) for s in ended] + spool.read(rt.trace_id(), skip=spool_name(rt))
+            spans = [from_readable(s) for s in rt.ended_spans()] + spool.read(rt.trace_id(), skip=spool_name(rt))
             print(scrub(summary.render(spans)), file=sys.stdout, flush=True)
     except Exception:  # noqa: BLE001 - telemetry never raises into the host
         failed(READY, "the printed breakdown")
 
 
-def serve_on_vllm_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
+def serve_on_vllm_metrics(rt: ReadyHost, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
     """Register the start's collector with vLLM's /metrics registry (once per process)."""
     from vllm_otel_startup.agent import prometheus, spool
 
@@ -113,7 +125,7 @@ def serve_on_vllm_metrics(rt: Runtime, own: list[Any], trace_id: str, labels: di
         atexit.register(spool.remove, trace_id)
 
 
-def spool_name(rt: Runtime) -> str:
+def spool_name(rt: ReadyHost) -> str:
     """This process's name in the start's spool."""
     from vllm_otel_startup.agent import spool
 
@@ -128,7 +140,7 @@ def flush_metrics() -> None:
         flush(10_000)
 
 
-def flush(rt: Runtime, wait_s: float, before: Callable[[], None] | None = None, handover_s: float = 0.0) -> None:
+def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None, handover_s: float = 0.0) -> None:
     """Export what this process has, waiting at most ``wait_s``; the export goes on in the background.
     ``before`` runs first on the same thread (work that must not delay the ready point). ``handover_s`` (a start
     that fails or exits: the SDK shuts down next): first wait up to that long for ``before`` (local work, no

@@ -111,6 +111,29 @@ class Runtime:
             context.detach(self._token)
             self._token = None
 
+    def stop(self) -> None:
+        """Stop observing (``start()``'s pair; uninstrument): the span processor and sampler hook go inert, the
+        export nudge and long-event watchers stop, the process span's context is left, the sampler thread ends."""
+        self.active = False
+        self.nudge.stop()
+        if self.retro is not None:
+            self.retro.uninstall()
+        self.detach()
+        if self.sampler is not None:
+            if not self.sampler.stopping:
+                self.sampler.stop_after(0)
+            self.sampler.join(1.0)  # bounded: its last sample is taken within one tick
+
+    def ended_spans(self) -> list[Any]:
+        """This process's ended startup spans so far (a copy, taken under the runtime's lock)."""
+        with self._lock:
+            return list(self.ended)
+
+    @property
+    def open_segment(self) -> tuple[str, int] | None:
+        """The open bootstrap segment (name, start ns): a span made when it closes."""
+        return self._segment
+
     # ---- lifecycle ------------------------------------------------------------------------------------
     def after_fork_in_child(self) -> None:
         """A forked child inherits this process's state (hooks, provider, even our runtime) but runs no

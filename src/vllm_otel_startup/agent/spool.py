@@ -101,7 +101,7 @@ def process_name(kind: str, pid: int | str) -> str:
 
 def write(trace_id: str, name: str, spans: Sequence[Any]) -> bool:
     """Write this process's ended SDK spans."""
-    from vllm_otel_startup.agent.file_exporter import encode
+    from vllm_otel_startup.model.spanmodel import encode
 
     return _write(trace_id, f"{name}.json", json.dumps(encode(spans), separators=(",", ":")))
 

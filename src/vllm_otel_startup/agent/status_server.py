@@ -19,12 +19,9 @@ import logging
 import math
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from vllm_otel_startup import semconv as sc
-
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.live import Live
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -54,12 +51,20 @@ def exposition(series: list[tuple[str, float, dict[str, str]]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class StatusSource(Protocol):
+    """What the endpoint serves (live.Live provides it)."""
+
+    def status(self) -> dict[str, Any]: ...
+
+    def series(self) -> list[tuple[str, float, dict[str, str]]]: ...
+
+
 def _escape(v: str) -> str:
     return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 class _Handler(BaseHTTPRequestHandler):
-    live: Live  # set on the subclass made per server
+    live: StatusSource  # set on the subclass made per server
     server_version = "vllm-otel-startup"
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
@@ -87,7 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class StatusServer:
-    def __init__(self, live: Live, host: str, port: int) -> None:
+    def __init__(self, live: StatusSource, host: str, port: int) -> None:
         handler = type("Handler", (_Handler,), {"live": live})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
@@ -109,7 +114,7 @@ class StatusServer:
             self.httpd.socket.close()
 
 
-def start(live: Live, setting: str) -> StatusServer | None:
+def start(live: StatusSource, setting: str) -> StatusServer | None:
     try:
         host, port = parse(setting)
     except ValueError:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from html import escape
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.canvas import Line, Rect, Scene, Text, fit
 from vllm_otel_startup.cli import html_page
-from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit
 from vllm_otel_startup.model import compile_factors as cf
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.facts import KIND_LABEL, human_bytes, kind_of, no_aot_artifact_yet, phase_of, seconds

@@ -17,7 +17,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import phase_groups as pg
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.facts import Facts, kind_of, phase_of, seconds
 from vllm_otel_startup.model.formatting import signed_seconds as _signed
@@ -25,7 +25,7 @@ from vllm_otel_startup.model.intervals import merge, minus
 from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
 
-# The features each of semconv.PREDICT_GROUPS is fitted on ("other" last: the rest of the start).
+# The features each of phase_groups.PREDICT_GROUPS is fitted on ("other" last: the rest of the start).
 FEATURES: dict[str, tuple[str, ...]] = {
     "compile": ("compile_miss", "compile_hit", "miss_x_gb", "hit_x_gb"),
     "cudagraphs": ("capture_sizes", "sizes_x_gb"),
@@ -35,12 +35,12 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "kv_cache": ("one", "kv_gb", "weights_gb"),
     "http": ("one",),
     "bootstrap": ("one", "processes"),
-    sc.OTHER_GROUP: ("one", "compiled", "weights_gb"),
+    pg.OTHER_GROUP: ("one", "compiled", "weights_gb"),
 }
 # (group, phases, features), most specific first: a moment counted by an earlier group is not counted again.
 GROUPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
-    (g, phases, FEATURES[g]) for g, phases in sc.PREDICT_GROUPS.items() if g != sc.OTHER_GROUP]
-OTHER = (sc.OTHER_GROUP, FEATURES[sc.OTHER_GROUP])
+    (g, phases, FEATURES[g]) for g, phases in pg.PREDICT_GROUPS.items() if g != pg.OTHER_GROUP]
+OTHER = (pg.OTHER_GROUP, FEATURES[pg.OTHER_GROUP])
 RIDGE = 1e-6
 
 

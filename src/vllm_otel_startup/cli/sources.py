@@ -7,7 +7,6 @@ A source names one start (``report``) or a set of starts (``compare``, ``predict
 
 from __future__ import annotations
 
-import glob
 import gzip
 import os
 import re
@@ -15,6 +14,7 @@ from collections.abc import Callable
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import tempo
+from vllm_otel_startup.model import corpus
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.facts import find_root
 from vllm_otel_startup.model.redact import redact_url
@@ -26,22 +26,6 @@ __all__ = ["STDIN", "TRACE_ID", "Start", "latest_file", "many", "one", "parse_te
 
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 _PATTERN = re.compile(r"[*?\[]")
-_OURS = (".jsonl", ".jsonl.gz")
-
-
-def _open_text(path: str) -> str:
-    try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return f.read()
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise ReportError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ReportError(f"{path}: is a directory") from None
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise ReportError(f"{path}: cannot read ({exc.__class__.__name__}: {exc})") from None
 
 
 STDIN = "-"  # a SOURCE of "-": the start is read from standard input (plain or gzipped)
@@ -60,7 +44,7 @@ def _stdin_text() -> str:
 def read_file(path: str) -> list[Span]:
     if path == STDIN:
         return parse_text(_stdin_text(), "<stdin>")
-    return parse_text(_open_text(path), path)
+    return parse_text(corpus.read_text(path), path)
 
 
 def starts_in(spans: list[Span], source: str) -> list[Start]:
@@ -81,15 +65,7 @@ def starts_in(spans: list[Span], source: str) -> list[Start]:
 def _files(pattern_or_dir: str) -> list[str]:
     """Files a directory (every *.jsonl[.gz] below it) or a glob (matching files, and directories expanded
     like a directory) names."""
-    found: list[str] = []
-    matches = [pattern_or_dir] if os.path.isdir(pattern_or_dir) else \
-        glob.glob(os.path.expanduser(pattern_or_dir), recursive=True)
-    for m in matches:
-        if os.path.isdir(m):
-            found += [p for ext in _OURS for p in glob.glob(os.path.join(m, "**", "*" + ext), recursive=True)]
-        elif os.path.isfile(m):
-            found.append(m)
-    return sorted(set(found))
+    return corpus.files([pattern_or_dir])
 
 
 def latest_file(directory: str | None = None) -> str:

@@ -11,9 +11,10 @@ import textwrap
 from collections.abc import Callable
 from html import escape
 
+from vllm_otel_startup import phase_groups as pg
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.canvas import Line, Rect, Scene, Text, fit, text_width
 from vllm_otel_startup.cli import html_page, phase_tree
-from vllm_otel_startup.cli.canvas import Line, Rect, Scene, Text, fit, text_width
 from vllm_otel_startup.model.facts import (
     KIND_LABEL,
     Facts,
@@ -36,7 +37,7 @@ BAR = 17
 LANE_GAP = 14
 CPU_STRIP = 16
 
-# Legend label and colour of each of semconv.WATERFALL_GROUPS (its "other" group is drawn in OTHER).
+# Legend label and colour of each of phase_groups.WATERFALL_GROUPS (its "other" group is drawn in OTHER).
 GROUP_STYLE: dict[str, tuple[str, str]] = {
     "bootstrap": ("Python start, imports", "#b0bec5"),
     "config": ("config, model info, tokenizer", "#ce93d8"),
@@ -48,7 +49,7 @@ GROUP_STYLE: dict[str, tuple[str, str]] = {
     "http": ("HTTP server", "#9fa8da"),
 }
 CATEGORIES: list[tuple[str, str, tuple[str, ...]]] = [
-    (*GROUP_STYLE[g], phases) for g, phases in sc.WATERFALL_GROUPS.items() if g != sc.OTHER_GROUP]
+    (*GROUP_STYLE[g], phases) for g, phases in pg.WATERFALL_GROUPS.items() if g != pg.OTHER_GROUP]
 _COLOR = {ph: color for _, color, phases in CATEGORIES for ph in phases}
 OTHER = "#e0e0e0"
 WAIT_FILL, WAIT_HATCH = "#f5f5f5", "#bdbdbd"

@@ -16,8 +16,6 @@ Stdlib only and no I/O beyond reading the files: the API server loads it on its 
 
 from __future__ import annotations
 
-import glob
-import gzip
 import os
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model import corpus
 from vllm_otel_startup.model.argv import model_name
 from vllm_otel_startup.model.spanmodel import Span, parse_text
 
@@ -92,41 +91,14 @@ def recorded(spans: Iterable[Span]) -> list[Recorded]:
     return out
 
 
-def _files(sources: Iterable[str]) -> list[str]:
-    found: set[str] = set()
-    for src in sources:
-        src = os.path.expanduser(src)
-        matches = [src] if os.path.isdir(src) else glob.glob(src, recursive=True)
-        for m in matches:
-            if os.path.isdir(m):
-                for ext in ("*.jsonl", "*.jsonl.gz"):
-                    found.update(glob.glob(os.path.join(m, "**", ext), recursive=True))
-            elif os.path.isfile(m):
-                found.add(m)
-
-    def mtime(p: str) -> float:
-        try:
-            return os.path.getmtime(p)
-        except OSError:
-            return 0.0
-
-    return sorted(found, key=mtime, reverse=True)[:MAX_FILES]
-
-
 def load(sources: Iterable[str], skip_trace: str = "") -> list[Recorded]:
     """Every ready start in the newest files of these directories / globs / files; unreadable files are skipped."""
     out: list[Recorded] = []
-    for path in _files(sources):
+    for path in corpus.newest_first(corpus.files(sources))[:MAX_FILES]:
         if skip_trace and os.path.basename(path).startswith(skip_trace):
             continue
         try:
-            if path.endswith(".gz"):
-                with gzip.open(path, "rt", encoding="utf-8") as f:
-                    text = f.read()
-            else:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-            out.extend(recorded(parse_text(text, path)))
+            out.extend(recorded(parse_text(corpus.read_text(path), path)))
         except Exception:  # noqa: BLE001 - a bad file is no history, never an error
             continue
     return out

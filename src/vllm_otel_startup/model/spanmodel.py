@@ -1,6 +1,7 @@
 """The span model shared by the report, the metrics and the tests, and the one OTLP/JSON decoder: OTLP/JSON
 in (a document, a Tempo answer or a file's text), plain spans out; the SDK's ReadableSpan converted to the
-same model. (Encoding is the agent's file exporter.)
+same model; and its encoder (``encode``: SDK ReadableSpans to OTLP/JSON), which the agent's local file and
+spool write.
 
 ``parse_otlp`` reads both OTLP/JSON spellings: the OTLP/HTTP JSON encoding (hex ids, as our file exporter
 writes them) and the protobuf-JSON mapping (base64 ids, enum names such as ``STATUS_CODE_ERROR``), which is
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_otel_startup.model.errors import ReportError
+from vllm_otel_startup.model.redact import scrubbed
 
 
 @dataclass
@@ -156,3 +159,59 @@ def from_readable(s: Any) -> Span:
         status={"UNSET": 0, "OK": 1, "ERROR": 2}[s.status.status_code.name], status_message=s.status.description or "",
         events=[{"name": e.name, "attributes": dict(e.attributes or {})} for e in s.events],
     )
+
+
+# ---- the encoder: the agent's local file and spool write what the decoder above reads --------------------
+def _otlp_value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, (list, tuple)):
+        return {"arrayValue": {"values": [_otlp_value(x) for x in v]}}
+    return {"stringValue": str(v)}
+
+
+def _otlp_attrs(attrs: Any) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _otlp_value(v)} for k, v in (attrs or {}).items()]
+
+
+def encode(spans: Sequence[Any]) -> dict[str, Any]:
+    """OTLP/JSON ``ExportTraceServiceRequest`` for SDK ReadableSpans (hex ids, string nanos; the resource's
+    attributes scrubbed): what ``parse_otlp`` reads back. Duck-typed: no SDK import here."""
+    by_resource: dict[int, tuple[Any, dict[str, list[dict[str, Any]]]]] = {}
+    for s in spans:
+        res, scopes = by_resource.setdefault(id(s.resource), (s.resource, {}))
+        scope = s.instrumentation_scope.name if s.instrumentation_scope else ""
+        ctx = s.context
+        item: dict[str, Any] = {
+            "traceId": f"{ctx.trace_id:032x}",
+            "spanId": f"{ctx.span_id:016x}",
+            "name": s.name,
+            "kind": int(s.kind.value) + 1,
+            "startTimeUnixNano": str(s.start_time),
+            "endTimeUnixNano": str(s.end_time),
+            "attributes": _otlp_attrs(s.attributes),
+            "status": {"code": {"UNSET": 0, "OK": 1, "ERROR": 2}[s.status.status_code.name]},
+        }
+        if s.parent is not None:
+            item["parentSpanId"] = f"{s.parent.span_id:016x}"
+        if s.status.description:
+            item["status"]["message"] = s.status.description
+        if s.events:
+            item["events"] = [
+                {"name": e.name, "timeUnixNano": str(e.timestamp), "attributes": _otlp_attrs(e.attributes)}
+                for e in s.events
+            ]
+        scopes.setdefault(scope, []).append(item)
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _otlp_attrs(scrubbed(res.attributes))},
+                "scopeSpans": [{"scope": {"name": n}, "spans": sp} for n, sp in scopes.items()],
+            }
+            for res, scopes in by_resource.values()
+        ]
+    }

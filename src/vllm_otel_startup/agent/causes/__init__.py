@@ -1,0 +1,156 @@
+"""Cause probes: the attributes that explain a phase's cost (the probe hooks are described in ``base.py``).
+
+One module per probe family, imported only when a probe of that family is first needed (a process that never
+compiles never loads ``compile.py``): ``config.py``, ``weights.py``, ``compile.py``, ``cudagraphs.py``, ``hub.py``.
+This module holds the registry, the patch table's probe names (``probe=``) and the phases with a probe, each
+mapped to ``"module:Class"``, and :class:`Probes`, which makes each probe on first use. It imports only the
+standard library and ``base``: the agent imports it in every instrumented process. The family modules' names
+stay reachable from here, imported on first access (PEP 562).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from vllm_otel_startup.agent.causes.base import END_NS, Call, Probe, filesystem_of, gb_per_s
+
+if TYPE_CHECKING:
+    from vllm_otel_startup.agent.runtime import Runtime
+
+# what this module holds itself; the family modules' names come on first access (``__getattr__``)
+__all__ = ["CALL_PROBES", "CALL_PROBE_NAMES", "END_NS", "PHASE_PROBES", "PROBE_CLASSES", "Call", "Probe", "Probes",
+           "filesystem_of", "gb_per_s", "load"]
+
+# the patch table's probe name (PatchPoint.probe) -> the probe that serves it (its ``name``, or one of its ``names``)
+CALL_PROBES: dict[str, str] = {
+    "config": "config:ConfigFacts",
+    "model_inspection": "config:ModelInspection",
+    "kv_cache_profile": "config:KvCacheProfile",
+    "weights_loader": "weights:WeightsLoad",
+    "prepare_weights": "weights:WeightsLoad",
+    "weight_files": "weights:WeightsLoad",
+    "streamer_request": "weights:WeightsLoad",
+    "load_weights": "weights:WeightsLoad",
+    "aot_load": "compile:AotLoad",
+    "aot_save": "compile:AotSave",
+    "compile_key": "compile:CompileKey",
+    "aot_key_factors": "compile:AotKeyFactors",
+    "capture": "cudagraphs:Capture",
+    "capture_mode": "cudagraphs:CaptureMode",
+}
+# a phase -> the probe around its spans (its ``phase``)
+PHASE_PROBES: dict[str, str] = {
+    "weights_load": "weights:WeightsLoad",
+    "torch_compile": "compile:CompileCache",
+    "weights_download": "hub:HubDownload",
+    "cudagraph_capture": "cudagraphs:CudaGraphCount",
+}
+CALL_PROBE_NAMES = frozenset(CALL_PROBES)
+
+# every probe class, in the order PROBES lists them
+PROBE_CLASSES = ("config:ConfigFacts", "config:ModelInspection", "config:KvCacheProfile", "weights:WeightsLoad",
+                 "compile:AotLoad", "compile:AotSave", "compile:CompileKey", "compile:AotKeyFactors",
+                 "cudagraphs:Capture", "cudagraphs:CaptureMode", "compile:CompileCache", "hub:HubDownload",
+                 "cudagraphs:CudaGraphCount")
+
+# names the family modules define, reachable as ``causes.<name>`` (imported on first access)
+_EXPORTS = {
+    "base": ("_file_size",),
+    "config": ("ConfigFacts", "ModelInspection", "KvCacheProfile", "SUBPROCESS_SPAN", "_config_facts"),
+    "weights": ("WeightsLoad", "LOADER_NAMES", "OBJECT_STORE_SCHEMES", "_NO_FILES", "_format_of", "_paths",
+                "_is_object_uri", "_tensor_bytes"),
+    "compile": ("AotLoad", "AotSave", "CompileKey", "AotKeyFactors", "CompileCache", "_COMPILE_COUNTERS",
+                "_torch_counters"),
+    "cudagraphs": ("Capture", "CaptureMode", "CudaGraphCount"),
+    "hub": ("HubDownload", "hub_cache_dir", "blobs_written_since"),
+}
+LAZY_NAMES = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def load(target: str) -> type[Probe]:
+    """The probe class of a registry entry (``"module:Class"``), importing its family module."""
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PROBES":
+        value: Any = tuple(load(t) for t in PROBE_CLASSES)
+    elif name in LAZY_NAMES:
+        value = getattr(importlib.import_module(f"{__name__}.{LAZY_NAMES[name]}"), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *LAZY_NAMES, "PROBES"})
+
+
+class Probes:
+    """This process's probes, each made on first use of one of its names or its phase (its family module imported
+    then), and the one fail-soft way to invoke them."""
+
+    def __init__(self, rt: Runtime) -> None:
+        from vllm_otel_startup import settings  # standard library only, like this module
+
+        self.rt = rt
+        self.off = settings.off("probes")
+        self.all: list[Probe] = []  # the probes made so far
+        self.by_name: dict[str, Probe | None] = {}  # patch-table probe name -> its probe (None: failed to load)
+        self.by_phase: dict[str, Probe | None] = {}
+        self._made: dict[str, Probe] = {}  # "module:Class" -> its one instance (WeightsLoad: five names, a phase)
+
+    def _probe(self, key: str, table: dict[str, str], cache: dict[str, Probe | None]) -> Probe | None:
+        """The probe for ``key`` (a probe name or a phase), made (and its module imported) the first time."""
+        if key in cache:
+            return cache[key]
+        target = table.get(key)
+        if target is None or self.off:
+            return None
+        probe = self._made.get(target)
+        if probe is None:
+            try:
+                made = load(target)()
+            except Exception:  # noqa: BLE001 - a probe that fails to load only loses its attributes
+                _failed(f"probe {target} (load)")
+                cache[key] = None
+                return None
+            probe = self._made.setdefault(target, made)  # two threads at once: both keep the first one made
+            if probe is made:
+                self.all.append(made)
+        cache[key] = probe
+        return probe
+
+    def _safe(self, probe: Probe | None, hook: str, *args: Any) -> None:
+        if probe is None:
+            return
+        try:
+            getattr(probe, hook)(self.rt, *args)
+        except Exception:  # noqa: BLE001 - a probe that fails only loses its attributes
+            _failed(f"probe {type(probe).__name__}.{hook}")
+
+    def after_call(self, name: str | None, span: Any, call: Call) -> None:
+        if call.kind is None:
+            call = Call(call.instance, call.args, call.kwargs, call.result, name)
+        self._safe(self._probe(name or "", CALL_PROBES, self.by_name), "after_call", span, call)
+
+    def on_start(self, phase: str, span: Any) -> None:
+        self._safe(self._probe(phase, PHASE_PROBES, self.by_phase), "on_start", span)
+
+    def on_ending(self, phase: str, span: Any) -> None:
+        self._safe(self._probe(phase, PHASE_PROBES, self.by_phase), "on_ending", span)
+
+    def uninstall(self) -> None:
+        for probe in list(self.all):
+            with contextlib.suppress(Exception):
+                probe.uninstall()
+
+
+def _failed(what: str) -> None:
+    from vllm_otel_startup.agent.guard import SPANS, failed  # standard library only; imported by then anyway
+
+    failed(SPANS, what)
