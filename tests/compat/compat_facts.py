@@ -94,11 +94,10 @@ IN_PROCESS_WORKER = ("0.11.0", "0.15.1")
 # of the layout matrix without its controls, the same PyTorch time outside Inductor's regions (not yet read apart).
 LEAF_FLOOR = {("0.11.0", "compiled"): 0.85, ("0.15.1", "compiled"): 0.60, ("0.15.1", "eager"): 0.96,
               ("0.32.0", "compiled"): 0.95}
-# The critical path's own documented shortfall, against the 98 % goal: 0.15.1 eager's in-process worker binds its
-# OpenMP threads inside `Init device` (torch.ops._C_utils.init_cpu_threads_env, after `CPU topology`), a call with no
-# span yet: ~5 ms idle, 0.38-0.57 s beside the suite's other starts on a 2-core host (96.8-97.8 % in 3 of 9 full
-# runs, 2026-11-27; every other release and mode 99.4-99.7 %).
-CP_FLOOR = {("0.15.1", "eager"): 0.96}
+# The critical path's documented shortfalls, against the 98 % goal (none now: 0.15.1 eager's in-process worker binding
+# its OpenMP threads inside `Init device`, 0.38-0.57 s beside the suite's other starts on a 2-core host and 96.8-97.8 %
+# in 3 of 9 full runs, is named since 2026-11-27: `OpenMP binding`, 99.5 % in its next start).
+CP_FLOOR: dict[tuple[str, str], float] = {}
 
 
 def process_kinds(release: str) -> set[str]:
