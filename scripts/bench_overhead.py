@@ -6,7 +6,7 @@
    `python -c pass`: what OpenTelemetry's launcher and auto-instrumentation cost every process started under
    `opentelemetry-instrument` (the API server and each spawned vLLM process pay it on the critical path).
 2. The resource sampler's steady-state CPU cost at 10 Hz (API server and EngineCore/worker kinds). The same way,
-   the in-progress machinery of a start (agent/live.py: its thread at the default interval, the gauges read at
+   the in-progress machinery of a start (agent/live/progress.py: its thread at the default interval, the gauges read at
    each metrics export, the API server's estimate, progress message and status server): an otherwise idle API
    server runtime in a fresh process with it on vs off (sampler off in both), the CPU difference per second.
 3. Whole-start overhead: the same real `opentelemetry-instrument vllm serve` of the tiny model, with and
@@ -102,21 +102,18 @@ def call_cost(n: int = 20000) -> dict:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from vllm_otel_startup.agent.file_exporter import StartupFileExporter
-    from vllm_otel_startup.agent.hooks import Installer
-    from vllm_otel_startup.agent.patch_points import PatchPoint
+    from vllm_otel_startup.agent.assembly import assemble
+    from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
+    from vllm_otel_startup.agent.patching.hooks import Installer
+    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
     from vllm_otel_startup.agent.process import ProcessInfo
-    from vllm_otel_startup.agent.processor import StartupSpanProcessor
-    from vllm_otel_startup.agent.runtime import Runtime
 
     with tempfile.TemporaryDirectory() as d:
         provider = TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(StartupFileExporter(d), max_queue_size=n + 10))
-        tracer = provider.get_tracer("vllm_otel_startup")
         now = time.time_ns()
-        rt = Runtime(ProcessInfo("worker", os.getpid(), now, "proc", now, ["bench"]), tracer, provider)
-        provider.add_span_processor(StartupSpanProcessor(rt))
-        rt.start()
+        rt = assemble(ProcessInfo("worker", os.getpid(), now, "proc", now, ["bench"]), provider, hooks=False).rt
+        tracer = rt.tracer
         point = PatchPoint("bench:noop", "Load weights", "weights_load", "any")
 
         def noop():
@@ -193,10 +190,11 @@ def starts(n: int, mode: str, workdir: Path) -> dict:
 
 LIVE_CHILD = """
 import os, sys, time
-from opentelemetry import metrics, trace
+from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
+from vllm_otel_startup.agent.assembly import assemble
 from vllm_otel_startup.agent.process import ProcessInfo
 from vllm_otel_startup.agent.runtime import Runtime
 
@@ -218,8 +216,7 @@ p = TracerProvider()
 now = time.time_ns()
 info = ProcessInfo(kind="api_server", pid=os.getpid(), create_ns=now, create_source="proc", hook_ns=now,
                    argv=["vllm", "serve", "/work/recorded/tiny-model"])
-rt = Runtime(info, trace.get_tracer("bench", tracer_provider=p), p)
-rt.start()
+rt = assemble(info, p, hooks=False).rt  # the runtime as the instrumentor builds it, vLLM unpatched
 rt.facts.update({"vllm.enforce_eager": False})
 span = rt.tracer.start_span("torch.compile")  # a start held in one phase
 time.sleep(float(sys.argv[1]))  # setup: the first ticks (history read once) are not counted

@@ -8,7 +8,7 @@ shared memory pool, ``gc.collect`` and
 running parts is on. Arms alternate within every round (rotated order), so each ratio is taken side by side:
 
 - ``base``: nothing of ours;
-- ``api_sampler``: a second process runs the API server's sampler exactly (agent/sampler.py, ``host=True``:
+- ``api_sampler``: a second process runs the API server's sampler exactly (agent/resources/sampler.py, ``host=True``:
   /proc at 10 Hz, NVML device readings at 2 Hz) — NVML calls from another process while this one captures;
 - ``api_nvml_10hz``: the same with NVML read at 10 Hz (how sensitive capture is to the driver calls);
 - ``worker_sampler``: this process's own sampler (``host=False``, 10 Hz), as in an EngineCore or worker;
@@ -67,7 +67,7 @@ def api_sampler(hz: str, gpu_hz: str):
 
 
 def poller() -> None:
-    from vllm_otel_startup.agent.sampler import Sampler
+    from vllm_otel_startup.agent.resources.sampler import Sampler
 
     s = Sampler(host=True)
     s.start()
@@ -81,7 +81,7 @@ def poller() -> None:
 
 @contextmanager
 def worker_sampler():
-    from vllm_otel_startup.agent.sampler import Sampler
+    from vllm_otel_startup.agent.resources.sampler import Sampler
 
     s = Sampler(host=False)
     s.start()
@@ -114,7 +114,7 @@ def sdk_threads():
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from vllm_otel_startup.agent.file_exporter import StartupFileExporter  # noqa: F401 - imported as in a start
+    from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter  # noqa: F401 - imported as in a start
 
     tp = TracerProvider()
     tp.add_span_processor(BatchSpanProcessor(InMemorySpanExporter(), schedule_delay_millis=500))
@@ -209,7 +209,7 @@ def build_model(torch: Any) -> Any:
 
 
 def snapshot_cost(torch: Any, calls: int = 200) -> dict[str, float]:
-    from vllm_otel_startup.agent.sampler import Sampler
+    from vllm_otel_startup.agent.resources.sampler import Sampler
 
     s = Sampler(host=False)  # not started: the main thread's own snapshots, as at a span's start and end
     s.snapshot()  # fixes this process's GPU memory source

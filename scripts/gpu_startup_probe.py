@@ -70,23 +70,18 @@ def setup_instrumentation():
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from vllm_otel_startup.agent.ids import UrandomIdGenerator
+    from vllm_otel_startup.agent.assembly import assemble
     from vllm_otel_startup.agent.process import ProcessInfo
-    from vllm_otel_startup.agent.processor import StartupSpanProcessor
-    from vllm_otel_startup.agent.runtime import Runtime
-    from vllm_otel_startup.semconv import INSTRUMENTATION_NAME
 
     spans = InMemorySpanExporter()
-    provider = TracerProvider(id_generator=UrandomIdGenerator())
+    provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     trace.set_tracer_provider(provider)
     reader = kept_batches_exporter()
     metrics.set_meter_provider(MeterProvider(metric_readers=[PeriodicExportingMetricReader(reader, 3_600_000)]))
     info = ProcessInfo.current()
     info.kind = "api_server"
-    rt = Runtime(info, trace.get_tracer(INSTRUMENTATION_NAME, tracer_provider=provider), provider)
-    provider.add_span_processor(StartupSpanProcessor(rt))
-    rt.start()
+    rt = assemble(info, provider, hooks=False).rt
     return rt, spans, reader
 
 
@@ -177,7 +172,7 @@ def sampler_cost(seconds: float, host: bool = True) -> dict:
     """Steady-state CPU cost of the sampler thread at its default 10 Hz in an otherwise idle process (the
     first seconds, NVML initialisation included, are setup and not counted). ``host``: the API server's
     sampler (process tree, host cores, cgroup, NVML), else the EngineCore's / a worker's (itself only)."""
-    from vllm_otel_startup.agent.sampler import Sampler
+    from vllm_otel_startup.agent.resources.sampler import Sampler
 
     s = Sampler(host=host)
     s.start()

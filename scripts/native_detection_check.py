@@ -34,7 +34,7 @@ PROBE = r'''
 import functools, sys, types
 from opentelemetry import trace
 from vllm.tracing import instrument
-from vllm_otel_startup.agent.hooks import native_span
+from vllm_otel_startup.agent.patching.hooks import native_span
 
 def target_in(module_name):
     mod = types.ModuleType(module_name)

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.observations import fleet_labels, span_observations, start_observations
+from vllm_otel_startup.agent.export.observations import fleet_labels, span_observations, start_observations
 from vllm_otel_startup.model.spanmodel import Span
 
 STARTS = Path(__file__).resolve().parents[1] / "tests" / "data" / "starts"
@@ -179,7 +179,7 @@ def otlp_resource_metrics(s: SimStart, spans: list[Span], *, resource_keep: Iter
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.resources import Resource
 
-    from vllm_otel_startup.agent.otel_metrics import StartupRecorder, meter, register_resource_instruments
+    from vllm_otel_startup.agent.export.otel_metrics import StartupRecorder, meter, register_resource_instruments
 
     fleet = fleet_of(s, spans)
     keep = set(resource_keep) if resource_keep is not None else None
@@ -294,7 +294,7 @@ def exposition(s: SimStart, spans: list[Span]) -> str:
     """What the API server's GET /metrics serves of the start (prometheus-client text format 0.0.4)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from vllm_otel_startup.agent.prometheus import StartupCollector
+    from vllm_otel_startup.agent.export.prometheus import StartupCollector
 
     registry = CollectorRegistry(auto_describe=False)
     collector = StartupCollector(lambda: spans, fleet_of(s, spans))

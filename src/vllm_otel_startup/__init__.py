@@ -29,11 +29,11 @@ _log = logging.getLogger("vllm_otel_startup")
 class VllmStartupInstrumentor(BaseInstrumentor):
     """Traces a vLLM server start from process creation to ready, across all its processes."""
 
-    # this process's instrumentation (one per process): what uninstrument() undoes
+    # this process's instrumentation (one per process): what uninstrument() undoes, and its parts
+    _assembly: Any = None  # agent.assembly.Assembly
     _runtime: Any = None
     _installer: Any = None
     _probes: Any = None
-    _provider_state: Any = None  # (provider, its id generator, its sampler) before we replaced them
 
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
@@ -65,59 +65,23 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         self._start(info, **kwargs)
 
     def _start(self, info: Any, **kwargs: Any) -> None:
-        from vllm_otel_startup.agent.causes import Probes
-        from vllm_otel_startup.agent.hooks import Installer
-        from vllm_otel_startup.agent.processor import StartupSampler, StartupSpanProcessor
-        from vllm_otel_startup.agent.runtime import Runtime
-        from vllm_otel_startup.semconv import INSTRUMENTATION_NAME
+        from vllm_otel_startup.agent.assembly import assemble
 
-        provider = kwargs.get("tracer_provider") or trace.get_tracer_provider()
         cls = VllmStartupInstrumentor
-        cls._provider_state = None
-        window: StartupSampler | None = None
-        sdk = hasattr(provider, "add_span_processor")
-        if sdk:
-            from vllm_otel_startup.agent.ids import UrandomIdGenerator
-
-            sampler = getattr(provider, "sampler", None)
-            cls._provider_state = (provider, getattr(provider, "id_generator", None), sampler)
-            # vLLM seeds Python's global random (set_random_seed): the SDK's default ids would repeat
-            provider.id_generator = UrandomIdGenerator()
-            if sampler is not None:  # tracers made from now on (ours below; vLLM makes one per call) use it
-                provider.sampler = window = StartupSampler(sampler)
-        tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=provider)
-        rt = Runtime(info, tracer, provider)
-        probes = Probes(rt)
-        cls._runtime, cls._probes = rt, probes
-        if window is not None:
-            window.rt = rt
-        if sdk:  # an SDK provider cannot drop a span processor: uninstrument() makes it inert (rt.active False)
-            provider.add_span_processor(StartupSpanProcessor(rt, probes))
-        rt.start()
-        cls._installer = Installer(rt, tracer, probes=probes)
-        cls._installer.install()
-        atexit.register(_at_exit, rt)
+        built = assemble(info, kwargs.get("tracer_provider") or trace.get_tracer_provider())
+        cls._assembly = built
+        cls._runtime, cls._probes, cls._installer = built.rt, built.probes, built.installer
+        atexit.register(_at_exit, built.rt)
         _register_at_fork()
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        """Undo what instrument() did: hooks, compile-stage wrappers, probe counters, gc/import watchers, the
-        process span's context, the sampler thread, the provider's id generator and sampler, the exit hook."""
+        """Undo what instrument() did (assembly.Assembly.undo) and the exit hook."""
         cls = VllmStartupInstrumentor
-        rt, installer, probes, state = cls._runtime, cls._installer, cls._probes, cls._provider_state
-        cls._runtime = cls._installer = cls._probes = cls._provider_state = None
-        for undo in (
-            installer.uninstall if installer is not None else None,
-            probes.uninstall if probes is not None else None,
-            rt.stop if rt is not None else None,
-            (lambda: _restore_provider(*state)) if state is not None else None,
-            lambda: atexit.unregister(_at_exit),
-        ):
-            if undo is None:
-                continue
-            try:
-                undo()
-            except Exception:  # noqa: BLE001
-                _log.debug("vllm-otel-startup: uninstrument step failed", exc_info=True)
+        built, cls._assembly = cls._assembly, None
+        cls._runtime = cls._installer = cls._probes = None
+        if built is not None:
+            built.undo()
+        atexit.unregister(_at_exit)
 
 
 def _watch_for_an_engine(instrumentor: VllmStartupInstrumentor, info: Any, kwargs: dict[str, Any]) -> None:
@@ -139,13 +103,6 @@ def _watch_for_an_engine(instrumentor: VllmStartupInstrumentor, info: Any, kwarg
 
     for module in EMBEDDED_TRIGGERS:
         wrapt.register_post_import_hook(embed, module)
-
-
-def _restore_provider(provider: Any, id_generator: Any, sampler: Any) -> None:
-    if id_generator is not None:
-        provider.id_generator = id_generator
-    if sampler is not None:
-        provider.sampler = sampler
 
 
 _AT_FORK: list[bool] = []
@@ -172,6 +129,6 @@ def _at_exit(rt: Any) -> None:
         if rt.active and not rt.done:
             rt.finish(error=rt.last_error, outcome="failed" if rt.last_error else "exited")
     except Exception:  # noqa: BLE001
-        from vllm_otel_startup.agent.guard import EXIT, failed
+        from vllm_otel_startup.agent.patching.guard import EXIT, failed
 
         failed(EXIT, "finishing the start at exit")

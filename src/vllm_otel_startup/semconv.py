@@ -27,7 +27,7 @@ WORKER_INIT_SPAN = "Worker init"
 WORKER_CONSTRUCTION_SPAN = "Worker construction"  # vLLM's inner `Worker init` (the worker object's construction)
 GC_SPAN = "Garbage collection"
 IMPORT_SPAN = "Module import"
-PROGRESS_SPAN = "Startup in progress"  # a zero-length record of a start still running (agent/live.py)
+PROGRESS_SPAN = "Startup in progress"  # a zero-length record of a start still running (agent/live/progress.py)
 
 # --- Kubernetes identity: resource attribute -> the environment variables our distro reads it from, first set
 # wins (downward-API environment variables)
@@ -134,7 +134,8 @@ CUDAGRAPH_SHAPES = "vllm.cudagraph.shapes"  # int: batch shapes captured (in thi
 CUDAGRAPH_SHAPES_FULL = "vllm.cudagraph.shapes.full"  # int: batch shapes captured as FULL graphs
 CUDAGRAPH_SHAPES_PIECEWISE = "vllm.cudagraph.shapes.piecewise"  # int: batch shapes captured piecewise
 
-# --- a start in progress (agent/live.py): on the "Startup in progress" span, the status endpoint, the live series
+# --- a start in progress (agent/live/progress.py): on the "Startup in progress" span, the status endpoint, the live
+# series
 LIVE_PHASE = "vllm.startup.live.phase"  # str: the innermost open phase of this process
 LIVE_PHASE_STACK = "vllm.startup.live.phase_stack"  # str[]: the open phases, outermost first
 LIVE_ELAPSED_S = "vllm.startup.live.elapsed_s"  # float s: since this process was created

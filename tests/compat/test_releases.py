@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from support import ci
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patch_points import NATIVE_SPANS
+from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS
 from vllm_otel_startup.cli import report
 from vllm_otel_startup.model import critical_path
 
@@ -87,7 +87,8 @@ def test_no_span_twice_and_native_spans_adopted_where_the_release_has_them(compa
 @pytest.mark.parametrize(("release", "mode"), STARTS)
 def test_every_span_has_a_phase_of_the_one_vocabulary(compat, release, mode):
     obs = compat(release, mode)
-    # (a `Startup in progress` record of a start past a minute is a zero-length mark, not a phase: agent/live.py)
+    # (a `Startup in progress` record of a start past a minute is a zero-length mark, not a phase:
+    # agent/live/progress.py)
     off = sorted({(s.name, s.attrs.get(sc.PHASE)) for s in obs.spans
                   if s.attrs.get(sc.PHASE) not in sc.PHASES and s.name != sc.PROGRESS_SPAN})
     assert off == []

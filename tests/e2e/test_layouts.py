@@ -35,7 +35,7 @@ from e2e_observed import Observed, observe
 from support import harness
 from support.plans import Session, plan
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import observations
+from vllm_otel_startup.agent.export import observations
 from vllm_otel_startup.model import critical_path
 from vllm_otel_startup.model.start import Start
 

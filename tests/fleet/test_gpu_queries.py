@@ -46,7 +46,7 @@ def _fmt(labels: dict[str, str]) -> str:
 
 def samples() -> Iterator[tuple[str, dict[str, str], float]]:
     """(Prometheus name, labels, value) of every recorded resource series and of the start's startup metrics."""
-    from vllm_otel_startup.agent.observations import fleet_labels, span_observations, start_observations
+    from vllm_otel_startup.agent.export.observations import fleet_labels, span_observations, start_observations
     from vllm_otel_startup.cli import sources
 
     with gzip.open(RECORDED, "rt") as f:

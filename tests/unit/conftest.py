@@ -18,7 +18,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # support/ (ci.py:
 import fake_vllm  # noqa: E402
 
 from vllm_otel_startup import VllmStartupInstrumentor  # noqa: E402
-from vllm_otel_startup.agent.hooks import Installer  # noqa: E402
+from vllm_otel_startup.agent.patching.hooks import Installer  # noqa: E402
 from vllm_otel_startup.agent.process import ProcessInfo  # noqa: E402
 from vllm_otel_startup.agent.runtime import Runtime  # noqa: E402
 

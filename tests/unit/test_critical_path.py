@@ -230,7 +230,7 @@ def test_the_executors_own_work_explains_its_idle_workers_but_an_rpc_around_thei
 
 def test_the_rank_waits_become_one_metric_series_per_phase():
     """vllm.startup.rank_wait: the start's rank waits, one series per phase, valued by how long the others waited."""
-    from vllm_otel_startup.agent.observations import rank_wait_observations
+    from vllm_otel_startup.agent.export.observations import rank_wait_observations
 
     ranks = [span("wk0", "core", sc.WORKER_PROCESS_SPAN, 4, 7.9, kind="worker", phase="worker_process",
                   **{sc.WORKER_RANK: 0}),

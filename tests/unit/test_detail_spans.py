@@ -107,8 +107,8 @@ def test_cuda_init_is_traced_on_its_first_successful_call_only(start):
 
 def test_a_once_hook_traces_the_outermost_first_success_only(start, monkeypatch):
     """torch re-enters _lazy_init while it initialises: one CUDA init span, for the outer call."""
-    from vllm_otel_startup.agent.hooks import Installer
-    from vllm_otel_startup.agent.patch_points import PatchPoint
+    from vllm_otel_startup.agent.patching.hooks import Installer
+    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
 
     mod = types.ModuleType("fake_cuda_mod")
     calls = []

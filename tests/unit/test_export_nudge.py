@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import ready
+from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
 from vllm_otel_startup.agent.process import ProcessInfo
-from vllm_otel_startup.agent.processor import StartupSpanProcessor
 from vllm_otel_startup.agent.runtime import Runtime
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -171,9 +171,9 @@ CHILD = textwrap.dedent("""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from vllm_otel_startup import semconv as sc
-    from vllm_otel_startup.agent.file_exporter import StartupFileExporter
+    from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
     from vllm_otel_startup.agent.process import ProcessInfo
-    from vllm_otel_startup.agent.processor import StartupSpanProcessor
+    from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
     from vllm_otel_startup.agent.runtime import Runtime
 
     provider = TracerProvider()
@@ -211,7 +211,7 @@ def test_a_process_killed_right_after_a_phase_has_already_exported_it(tmp_path):
 
 
 def test_one_export_thread_per_batch_processor_or_the_providers_flush():
-    from vllm_otel_startup.agent.nudge import _flushes
+    from vllm_otel_startup.agent.export.nudge import _flushes
 
     provider = TracerProvider()
     a, b = BatchSpanProcessor(InMemorySpanExporter()), BatchSpanProcessor(InMemorySpanExporter())

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from vllm_otel_startup.agent import guard
+from vllm_otel_startup.agent.patching import guard
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,8 @@ def _internal_warnings(caplog) -> list[logging.LogRecord]:
 
 
 def test_a_failing_publish_at_the_ready_point_is_one_warning_and_loses_only_itself(start, monkeypatch, caplog):
-    from vllm_otel_startup.agent import ready, spool
+    from vllm_otel_startup.agent import ready
+    from vllm_otel_startup.agent.export import spool
 
     st = start("worker")
     written = []
@@ -64,7 +65,7 @@ def test_a_failing_exit_hook_is_one_warning_never_an_exception(start, monkeypatc
 
 
 def test_a_sampler_that_stops_on_an_error_says_so_once(monkeypatch, caplog):
-    from vllm_otel_startup.agent.sampler import Sampler
+    from vllm_otel_startup.agent.resources.sampler import Sampler
 
     s = Sampler(host=False)
     monkeypatch.setattr(s, "_sample", lambda *a: 1 / 0)

@@ -11,7 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.file_exporter import StartupFileExporter
+from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
 from vllm_otel_startup.cli import report, sources
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.spanmodel import Span

@@ -12,8 +12,8 @@ import types
 import pytest
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import gpu
-from vllm_otel_startup.agent.sampler import Sampler
+from vllm_otel_startup.agent.resources import gpu
+from vllm_otel_startup.agent.resources.sampler import Sampler
 
 GB = 1_000_000_000
 

@@ -114,7 +114,7 @@ def test_a_data_parallel_h100_start_is_one_trace_of_every_rank(path):
 def test_a_warm_start_that_loads_its_aot_artifact_counts_as_a_compile_cache_hit():
     """vLLM >= 0.17's warm start runs no torch.compile: it loads the AOT artifact. That load is the compile, from the
     cache: in the facts (printout, advice), the per-start hit label and vllm.startup.compiles."""
-    from vllm_otel_startup.agent.observations import span_observations, start_observations
+    from vllm_otel_startup.agent.export.observations import span_observations, start_observations
 
     root, spans = _load(WARM)
     assert not [s for s in spans if s.attrs.get(sc.PHASE) == "torch_compile"]

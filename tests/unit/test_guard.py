@@ -22,8 +22,8 @@ from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import Span as SdkSpan
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import guard, hooks, wrappers
-from vllm_otel_startup.agent.patch_points import SPAN_PHASES, PatchPoint
+from vllm_otel_startup.agent.patching import guard, hooks, wrappers
+from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint
 from vllm_otel_startup.agent.process import SPAWN_ENV
 
 RESULT = object()  # what vLLM's function returns

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import runtime as runtime_mod
-from vllm_otel_startup.agent import spool
+from vllm_otel_startup.agent.export import spool
 
 S = 10**9
 

@@ -1,5 +1,5 @@
-"""A start in progress (agent/live.py, agent/status_server.py, model/estimate.py): the open phase stack, the
-in-progress series and their end at ready, the status endpoint, the readiness estimate from recorded starts.
+"""A start in progress (agent/live/progress.py, agent/live/status_server.py, model/estimate.py): the open phase
+stack, the in-progress series and their end at ready, the status endpoint, the readiness estimate from recorded starts.
 
 Fast-feedback tests on the fake vLLM tree (tests/unit/fake_vllm.py) and on the recorded starts in
 tests/data/starts; the real proof (a real `vllm serve` held in torch.compile, VictoriaMetrics, Prometheus,
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import spool, status_server
+from vllm_otel_startup.agent.export import spool
+from vllm_otel_startup.agent.live import status_server
 from vllm_otel_startup.model import estimate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "starts"

@@ -11,16 +11,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import spool
-from vllm_otel_startup.agent.observations import (
+from vllm_otel_startup.agent.export import spool
+from vllm_otel_startup.agent.export.observations import (
     PHASE_LAST,
     fleet_labels,
     label_value,
     span_observations,
     start_observations,
 )
-from vllm_otel_startup.agent.prometheus import StartupCollector
-from vllm_otel_startup.agent.sampler import Sampler
+from vllm_otel_startup.agent.export.prometheus import StartupCollector
+from vllm_otel_startup.agent.resources.sampler import Sampler
 from vllm_otel_startup.model.spanmodel import Span, from_readable
 
 FLEET = fleet_labels({sc.MODEL: "m", sc.VLLM_VERSION: "0.33.0", sc.TP_SIZE: 2, sc.MODE: "cold"})
@@ -115,7 +115,7 @@ def test_otlp_and_scrape_paths_report_the_same_numbers(metrics_reader):
     """The same observations through the OTel SDK and through the /metrics collector."""
     from opentelemetry import metrics
 
-    from vllm_otel_startup.agent.otel_metrics import StartupRecorder, meter
+    from vllm_otel_startup.agent.export.otel_metrics import StartupRecorder, meter
 
     observations = span_observations(START, FLEET) + start_observations(START, FLEET)
     StartupRecorder(meter(metrics.get_meter_provider())).record(observations)
@@ -209,7 +209,7 @@ def test_each_span_gets_its_resource_summary(start, monkeypatch):
 def test_the_sampler_stops_after_its_tail_and_its_instruments_go_quiet(metrics_reader, monkeypatch):
     from opentelemetry import metrics
 
-    from vllm_otel_startup.agent.otel_metrics import meter, register_resource_instruments
+    from vllm_otel_startup.agent.export.otel_metrics import meter, register_resource_instruments
 
     monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "50")
     sampler = Sampler(host=True)
@@ -256,8 +256,8 @@ def test_prometheus_multiprocess_mode_serves_what_the_root_wrote_once(tmp_path):
     API servers and its Helm chart): the start's series are written there in files of our own, read back once."""
     from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 
-    from vllm_otel_startup.agent.observations import Obs
-    from vllm_otel_startup.agent.prometheus import write_multiprocess
+    from vllm_otel_startup.agent.export.observations import Obs
+    from vllm_otel_startup.agent.export.prometheus import write_multiprocess
 
     fleet = {sc.MODEL: "tiny", sc.OUTCOME: "ready"}
     obs = [Obs("vllm.startup.starts", 1, fleet), Obs("vllm.startup.last_start.duration", 12.5, fleet)]

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.util._once import Once
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.hooks import is_native, native_span
+from vllm_otel_startup.agent.patching.hooks import is_native, native_span
 
 LOADER = "vllm.model_executor.model_loader.default_loader"
 TARGET = f"{LOADER}:DefaultModelLoader.load_weights"

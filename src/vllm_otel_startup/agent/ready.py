@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent.guard import READY, failed, safe
+from vllm_otel_startup.agent.patching.guard import READY, failed, safe
 from vllm_otel_startup.agent.process import API_SERVER, ProcessInfo
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -46,7 +46,7 @@ class ReadyHost(Protocol):
 def publish(rt: ReadyHost) -> None:
     """Record this process's startup metrics; a child spools its spans for the root, every API server serves the
     whole start on vLLM's /metrics. The parts are independent: one that fails loses only itself."""
-    from vllm_otel_startup.agent import spool
+    from vllm_otel_startup.agent.export import spool
     from vllm_otel_startup.model.spanmodel import from_readable
 
     ended = rt.ended_spans()
@@ -74,15 +74,15 @@ def _write_multiprocess(whole: list[Any], labels: dict[str, str]) -> None:
     """Prometheus multiprocess mode (PROMETHEUS_MULTIPROC_DIR: set by vLLM's Helm chart, and by vLLM itself with
     several API servers): /metrics serves only what the processes wrote into that directory, so the root writes the
     whole start there once, and every API server's /metrics serves it once."""
-    from vllm_otel_startup.agent import prometheus
-    from vllm_otel_startup.agent.observations import whole_start_observations
+    from vllm_otel_startup.agent.export import prometheus
+    from vllm_otel_startup.agent.export.observations import whole_start_observations
 
     prometheus.write_multiprocess(whole_start_observations(whole, labels), os.environ[MULTIPROC_DIR])
 
 
 def _record_metrics(rt: ReadyHost, own: list[Any], whole: list[Any], labels: dict[str, str]) -> None:
     """Over OTLP: this process's own phases; the root also the whole start (``whole``)."""
-    from vllm_otel_startup.agent.observations import span_observations, start_observations
+    from vllm_otel_startup.agent.export.observations import span_observations, start_observations
 
     observations = span_observations(own, labels)
     if rt.info.root:
@@ -98,7 +98,7 @@ def print_summary_later(rt: ReadyHost) -> None:
 
 
 def print_summary(rt: ReadyHost) -> None:
-    from vllm_otel_startup.agent import spool
+    from vllm_otel_startup.agent.export import spool
     from vllm_otel_startup.model import summary
     from vllm_otel_startup.model.redact import scrub
     from vllm_otel_startup.model.spanmodel import from_readable
@@ -113,7 +113,7 @@ def print_summary(rt: ReadyHost) -> None:
 
 def serve_on_vllm_metrics(rt: ReadyHost, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
     """Register the start's collector with vLLM's /metrics registry (once per process)."""
-    from vllm_otel_startup.agent import prometheus, spool
+    from vllm_otel_startup.agent.export import prometheus, spool
 
     if rt.collector is not None:
         return
@@ -127,7 +127,7 @@ def serve_on_vllm_metrics(rt: ReadyHost, own: list[Any], trace_id: str, labels: 
 
 def spool_name(rt: ReadyHost) -> str:
     """This process's name in the start's spool."""
-    from vllm_otel_startup.agent import spool
+    from vllm_otel_startup.agent.export import spool
 
     return spool.process_name(rt.info.kind, rt.info.pid)
 

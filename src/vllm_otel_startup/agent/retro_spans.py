@@ -22,7 +22,7 @@ from typing import Any
 from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.guard import SPANS, failed
+from vllm_otel_startup.agent.patching.guard import SPANS, failed
 
 GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
 IMPORT_MIN_NS = 20_000_000  # an import that takes longer is worth a line of its own

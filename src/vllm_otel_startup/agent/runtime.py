@@ -18,13 +18,10 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import ready
-from vllm_otel_startup.agent.nudge import ExportNudge
+from vllm_otel_startup.agent.export.nudge import ExportNudge
 from vllm_otel_startup.agent.process import (
     API_SERVER,
     ENGINE_CORE,
-    ENV_KIND,
-    ENV_LABELS,
-    ENV_PARENT,
     WORKER,
     ProcessInfo,
     child_rank,
@@ -33,8 +30,8 @@ from vllm_otel_startup.agent.process import (
     redact_argv,
     scrub,
 )
+from vllm_otel_startup.agent.resources.sampler import Sampler, Snapshot
 from vllm_otel_startup.agent.retro_spans import RetroSpans
-from vllm_otel_startup.agent.sampler import Sampler, Snapshot
 from vllm_otel_startup.agent.self_cost import MainThreadCost
 from vllm_otel_startup.agent.versions import start_versions
 from vllm_otel_startup.model.intervals import uncovered
@@ -46,6 +43,7 @@ PROCESS_SPANS = {API_SERVER: sc.ROOT_SPAN, ENGINE_CORE: sc.ENGINE_CORE_PROCESS_S
 
 
 def vllm_cache_root() -> str:
+    """vLLM's cache root as vLLM resolves it (its own settings, not ours)."""
     root = os.environ.get("VLLM_CACHE_ROOT")
     if root:
         return os.path.expanduser(root)
@@ -138,7 +136,7 @@ class Runtime:
     def after_fork_in_child(self) -> None:
         """A forked child inherits this process's state (hooks, provider, even our runtime) but runs no
         sitecustomize: become the EngineCore / worker the parent announced, or go quiet."""
-        kind = os.environ.get(ENV_KIND)
+        kind = settings.text(settings.CHILD_KIND)
         self._lock = threading.Lock()
         if self.live is not None:  # the parent's status socket and thread are not this process's
             self.live.forget_in_child()
@@ -160,7 +158,7 @@ class Runtime:
         if info.root:
             parent = context.Context()  # a new trace per start
         else:
-            tp = os.environ.get(ENV_PARENT, "")
+            tp = settings.text(settings.TRACEPARENT)
             parent = TraceContextTextMapPropagator().extract({"traceparent": tp}) if tp else context.Context()
         attrs: dict[str, Any] = {
             sc.PHASE: ("startup" if info.root else
@@ -201,7 +199,7 @@ class Runtime:
         interval = settings.seconds_from_ms(settings.LIVE_INTERVAL_MS)
         if interval <= 0:  # off: no in-progress series, no progress line, no status endpoint
             return
-        from vllm_otel_startup.agent.live import Live
+        from vllm_otel_startup.agent.live.progress import Live
 
         try:
             self.live = Live(self, interval)
@@ -310,7 +308,7 @@ class Runtime:
         """Once every API server has spooled its process span: the launcher's wait ended at the last one's ready
         point, and (that time, the outcome: None for ready, "failed" if one failed); None before that, and for
         every caller but the first (the watcher and the exit path may both get here)."""
-        from vllm_otel_startup.agent import spool
+        from vllm_otel_startup.agent.export import spool
 
         tid = self.trace_id()
         if spool.count(tid, spool.process_name(API_SERVER, "")) < self.frontends:
@@ -338,12 +336,12 @@ class Runtime:
 
     def fleet(self) -> dict[str, str]:
         """Fleet label values: the API server's own facts; a child's from the API server (at spawn)."""
-        from vllm_otel_startup.agent.observations import fleet_labels
+        from vllm_otel_startup.agent.export.observations import fleet_labels
 
         if self.info.root:
             return fleet_labels(self._start_facts())
         try:
-            labels = json.loads(os.environ.get(ENV_LABELS) or "{}")
+            labels = json.loads(settings.text(settings.LABELS) or "{}")
         except ValueError:
             labels = {}
         own = fleet_labels({**start_versions(), sc.DEVICE_MODEL: self.sampler.device_model if self.sampler else None})
@@ -355,7 +353,7 @@ class Runtime:
     def _register_resource_metrics(self) -> None:
         from opentelemetry import metrics
 
-        from vllm_otel_startup.agent.otel_metrics import (
+        from vllm_otel_startup.agent.export.otel_metrics import (
             StartupRecorder,
             meter,
             register_live_instruments,

@@ -74,9 +74,7 @@ def _warn(msg: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from vllm_otel_startup.cli.tempo import URL_ENV
-
-    tempo = getattr(args, "tempo", None) or os.environ.get(URL_ENV) or None
+    tempo = getattr(args, "tempo", None) or settings.text(settings.TEMPO_URL) or None
     commands = {"report": _report, "compare": _compare, "advise": _advise, "predict": _predict}
     if args.cmd not in commands:
         raise ReportError(f"unknown command {args.cmd}")

@@ -11,7 +11,6 @@ shown without its user-info and sensitive query values (``model/redact.py``).
 from __future__ import annotations
 
 import base64
-import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,9 +20,6 @@ from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.redact import redact_url
 from vllm_otel_startup.model.spanmodel import Span, parse_text
 
-TENANT_ENV = settings.TEMPO_TENANT.name
-URL_ENV = settings.TEMPO_URL.name
-
 
 def _get(url: str, timeout: float) -> tuple[int, str]:
     parts = urllib.parse.urlsplit(url)
@@ -32,8 +28,8 @@ def _get(url: str, timeout: float) -> tuple[int, str]:
         cred = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
         headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
         url = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    if os.environ.get(TENANT_ENV):
-        headers["X-Scope-OrgID"] = os.environ[TENANT_ENV]
+    if tenant := settings.text(settings.TEMPO_TENANT):
+        headers["X-Scope-OrgID"] = tenant
     req = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the user's own Tempo URL

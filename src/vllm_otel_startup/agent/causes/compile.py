@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.call_counter import CallCounter
 from vllm_otel_startup.agent.causes.base import Call, Probe, _file_size
-from vllm_otel_startup.agent.guard import SPANS, failed
+from vllm_otel_startup.agent.patching.guard import SPANS, failed
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime

@@ -13,8 +13,8 @@ from opentelemetry import trace
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.observations import Obs
-from vllm_otel_startup.agent.sampler import Sampler, cgroup_throttled_s, io_bytes, rss_bytes
+from vllm_otel_startup.agent.export.observations import Obs
+from vllm_otel_startup.agent.resources.sampler import Sampler, cgroup_throttled_s, io_bytes, rss_bytes
 from vllm_otel_startup.version import __version__
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -126,7 +126,7 @@ def register_resource_instruments(m: Meter, sampler: Sampler) -> None:
 
 
 def register_live_instruments(m: Meter, live: Any) -> None:
-    """The in-progress gauges (agent/live.py): this process's own series, read at each export, none once the
+    """The in-progress gauges (agent/live/progress.py): this process's own series, read at each export, none once the
     process is past its ready point (the series stop)."""
 
     def callback(name: str) -> Callable[[CallbackOptions], list[Observation]]:

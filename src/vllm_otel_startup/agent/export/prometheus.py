@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.observations import Obs, whole_start_observations
+from vllm_otel_startup.agent.export.observations import Obs, whole_start_observations
 from vllm_otel_startup.model.spanmodel import Span
 
 _log = logging.getLogger("vllm_otel_startup")

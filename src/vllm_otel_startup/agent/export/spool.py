@@ -149,7 +149,7 @@ def prune(now: float | None = None) -> None:
             continue
 
 
-# ---- a child's in-progress state (agent/live.py): <trace id>/<kind>-<pid>.live, rewritten on each tick ----
+# ---- a child's in-progress state (agent/live/progress.py): <trace id>/<kind>-<pid>.live, rewritten on each tick ----
 def write_live(trace_id: str, name: str, text: str) -> bool:
     return _write(trace_id, name, text)
 

@@ -26,8 +26,8 @@ except ImportError:  # not on every platform
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent import gpu
-from vllm_otel_startup.agent.guard import SAMPLER, failed
+from vllm_otel_startup.agent.patching.guard import SAMPLER, failed
+from vllm_otel_startup.agent.resources import gpu
 
 _log = logging.getLogger("vllm_otel_startup")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -20,11 +20,11 @@ from opentelemetry import trace
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import causes, helper_env
 from vllm_otel_startup.agent.compile_stages import CompileStages
-from vllm_otel_startup.agent.guard import HOOKS, safe
-from vllm_otel_startup.agent.patch_points import SPAN_PHASES, PatchPoint, by_module
+from vllm_otel_startup.agent.patching.guard import HOOKS, safe
+from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint, by_module
+from vllm_otel_startup.agent.patching.wrappers import Hook, build
+from vllm_otel_startup.agent.patching.wrapping import wrap
 from vllm_otel_startup.agent.versions import vllm_version
-from vllm_otel_startup.agent.wrappers import Hook, build
-from vllm_otel_startup.agent.wrapping import wrap
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime

@@ -11,7 +11,7 @@ never on vLLM's path:
 - the EngineCore and workers: their state in the spool (``<trace id>/<kind>-<pid>.live``) for the API server;
 - the API server: the estimate (model/estimate.py, from recorded starts of the same model and configuration,
   loaded once on this thread), a one-line progress message on stdout, and, when ``STATUS_PORT`` is set, the
-  status endpoint (agent/status_server.py: imported only then).
+  status endpoint (agent/live/status_server.py: imported only then).
 
 At the ready point the series stop (the gauges report nothing once the process is done) and the status server
 closes. Nothing here raises into the host.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent.patch_points import SPAN_PHASES, WAITING_SPANS
+from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, WAITING_SPANS
 from vllm_otel_startup.agent.process import API_SERVER, ProcessInfo
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ class Live:
     # ---- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
         if self.rt.info.root and settings.text(settings.STATUS_PORT):
-            from vllm_otel_startup.agent import status_server  # opt-in: not even imported otherwise
+            from vllm_otel_startup.agent.live import status_server  # opt-in: not even imported otherwise
 
             self.server = status_server.start(self, settings.text(settings.STATUS_PORT))
         if self.interval > 0:
@@ -212,7 +212,7 @@ class Live:
         self.outcome = outcome
         self._stop.set()
         if not self.rt.info.root:
-            from vllm_otel_startup.agent import spool
+            from vllm_otel_startup.agent.export import spool
 
             spool.remove_live(self.rt.trace_id(), self._spool_name())
         if self.server is not None:
@@ -227,7 +227,7 @@ class Live:
         self._stop.set()
 
     def _spool_name(self) -> str:
-        from vllm_otel_startup.agent import spool
+        from vllm_otel_startup.agent.export import spool
 
         return spool.process_name(self.rt.info.kind, self.rt.info.pid) + LIVE_SUFFIX
 
@@ -242,7 +242,7 @@ class Live:
 
     def tick(self) -> None:
         """One refresh (on the live thread)."""
-        from vllm_otel_startup.agent import spool
+        from vllm_otel_startup.agent.export import spool
 
         rt = self.rt
         self.labels = None

@@ -1,0 +1,1 @@
+"""Resource readings: the sampler thread (process, tree, host, cgroup) and NVML for the GPUs."""
