@@ -1,5 +1,5 @@
 """Phase groupings: each places every phase id (semconv.PHASES) in exactly one group, for one consumer: the
-waterfall's colours (cli/waterfall.py), the predictor's fitted groups (cli/predict.py) and the dashboards' stacked
+waterfall's colours (cli/waterfall.py), the predictor's fitted groups (model/predict.py) and the dashboards' stacked
 breakdown (dashboards/phases.py). Standard library only, like semconv (tests/unit/test_phase_groups.py)."""
 
 from __future__ import annotations

@@ -19,6 +19,6 @@ def test_every_phase_belongs_to_exactly_one_group(name):
 
 
 def test_the_predictor_has_features_for_each_of_its_groups():
-    from vllm_otel_startup.cli import predict
+    from vllm_otel_startup.model import predict
 
     assert list(predict.FEATURES) == list(pg.PREDICT_GROUPS)

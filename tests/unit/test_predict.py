@@ -9,7 +9,9 @@ import copy
 import pytest
 from recorded import DATA, dev, named
 
-from vllm_otel_startup.cli import predict, sources
+from vllm_otel_startup.cli import predict as rendering
+from vllm_otel_startup.cli import sources
+from vllm_otel_startup.model import predict
 from vllm_otel_startup.model.errors import ReportError
 
 
@@ -44,7 +46,7 @@ def test_leave_one_model_out_error_is_measured_and_beats_the_naive_baseline(corp
     assert total["mae"] == pytest.approx(2.28, abs=0.01) and total["mape"] == pytest.approx(5.7, abs=0.1)
     assert base["mae"] == pytest.approx(3.52, abs=0.01)
     assert total["mae"] < base["mae"]
-    table = predict.validation_table(v)
+    table = rendering.validation_table(v)
     assert "22 starts of 8 models" in table and "total: mean absolute error 2.28 s (5.7 %)" in table
 
 
@@ -79,7 +81,7 @@ def test_a_start_of_a_config_the_fit_never_saw_is_predicted_within_its_stated_er
                 (s.x["compiled"], s.x["modelinfo_miss"])]
         naive.append(sum(same) / len(same) - s.y["total"])
         assert abs(err) <= bound, (s.source, err, bound)
-        assert "nothing unusual" in predict.explain(model, s), s.source
+        assert "nothing unusual" in rendering.explain(model, s), s.source
     print(f"held-out errors {[round(e, 2) for e in errors]} s, bound ±{bound:.2f} s; naive {naive}")
     assert sum(map(abs, errors)) < sum(map(abs, naive))
 
@@ -92,15 +94,15 @@ def test_a_planted_slow_phase_is_the_largest_residual(corpus):
     for s in st.spans:  # the parents grow with it
         if s.end >= w.start and s.start <= w.start and s is not w:
             s.end += int(20e9)
-    text = predict.explain(model, predict.sample(st))
+    text = rendering.explain(model, predict.sample(st))
     assert "largest residual: weights +20.0 s" in text and "look there" in text
-    normal = predict.explain(model, predict.sample(dev("eager-warm")))
+    normal = rendering.explain(model, predict.sample(dev("eager-warm")))
     assert "nothing unusual" in normal
 
 
 def test_a_start_unlike_the_corpus_says_so(corpus):
     model = predict.fit([s for s in corpus if not s.x["compiled"]])
-    text = predict.explain(model, predict.sample(dev("compiled-warm")))
+    text = rendering.explain(model, predict.sample(dev("compiled-warm")))
     assert "largest residual: compile" in text and "outside the corpus" in text
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import tempo
+from vllm_otel_startup.cli.output import warn
 from vllm_otel_startup.model import corpus
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.facts import find_root
@@ -22,7 +23,8 @@ from vllm_otel_startup.model.spanmodel import Span, parse_text
 from vllm_otel_startup.model.start import Start
 from vllm_otel_startup.settings import start_dir as default_dir
 
-__all__ = ["STDIN", "TRACE_ID", "Start", "latest_file", "many", "one", "parse_text", "read_file", "starts_in"]
+__all__ = ["STDIN", "TRACE_ID", "Start", "latest_file", "many", "one", "parse_text", "read_file", "side", "side_label",
+           "starts_in"]
 
 TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 _PATTERN = re.compile(r"[*?\[]")
@@ -142,3 +144,17 @@ def many(sources: list[str], *, ready_only: bool = False,
     if not out:
         raise ReportError(f"no usable start in {' '.join(sources)}")
     return out
+
+
+def side(src: str, tempo: str | None) -> list[Start]:
+    """One side of ``compare``: a start (a file, URL or trace id) or the ready starts a directory or glob names."""
+    if tempo and TRACE_ID.match(src) and not os.path.exists(src):
+        return [one(src, tempo_url=tempo)]
+    if os.path.isfile(src) or src.startswith(("http://", "https://")) or TRACE_ID.match(src):
+        return many([src])
+    return many([src], ready_only=True, warn=warn)
+
+
+def side_label(src: str, starts: list[Start]) -> str:
+    src = redact_url(src)  # a Tempo URL's credentials stay out of the table and the picture
+    return src if len(starts) == 1 else f"{src} ({len(starts)} starts)"
