@@ -185,6 +185,22 @@ def test_a_since_row_on_another_rows_target_ends_as_that_rows_span_opens(worker)
     assert mod.target is raw
 
 
+def test_a_since_span_never_starts_before_the_span_it_runs_in(worker):
+    """Its ``since`` span ended before the current span began (vLLM 0.32 reads the CPU topology while constructing the
+    worker, outside Init device): the since span starts with the current span, inside it."""
+    mod = types.ModuleType("guard_since_clamped")
+    mod.target = make_target("span", False)
+    row = PatchPoint("guard_since_clamped:target", "OpenMP binding", "omp_binding", "any", hook="since",
+                     since="CPU topology")
+    t0 = time.time_ns()
+    worker.rt.local.append((t0 - 5_000_000, t0 - 4_000_000, "CPU topology", 1, None, "cpu_topology"))
+    worker.installer.apply(mod, [row])
+    with worker.rt.tracer.start_as_current_span("Init device", start_time=t0):
+        mod.target("ok")
+    [gap], [parent] = worker.spans("OpenMP binding"), worker.spans("Init device")
+    assert gap.start_time == parent.start_time == t0 and gap.parent.span_id == parent.context.span_id
+
+
 # ---- every step of every kind, made to raise ------------------------------------------------------------
 def _positions(st, kind: str) -> list[tuple[str, int]]:
     point = PatchPoint("x:y", process="any", hook=kind, **POINTS[kind])

@@ -191,10 +191,11 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     # the first CUDA call of the process creates its context (traced once, then the original is restored)
     P("torch.cuda:_lazy_init", "CUDA init", "cuda_init", ANY, hook="once"),
     P(f"{_GW}:init_worker_distributed_environment", "Distributed init", "distributed_init", ANY),
-    # CPU: the OpenMP thread binding (torch.ops._C_utils.init_cpu_threads_env, a torch op called inline between the
-    # topology read and the distributed init): ~5 ms idle, 0.38-0.57 s on a loaded 2-core host (0.15.1)
-    P(f"{_GW}:init_worker_distributed_environment", "OpenMP binding", "omp_binding", ANY, hook="since",
-      since="CPU topology"),
+    # CPU < 0.20: the OpenMP thread binding inside CPUWorker.init_device (torch.ops._C_utils.init_cpu_threads_env, a
+    # torch op called inline between the topology read and the distributed init): ~5 ms idle, 0.38-0.57 s on a loaded
+    # 2-core host (0.15.1). From 0.20 the binding is no longer there (init_device reads no topology first).
+    P(f"{_GW}:init_worker_distributed_environment", "OpenMP binding", "omp_binding", ANY, ">=0.10.2,<0.20",
+      hook="since", since="CPU topology"),
     P(f"{_GW}:init_distributed_environment", "Process group init", "process_group_init", ANY, ">=0.26"),
     P(f"{_GW}:ensure_model_parallel_initialized", "Model-parallel groups", "model_parallel_init", ANY, ">=0.26"),
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.__init__", "Model runner init", "model_runner_init", ANY),

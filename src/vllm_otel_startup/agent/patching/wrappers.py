@@ -230,14 +230,15 @@ def _marker(h: Hook) -> Steps:
 
 def _since(h: Hook) -> Steps:
     """vLLM's inline work since the row's ``since`` span ended in this process, as a span made when the call
-    comes (a child of what is current there); none where that span never ended here."""
+    comes (a child of what is current there, never starting before it); none where that span never ended here."""
     def record(h: Hook, c: Call) -> None:
         if not h.live:
             return
         now = time.time_ns()
         ends = [end for _, end, name, *_ in list(h.rt.local) if name == h.point.since and end <= now]
         if ends:
-            h.tracer.start_span(h.point.span, start_time=max(ends)).end(end_time=now)
+            parent_start = getattr(trace.get_current_span(), "start_time", None) or 0
+            h.tracer.start_span(h.point.span, start_time=max(*ends, parent_start)).end(end_time=now)
     return Steps(before=(record,))
 
 
