@@ -91,7 +91,11 @@ def test_a_vendor_distro_stays_in_charge_our_hooks_still_run_and_one_line_says_s
     distros = {s.resource.get("telemetry.distro.name") for s in local}
     assert distros == {"elastic"}, distros  # every process configured by EDOT, ours by none
     assert "vLLM startup: ready in" in start.log
-    assert not [line for line in start.log.splitlines() if "Traceback" in line]
+    # the start, until the harness stops the server: vLLM 0.32's own shutdown (mode=abort, timeout=0s) force-kills an
+    # EngineCore still exiting and its output handler logs EngineDeadError with a traceback (seen once in CI, after
+    # the start this test is about)
+    started = start.log.split("[shutdown] API server: shutdown triggered")[0]
+    assert not [line for line in started.splitlines() if "Traceback" in line]
 
 
 @pytest.fixture(scope="module", params=list(ORDERS))
