@@ -255,7 +255,9 @@ def test_the_start_is_on_otlp_with_its_duration(layout, backends):
     for w in Start(list(on.observed.spans)).critical_path.rank_waits:
         if w.phase_id not in want and len(want) < observations.RANK_WAITS_KEPT:
             want[w.phase_id] = w.waited_s
-    assert got.keys() == want.keys() and all(got[k] == pytest.approx(want[k], abs=1e-6) for k in want), (got, want)
+    # the store keeps the agent's ns figure; the trace store's timestamps are µs, and a wait is two ends apart
+    # (0.06547891 s against 0.06548 s in one CI run): as for the whole start's duration, 2 µs
+    assert got.keys() == want.keys() and all(got[k] == pytest.approx(want[k], abs=2e-6) for k in want), (got, want)
 
 
 def test_every_api_server_serves_the_start_on_its_own_metrics_once(layout, backends):
