@@ -6,7 +6,7 @@ import sys
 import types
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import causes
+from vllm_otel_startup.agent.causes.cudagraphs import CudaGraphCount
 
 
 class _Span:
@@ -30,7 +30,7 @@ def test_cuda_graph_captures_are_counted_on_the_capture_span(start, monkeypatch)
     monkeypatch.setitem(sys.modules, "torch.cuda.graphs", mod)
     s = start("worker", "0.33.0")
     span = _Span()
-    probe = causes.CudaGraphCount()
+    probe = CudaGraphCount()
     probe.on_start(s.rt, span)
     for _ in range(5):
         mod.CUDAGraph().capture_begin()
@@ -44,7 +44,7 @@ def test_no_torch_cuda_means_no_count_and_no_error(start, monkeypatch):
     monkeypatch.delitem(sys.modules, "torch.cuda.graphs", raising=False)
     s = start("worker", "0.33.0")
     span = _Span()
-    probe = causes.CudaGraphCount()
+    probe = CudaGraphCount()
     probe.on_start(s.rt, span)
     probe.on_ending(s.rt, span)
     assert sc.CUDAGRAPH_COUNT not in span.attributes

@@ -9,7 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import causes
+from vllm_otel_startup.agent.causes.base import filesystem_of
+from vllm_otel_startup.agent.causes.hub import HubDownload, blobs_written_since
 
 
 def _blob(cache, repo: str, name: str, size: int, mtime_ns: int | None = None):
@@ -27,8 +28,8 @@ def test_blobs_written_since_counts_only_what_arrived(tmp_path):
     _blob(tmp_path, "org/old", "a" * 64, 1000, now - 3_600 * 10**9)  # in the cache before: reused, not counted
     _blob(tmp_path, "org/new", "b" * 64, 5000)
     _blob(tmp_path, "org/new", "c" * 64 + ".incomplete", 700)  # a partial download still arrived
-    assert causes.blobs_written_since(str(tmp_path), now - 10**9) == (2, 5700)
-    assert causes.blobs_written_since(str(tmp_path / "missing"), 0) == (0, 0)
+    assert blobs_written_since(str(tmp_path), now - 10**9) == (2, 5700)
+    assert blobs_written_since(str(tmp_path / "missing"), 0) == (0, 0)
 
 
 class _Span:
@@ -44,12 +45,12 @@ def test_hub_download_probe_sets_bytes_files_and_rate(tmp_path, monkeypatch):
     monkeypatch.delitem(__import__("sys").modules, "huggingface_hub.constants", raising=False)
     span = _Span(time.time_ns() - 2 * 10**9)  # began 2 s ago
     _blob(tmp_path, "org/m", "d" * 64, 4_000_000)
-    causes.HubDownload().on_ending(SimpleNamespace(), span)
+    HubDownload().on_ending(SimpleNamespace(), span)
     a = span.attributes
     assert a[sc.DOWNLOAD_BYTES] == 4_000_000 and a[sc.DOWNLOAD_FILES] == 1
     assert 0.0015 < a[sc.DOWNLOAD_GBPS] <= 0.002  # 4 MB over a little more than 2 s
     hit = _Span(time.time_ns())  # a hub-cache hit: nothing written during the span
-    causes.HubDownload().on_ending(SimpleNamespace(), hit)
+    HubDownload().on_ending(SimpleNamespace(), hit)
     assert hit.attributes == {sc.DOWNLOAD_BYTES: 0, sc.DOWNLOAD_FILES: 0}
 
 
@@ -59,5 +60,5 @@ def test_filesystem_of_names_the_mount(tmp_path):
     mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
     expected = max((m for m in mounts if str(f).startswith(m[1].rstrip("/") + "/") or m[1] == "/"),
                    key=lambda m: len(m[1]))[2]
-    assert causes.filesystem_of(str(f)) == expected
-    assert causes.filesystem_of("/proc/self/status") == "proc"
+    assert filesystem_of(str(f)) == expected
+    assert filesystem_of("/proc/self/status") == "proc"

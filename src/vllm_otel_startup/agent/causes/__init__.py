@@ -4,8 +4,7 @@ One module per probe family, imported only when a probe of that family is first 
 compiles never loads ``compile.py``): ``config.py``, ``weights.py``, ``compile.py``, ``cudagraphs.py``, ``hub.py``.
 This module holds the registry, the patch table's probe names (``probe=``) and the phases with a probe, each
 mapped to ``"module:Class"``, and :class:`Probes`, which makes each probe on first use. It imports only the
-standard library and ``base``: the agent imports it in every instrumented process. The family modules' names
-stay reachable from here, imported on first access (PEP 562).
+standard library and ``base``: the agent imports it in every instrumented process.
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ from vllm_otel_startup.agent.causes.base import END_NS, Call, Probe, filesystem_
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
 
-# what this module holds itself; the family modules' names come on first access (``__getattr__``)
-__all__ = ["CALL_PROBES", "CALL_PROBE_NAMES", "END_NS", "PHASE_PROBES", "PROBE_CLASSES", "Call", "Probe", "Probes",
-           "filesystem_of", "gb_per_s", "load"]
+__all__ = ["CALL_PROBES", "CALL_PROBE_NAMES", "END_NS", "PHASE_PROBES", "Call", "Probe", "Probes", "filesystem_of",
+           "gb_per_s", "load"]
 
 # the patch table's probe name (PatchPoint.probe) -> the probe that serves it (its ``name``, or one of its ``names``)
 CALL_PROBES: dict[str, str] = {
@@ -49,45 +47,10 @@ PHASE_PROBES: dict[str, str] = {
 }
 CALL_PROBE_NAMES = frozenset(CALL_PROBES)
 
-# every probe class, in the order PROBES lists them
-PROBE_CLASSES = ("config:ConfigFacts", "config:ModelInspection", "config:KvCacheProfile", "weights:WeightsLoad",
-                 "compile:AotLoad", "compile:AotSave", "compile:CompileKey", "compile:AotKeyFactors",
-                 "cudagraphs:Capture", "cudagraphs:CaptureMode", "compile:CompileCache", "hub:HubDownload",
-                 "cudagraphs:CudaGraphCount")
-
-# names the family modules define, reachable as ``causes.<name>`` (imported on first access)
-_EXPORTS = {
-    "base": ("_file_size",),
-    "config": ("ConfigFacts", "ModelInspection", "KvCacheProfile", "SUBPROCESS_SPAN", "_config_facts"),
-    "weights": ("WeightsLoad", "LOADER_NAMES", "OBJECT_STORE_SCHEMES", "_NO_FILES", "_format_of", "_paths",
-                "_is_object_uri", "_tensor_bytes"),
-    "compile": ("AotLoad", "AotSave", "CompileKey", "AotKeyFactors", "CompileCache", "_COMPILE_COUNTERS",
-                "_torch_counters"),
-    "cudagraphs": ("Capture", "CaptureMode", "CudaGraphCount"),
-    "hub": ("HubDownload", "hub_cache_dir", "blobs_written_since"),
-}
-LAZY_NAMES = {name: module for module, names in _EXPORTS.items() for name in names}
-
-
 def load(target: str) -> type[Probe]:
     """The probe class of a registry entry (``"module:Class"``), importing its family module."""
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PROBES":
-        value: Any = tuple(load(t) for t in PROBE_CLASSES)
-    elif name in LAZY_NAMES:
-        value = getattr(importlib.import_module(f"{__name__}.{LAZY_NAMES[name]}"), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *LAZY_NAMES, "PROBES"})
 
 
 class Probes:
