@@ -111,7 +111,7 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
             seen += 1
         return KIND_DEPTH.get(ln.kind, 0), d
 
-    owner_of = {id(ln): _owner(ln, lane_of, by_id) for ln in ls}
+    owner_of = _owners(ls, lane_of, by_id)
     info = []
     own: dict[int, list[tuple[int, int]]] = {}  # lane -> the time any span of its own runs (idle outside it)
     detail: dict[int, list[tuple[int, int]]] = {}  # lane -> its garbage collections and imports
@@ -193,9 +193,7 @@ RANK_WAIT_MIN_S = 0.05
 def rank_waits_of(root: Span, spans: list[Span]) -> list[RankWait]:
     """A start's rank waits alone (the metrics' view): its processes, without the whole critical-path analysis."""
     ls = lanes(root, spans)
-    by_id = {s.span_id: s for s in spans}
-    lane_of = {ln.span.span_id: ln for ln in ls}
-    return rank_waits(ls, {id(ln): _owner(ln, lane_of, by_id) for ln in ls})
+    return rank_waits(ls, _owners(ls, {ln.span.span_id: ln for ln in ls}, {s.span_id: s for s in spans}))
 
 
 def rank_waits(ls: list[Lane], owner_of: dict[int, str]) -> list[RankWait]:
@@ -230,6 +228,11 @@ def rank_waits(ls: list[Lane], owner_of: dict[int, str]) -> list[RankWait]:
                                 durs[last], min(durs)))
     out.sort(key=lambda w: -w.waited_s)
     return out
+
+
+def _owners(ls: list[Lane], lane_of: dict[str, Lane], by_id: dict[str, Span]) -> dict[int, str]:
+    """Each lane (by ``id``) -> the span id of the process that started it (:func:`_owner`)."""
+    return {id(ln): _owner(ln, lane_of, by_id) for ln in ls}
 
 
 def _owner(ln: Lane, lane_of: dict[str, Lane], by_id: dict[str, Span]) -> str:
