@@ -64,15 +64,9 @@ def starts_in(spans: list[Span], source: str) -> list[Start]:
     return sorted(out, key=lambda st: st.root.start)
 
 
-def _files(pattern_or_dir: str) -> list[str]:
-    """Files a directory (every *.jsonl[.gz] below it) or a glob (matching files, and directories expanded
-    like a directory) names."""
-    return corpus.files([pattern_or_dir])
-
-
 def latest_file(directory: str | None = None) -> str:
     d = directory or default_dir()
-    files = _files(d) if os.path.isdir(d) else []
+    files = corpus.files([d]) if os.path.isdir(d) else []
     if not files:
         how = ("record one with `opentelemetry-instrument vllm serve MODEL`: with no OTLP endpoint set, each start is "
                f"written to {default_dir()} (OTEL_PYTHON_VLLM_STARTUP_DIR moves it)")
@@ -127,7 +121,7 @@ def many(sources: list[str], *, ready_only: bool = False,
             continue
         if not os.path.isdir(src) and not _PATTERN.search(src):
             raise ReportError(f"{src}: no such file or directory")
-        files = _files(src)
+        files = corpus.files([src])
         if not files:
             raise ReportError(f"{src}: no recorded start (*.jsonl) found")
         for path in files:
