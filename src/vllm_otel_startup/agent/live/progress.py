@@ -60,6 +60,10 @@ class LiveHost(Protocol):
     info: ProcessInfo
     active: bool
     done: bool
+    facts: dict[str, Any]  # the start's facts so far (the estimate's match)
+    last_error: BaseException | None
+    process_span: Any  # this process's span (the progress records hang under it)
+    tracer: Any
 
     @property
     def open_segment(self) -> tuple[str, int] | None: ...
