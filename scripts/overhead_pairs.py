@@ -8,7 +8,11 @@ prints ratios measured side by side in one run.
         python (tests/e2e/bootstrap.sh).
     python scripts/overhead_pairs.py gpu-queue [--pairs 8] [--variant ...] --out .gpu/tools/overhead_queue.json
         the same plan as a start queue for ../shared/gpu/driver.py (DRIVER_QUEUE=...): a cold instrumented start
-        (fills the compile cache, not counted), then the pairs (8B shape, warm).
+        (fills the compile cache, not counted), then the pairs (8B shape, warm). With the driver patched by
+        scripts/gpu_driver_lanes.diff: --lanes 2 (a pair's two starts at once, one per GPU), --profile (first a
+        pair under py-spy, carried as .gpu/tools/py-spy: profile.txt per start), --tail NAME=K=V (pairs of plain
+        against that arm after the main ones); every start leaves threads.json (per-thread CPU seconds and context
+        switches of each of its processes at the first /health 200).
     python scripts/overhead_pairs.py rows WORKDIR/rows.json   (a cpu run's starts again)
     python scripts/overhead_pairs.py gpu RUNS_DIR [RUNS_DIR ...]
         the analysis of such a queue's runs (each run dir: serve.log, stopwatch.json).
@@ -212,25 +216,41 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
 
 
 # ---- the GPU form -----------------------------------------------------------------------------------------
-def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1) -> list[dict]:
+def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, profile: bool = False,
+              tail: dict[str, dict[str, str]] | None = None, tail_pairs: int = 2) -> list[dict]:
     """Entries for ../shared/gpu/driver.py (its keys; ``env``: extra environment of that start; ``gpu``: with two
     lanes, the GPU of each start: two consecutive starts of a pair run at the same time, one per GPU, the GPUs
-    swapped every pair)."""
+    swapped every pair). ``profile``: first a pair under py-spy (``profile``: the driver's patched form,
+    scripts/gpu_driver_lanes.diff), not counted. ``tail``: after the pairs, ``tail_pairs`` pairs of each named arm
+    against plain (an arm's ratio then comes from those pairs only)."""
     log_cfg = {"VLLM_LOGGING_CONFIG_PATH": f"@tools/{LOGGING.name}"}  # the driver's folder there
     q = [dict(name="cold_otlp", instr=True, export="otlp", drop=True, est=200, limit=330, env={**log_cfg, **DEBUG})]
     if lanes > 1:
         q[0]["gpu"] = 0
-    for pair in range(1, pairs + 1):
-        arms = arms_of(pair, variants)
-        for i, (arm, extra) in enumerate(arms):
-            instr = extra is not None
-            q.append(dict(name=f"pair{pair}_{arm}", instr=instr, export="otlp" if instr else "none", drop=False,
-                          est=90, limit=170, pair=pair, arm=arm,
-                          env={**log_cfg, **(DEBUG if instr else {}), **(extra or {})}))
+
+    def add(pair: int, arms: list[tuple[str, dict[str, str] | None]], label: str = "pair", **extra: object) -> None:
+        for i, (arm, env) in enumerate(arms):
+            instr = env is not None
+            # an empty endpoint: the local start file only (the driver starts no sink and sets no endpoint)
+            local = instr and env.get("OTEL_EXPORTER_OTLP_ENDPOINT") == ""
+            env = {k: v for k, v in (env or {}).items() if not (local and k == "OTEL_EXPORTER_OTLP_ENDPOINT")}
+            q.append(dict(name=f"{label}{pair}_{arm}", instr=instr, export="otlp" if instr and not local else "none",
+                          drop=False, est=90, limit=170, pair=pair, arm=arm,
+                          env={**log_cfg, **(DEBUG if instr else {}), **env}, **extra))
             if lanes > 1:
                 # each arm on either GPU equally often: with the order flipped every pair, an even number of arms
                 # swaps GPUs by itself, an odd number needs the pair's parity too
                 q[-1]["gpu"] = (i + pair * (len(arms) % 2)) % 2
+
+    if profile:
+        add(0, arms_of(0, {}), label="profile", profile=True)
+    for pair in range(1, pairs + 1):
+        add(pair, arms_of(pair, variants))
+    n = pairs
+    for name, env in (tail or {}).items():
+        for _ in range(tail_pairs):
+            n += 1
+            add(n, [("plain", None), (name, env)][:: 1 if n % 2 else -1])
     return q
 
 
@@ -259,6 +279,10 @@ def main() -> None:
     q.add_argument("--pairs", type=int, default=8)
     q.add_argument("--lanes", type=int, choices=[1, 2], default=1,
                    help="2: the two starts of a pair at once, one per GPU (a two-GPU machine)")
+    q.add_argument("--profile", action="store_true", help="first a plain and an instrumented start under py-spy")
+    q.add_argument("--tail", action="append", default=[], help="NAME=K=V,...: after the pairs, pairs of plain "
+                   "against this arm (--tail-pairs of each)")
+    q.add_argument("--tail-pairs", type=int, default=2)
     g = sub.add_parser("gpu")
     g.add_argument("runs", type=Path, nargs="+")
     r = sub.add_parser("rows", help="the analysis of a cpu run's saved starts (WORKDIR/rows.json)")
@@ -271,7 +295,8 @@ def main() -> None:
     if a.cmd == "gpu-queue":
         if a.out is None:
             raise SystemExit("gpu-queue: --out FILE (e.g. .gpu/tools/overhead_queue.json)")
-        a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant), a.lanes), indent=1))
+        a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant), a.lanes, a.profile,
+                                           parse_variants(a.tail), a.tail_pairs), indent=1))
         print(f"{a.out}: {a.pairs} pairs; copy {LOGGING.name} beside it (the driver reads @tools/ as its own folder)")
         return
     if a.cmd == "cpu":
