@@ -111,6 +111,27 @@ def self_cost(log: str) -> dict[str, float]:
     return out
 
 
+def thread_stats(snapshot: dict) -> dict[str, float]:
+    """threads.json (the patched driver, at the first /health 200): per process kind, the main thread's CPU seconds
+    and context switches (voluntary: it blocked, on the GIL, a lock, the driver or I/O; involuntary: preempted),
+    and the whole process's CPU."""
+    out: dict[str, float] = {}
+    for proc in snapshot.get("at_ready", []):
+        comm, cmd = proc["comm"], proc["cmd"]
+        kind = ("engine_core" if comm.startswith("VLLM::EngineCor") else "worker" if comm.startswith("VLLM::Worker")
+                else "api_server" if " serve " in cmd and "py-spy" not in cmd else None)
+        if kind is None:
+            continue
+        main = next((t for t in proc["threads"] if t["tid"] == proc["pid"]), None)
+        if main is None:
+            continue
+        for key, v in (("main_cpu_s", main["cpu_s"]), ("main_vcsw", main["vcsw"]), ("main_ivcsw", main["ivcsw"]),
+                       ("process_cpu_s", sum(t["cpu_s"] for t in proc["threads"])),
+                       ("threads", len(proc["threads"]))):
+            out[f"proc.{kind}.{key}"] = out.get(f"proc.{kind}.{key}", 0.0) + float(v)
+    return out
+
+
 # ---- statistics -------------------------------------------------------------------------------------------
 def summary(ratios: list[float], seed: int = 25) -> dict[str, float]:
     """Median and geometric mean of the per-pair ratios, a bootstrap 95 % interval of the median, and the sign test's
@@ -147,7 +168,7 @@ def report(rows: list[dict]) -> dict:
         keys: dict[str, list[float]] = {"ready_s": [r["ready_s"] for r in starts]}
         for r in starts:
             lines = {f"first_line.{k}": v for k, v in first_lines(r["log"], r["spawn_ns"]).items()}
-            for src in (figures(r["log"]), lines, self_cost(r["log"])):
+            for src in (figures(r["log"]), lines, self_cost(r["log"]), thread_stats(r.get("threads") or {})):
                 for k, v in src.items():
                     keys.setdefault(k, []).append(v)
         per_arm[arm] = {k: statistics.median(v) for k, v in keys.items()}
@@ -263,8 +284,9 @@ def gpu(dirs: list[Path]) -> list[dict]:
                 continue
             sw = json.loads((run / "stopwatch.json").read_text())
             ready = (sw["health_ok_ns"] - sw["spawn_ns"]) / 1e9 if sw.get("health_ok_ns") else None
+            threads = json.loads((run / "threads.json").read_text()) if (run / "threads.json").exists() else {}
             rows.append({"arm": m.group(2), "pair": int(m.group(1)), "ready_s": ready, "spawn_ns": sw["spawn_ns"],
-                         "log": (run / "serve.log").read_text(errors="replace")})
+                         "log": (run / "serve.log").read_text(errors="replace"), "threads": threads})
     return rows
 
 

@@ -1,0 +1,82 @@
+"""Two py-spy profiles of one start each (raw, ``--subprocesses --idle --threads``: the GPU overhead queue's
+``--profile`` pair, scripts/overhead_pairs.py), compared where the time goes in one kind of process.
+
+    python scripts/profile_diff.py PLAIN/profile.txt INSTR/profile.txt [--process EngineCore] [--rate 100] [--top 30]
+
+Per thread of the process (named as Python names it): seconds sampled. For its main thread: the functions whose
+inclusive time (the function or anything it called) and whose own time (the innermost frame: where the thread was,
+running or waiting) differ most between the two, in seconds. With ``--idle`` a waiting thread is sampled at the
+Python frame it waits in, so a main thread that waits longer (for the GIL, a lock, the GPU driver) shows there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import Counter
+from pathlib import Path
+
+LINE = re.compile(r"^(.*) (\d+)$")
+PROCESS = re.compile(r'process \d+:"[^"]*";?')
+THREAD = re.compile(r"^thread \((\d+)\): ?(.*)$")
+
+
+def _function(frame: str) -> str:
+    """``fn (path/file.py:123)`` -> ``fn (path/file.py)``: lines of one function are one function."""
+    return re.sub(r":\d+\)$", ")", frame)
+
+
+def load(path: Path, process: str) -> tuple[Counter, Counter, Counter]:
+    """(seconds-samples per thread name, inclusive samples per main-thread function, own samples per main-thread
+    function) of the processes whose py-spy frame names ``process``."""
+    threads: Counter = Counter()
+    inclusive: Counter = Counter()
+    own: Counter = Counter()
+    for line in path.read_text(errors="replace").splitlines():
+        m = LINE.match(line)
+        if not m:
+            continue
+        stack_text, count = m.group(1), int(m.group(2))
+        procs = PROCESS.findall(stack_text)  # a command line may hold ';' itself: the process frames come first
+        if not procs or process not in procs[-1]:
+            continue
+        rest = PROCESS.sub("", stack_text).lstrip(";").split(";")
+        if not rest:
+            continue
+        t = THREAD.match(rest[0])
+        if not t:
+            continue
+        name = t.group(2) or "?"
+        threads[name] += count
+        if name != "MainThread":
+            continue
+        stack = [_function(f) for f in rest[1:]]
+        for fn in set(stack):
+            inclusive[fn] += count
+        own[stack[-1] if stack else "(no Python frame)"] += count
+    return threads, inclusive, own
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("plain", type=Path)
+    ap.add_argument("instr", type=Path)
+    ap.add_argument("--process", default="EngineCore", help="a text of the process's py-spy frame (its title)")
+    ap.add_argument("--rate", type=float, default=100.0, help="py-spy's sampling rate (samples a second)")
+    ap.add_argument("--top", type=int, default=30)
+    a = ap.parse_args()
+    (tp, ip, op), (ti, ii, oi) = load(a.plain, a.process), load(a.instr, a.process)
+    if not tp or not ti:
+        raise SystemExit(f"no samples of a process matching {a.process!r} in {a.plain if not tp else a.instr}")
+    s = 1.0 / a.rate
+    print(f"threads of {a.process} (seconds sampled)        plain    instr")
+    for name in sorted(set(tp) | set(ti), key=lambda n: -(tp[n] + ti[n])):
+        print(f"  {name[:44]:<44} {tp[name] * s:8.2f} {ti[name] * s:8.2f}")
+    for title, p, i in (("inclusive", ip, ii), ("own (innermost frame)", op, oi)):
+        print(f"\nmain thread, {title}: largest differences (s)        plain    instr    delta")
+        for fn in sorted(set(p) | set(i), key=lambda f: -abs(i[f] - p[f]))[:a.top]:
+            print(f"  {fn[-70:]:<70} {p[fn] * s:8.2f} {i[fn] * s:8.2f} {(i[fn] - p[fn]) * s:+8.2f}")
+
+
+if __name__ == "__main__":
+    main()
