@@ -94,6 +94,50 @@ def first_lines(log: str, spawn_ns: int) -> dict[str, float]:
     return out
 
 
+LINE = re.compile(r"^(?:\(\w+ pid=\d+\) )?\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) \[([^\]]+?) pid=\d+\] "
+                  r"\[([^\]]+)\] (.*)$", re.M)
+
+
+def line_times(log: str, spawn_ns: int, ready_s: float | None) -> dict[str, float]:
+    """Seconds from the launch to each vLLM log line, keyed by process, source and the message with its numbers
+    masked (``#``) and its occurrence (``#2``: the second such line), up to ``READY``: the first /health 200."""
+    out: dict[str, float] = {}
+    for stamp, ms, pname, src, msg in LINE.findall(log):
+        t = calendar.timegm(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1e3 - spawn_ns / 1e9
+        if ready_s is not None and t > ready_s:  # after ready: the driver's own waits, not the start
+            break
+        proc = re.sub(r"[_-]?(DP)?\d+$", "", pname)
+        base = f"{proc} {src} {re.sub(r'[0-9.]+', '#', msg)[:70]}"
+        n = 1
+        while f"{base} #{n}" in out:
+            n += 1
+        out[f"{base} #{n}"] = t
+    if ready_s is not None:
+        out["READY"] = ready_s
+    return out
+
+
+def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
+    """Where an arm's extra time is, from vLLM's own log lines alone: the lines every start of both arms printed,
+    in plain's order; for each interval between two consecutive such lines, the median over pairs of (arm's
+    interval - plain's), with how many pairs it was longer in. The largest ``top`` by size."""
+    by = {(r["pair"], r["arm"]): line_times(r["log"], r["spawn_ns"], r.get("ready_s"))
+          for r in rows if r.get("ready_s")}
+    pairs = sorted(p for p, a in by if a == arm and (p, "plain") in by)
+    if not pairs:
+        return []
+    common = set.intersection(*(set(by[p, a]) for p in pairs for a in ("plain", arm)))
+    order = sorted(common, key=lambda k: statistics.median(by[p, "plain"][k] for p in pairs))
+    out = []
+    for a, b in zip(order, order[1:], strict=False):
+        deltas = [(by[p, arm][b] - by[p, arm][a]) - (by[p, "plain"][b] - by[p, "plain"][a]) for p in pairs]
+        out.append({"from": a, "to": b, "plain_s": round(statistics.median(by[p, "plain"][b] - by[p, "plain"][a]
+                                                                            for p in pairs), 3),
+                    "extra_s": round(statistics.median(deltas), 3), "longer_in": sum(d > 0 for d in deltas),
+                    "pairs": len(pairs)})
+    return sorted(out, key=lambda r: -abs(r["extra_s"]))[:top]
+
+
 def self_cost(log: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for kind, cpu, threads, detail, others, _calls, proc_s, gcs, imports in SELF_COST.findall(log):
@@ -173,6 +217,16 @@ def report(rows: list[dict]) -> dict:
                     keys.setdefault(k, []).append(v)
         per_arm[arm] = {k: statistics.median(v) for k, v in keys.items()}
     out["medians"] = per_arm
+    out["intervals"] = {}
+    for arm in arms[1:]:
+        worst = intervals(rows, arm)
+        out["intervals"][arm] = worst
+        if worst:
+            print(f"\n{arm}: where the extra time is, between two of vLLM's log lines (median over "
+                  f"{worst[0]['pairs']} pairs of {arm} - plain)")
+        for r in worst:
+            print(f"  {r['extra_s']:+6.2f} s (plain {r['plain_s']:5.2f} s, longer in {r['longer_in']}/{r['pairs']})  "
+                  f"{r['from'][:60]}\n{'':34}-> {r['to'][:60]}")
     names = sorted({k for m in per_arm.values() for k in m}, key=lambda k: (k.count("."), k))
     print("\nmedian per start" + "".join(f" | {a:>14}" for a in arms) + (" | instr-plain" if "instr" in arms else ""))
     for k in names:
