@@ -75,3 +75,65 @@ def test_vllm_log_figures_and_first_lines_are_read_from_its_own_lines():
     spawn_ns = int((1795687200 + 0.5) * 1e9)  # 2026-11-26 10:00:00.500 UTC
     first = overhead_pairs.first_lines(log, spawn_ns)
     assert first == {"Worker": 4.75, "launcher": 1.0, "EngineCore": 2.5}
+
+
+def _log(lines: list[tuple[str, float, str]]) -> str:
+    """vLLM log lines at seconds after 2026-11-26 10:00:00 UTC: (process, seconds, message)."""
+    out = []
+    for proc, t, msg in lines:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(1795687200 + int(t)))
+        pid = 5 if proc == "MainProcess" else 6
+        out.append(f"INFO {stamp}.{round((t % 1) * 1000):03d} [{proc} pid={pid}] [x.py:1] {msg}")
+    return "\n".join(out) + "\n"
+
+
+def test_intervals_name_the_stretch_between_two_vllm_lines_where_an_arm_spends_its_extra_time():
+    spawn_ns = 1795687200 * 10**9
+    rows = []
+    for pair in (1, 2, 3):
+        for arm, capture in (("plain", 4.0), ("instr", 4.7)):  # the arm's capture is 0.7 s longer, nothing else
+            log = _log([("MainProcess", 1.0, "vLLM API server version 0.26.0"),
+                        ("EngineCore", 3.0, "Initializing a V1 LLM engine (v0.26.0)"),
+                        ("EngineCore", 5.0, "Skipping CuTeDSL warmup"),
+                        ("EngineCore", 5.0 + capture, f"Graph capturing finished in {capture:.0f} secs")])
+            rows.append({"arm": arm, "pair": pair, "ready_s": 6.0 + capture + pair / 10, "spawn_ns": spawn_ns,
+                         "log": log + _log([("MainProcess", 30.0, "after ready: not the start's")])})
+    worst = overhead_pairs.intervals(rows, "instr")
+    assert worst[0]["extra_s"] == 0.7 and worst[0]["longer_in"] == 3 and worst[0]["pairs"] == 3
+    assert worst[0]["from"].startswith("EngineCore x.py:1 Skipping CuTeDSL warmup")
+    assert worst[0]["to"].startswith("EngineCore x.py:1 Graph capturing finished in # secs")
+    assert all(r["extra_s"] == 0 for r in worst[1:])
+    assert not any("after ready" in r["to"] for r in worst)  # lines after the first /health 200 are not the start
+
+
+def test_thread_stats_read_each_process_kinds_main_thread_from_the_drivers_snapshot():
+    snap = {"at_ready": [
+        {"pid": 10, "comm": "python3", "cmd": "python3 /tmp/vx/bin/vllm serve /tmp/vx/model --port 8100",
+         "threads": [{"tid": 10, "comm": "python3", "cpu_s": 20.0, "vcsw": 100, "ivcsw": 5},
+                     {"tid": 11, "comm": "python3", "cpu_s": 1.5, "vcsw": 9, "ivcsw": 1}]},
+        {"pid": 12, "comm": "VLLM::EngineCor", "cmd": "VLLM::EngineCore",
+         "threads": [{"tid": 12, "comm": "VLLM::EngineCor", "cpu_s": 31.5, "vcsw": 217, "ivcsw": 85},
+                     {"tid": 13, "comm": "python3", "cpu_s": 0.25, "vcsw": 3, "ivcsw": 0}]},
+        {"pid": 14, "comm": "py-spy", "cmd": "py-spy record -- vllm serve x", "threads": []},
+    ]}
+    s = overhead_pairs.thread_stats(snap)
+    assert s["proc.api_server.main_cpu_s"] == 20.0 and s["proc.api_server.process_cpu_s"] == 21.5
+    assert s["proc.engine_core.main_cpu_s"] == 31.5 and s["proc.engine_core.main_vcsw"] == 217
+    assert s["proc.engine_core.threads"] == 2 and not any("py" in k for k in s)
+
+
+def test_profile_diff_reads_a_processes_threads_and_main_thread_functions_from_py_spy_raw_output(tmp_path):
+    import profile_diff
+
+    raw = tmp_path / "profile.txt"
+    raw.write_text(
+        'process 1:"vllm serve";process 2:"python3 -c from multiprocessing.spawn import spawn_main; spawn_main()";'
+        "thread (2): MainThread;run (core.py:10);capture (runner.py:20) 300\n"
+        'process 1:"vllm serve";process 2:"python3 -c from multiprocessing.spawn import spawn_main; spawn_main()";'
+        "thread (2): MainThread;run (core.py:11);load (backends.py:5) 100\n"
+        'process 1:"vllm serve";process 2:"python3 -c from multiprocessing.spawn import spawn_main; spawn_main()";'
+        "thread (3): vllm-otel-startup-sampler;_run (sampler.py:1) 50\n"
+        'process 1:"vllm serve";thread (1): MainThread;serve (api.py:1) 999\n')
+    threads, inclusive, own = profile_diff.load(raw, "spawn_main")
+    assert threads == {"MainThread": 400, "vllm-otel-startup-sampler": 50}  # the API server's samples are not its
+    assert inclusive["run (core.py)"] == 400 and own["capture (runner.py)"] == 300 and own["load (backends.py)"] == 100
