@@ -117,6 +117,25 @@ def line_times(log: str, spawn_ns: int, ready_s: float | None) -> dict[str, floa
     return out
 
 
+def _kind(comm: str) -> str | None:
+    """The vLLM process a /proc name (its title, cut to 15 characters) belongs to."""
+    if comm.startswith("VLLM::EngineCor"):
+        return "engine_core"
+    return "worker" if comm.startswith("VLLM::Worker") else None
+
+
+def main_cpu_at(timeline: list[dict], kind: str, t: float) -> float | None:
+    """CPU seconds of the ``kind`` process's main thread ``t`` seconds after the launch, interpolated in the patched
+    driver's 2 Hz /proc timeline (threads.json); None outside it. Before the process shows its title: 0."""
+    points = [(e["t"], sum(pr["cpu_s"] for pr in e["procs"] if _kind(pr["comm"]) == kind)) for e in timeline]
+    if not points or t < points[0][0] or t > points[-1][0]:
+        return None
+    for (t0, c0), (t1, c1) in zip(points, points[1:], strict=False):
+        if t0 <= t <= t1:
+            return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
+    return points[-1][1]
+
+
 def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
     """Where an arm's extra time is, from vLLM's own log lines alone: the lines every start of both arms printed,
     in plain's order; for each interval between two consecutive such lines, the median over pairs of (arm's
@@ -126,15 +145,22 @@ def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
     pairs = sorted(p for p, a in by if a == arm and (p, "plain") in by)
     if not pairs:
         return []
+    tl = {(r["pair"], r["arm"]): (r.get("threads") or {}).get("timeline") or [] for r in rows}
     common = set.intersection(*(set(by[p, a]) for p in pairs for a in ("plain", arm)))
     order = sorted(common, key=lambda k: statistics.median(by[p, "plain"][k] for p in pairs))
     out = []
     for a, b in zip(order, order[1:], strict=False):
         deltas = [(by[p, arm][b] - by[p, arm][a]) - (by[p, "plain"][b] - by[p, "plain"][a]) for p in pairs]
+        cpu = []  # the EngineCore main thread's extra CPU in the interval, where both starts have a timeline
+        for p in pairs:
+            ends = [[main_cpu_at(tl[p, x], "engine_core", by[p, x][k]) for k in (a, b)] for x in ("plain", arm)]
+            if all(v is not None for e in ends for v in e):
+                cpu.append((ends[1][1] - ends[1][0]) - (ends[0][1] - ends[0][0]))
         out.append({"from": a, "to": b, "plain_s": round(statistics.median(by[p, "plain"][b] - by[p, "plain"][a]
                                                                             for p in pairs), 3),
                     "extra_s": round(statistics.median(deltas), 3), "longer_in": sum(d > 0 for d in deltas),
-                    "pairs": len(pairs)})
+                    "pairs": len(pairs), **({"engine_core_main_cpu_extra_s": round(statistics.median(cpu), 3)}
+                                            if cpu else {})})
     return sorted(out, key=lambda r: -abs(r["extra_s"]))[:top]
 
 
@@ -169,7 +195,10 @@ def thread_stats(snapshot: dict) -> dict[str, float]:
         main = next((t for t in proc["threads"] if t["tid"] == proc["pid"]), None)
         if main is None:
             continue
-        for key, v in (("main_cpu_s", main["cpu_s"]), ("main_vcsw", main["vcsw"]), ("main_ivcsw", main["ivcsw"]),
+        split = [(k, main[src]) for k, src in (("main_user_s", "user_s"), ("main_sys_s", "sys_s"),
+                                                ("main_minflt", "minflt")) if src in main]
+        for key, v in (*split, ("main_cpu_s", main["cpu_s"]), ("main_vcsw", main["vcsw"]),
+                       ("main_ivcsw", main["ivcsw"]),
                        ("process_cpu_s", sum(t["cpu_s"] for t in proc["threads"])),
                        ("threads", len(proc["threads"]))):
             out[f"proc.{kind}.{key}"] = out.get(f"proc.{kind}.{key}", 0.0) + float(v)
@@ -225,7 +254,9 @@ def report(rows: list[dict]) -> dict:
             print(f"\n{arm}: where the extra time is, between two of vLLM's log lines (median over "
                   f"{worst[0]['pairs']} pairs of {arm} - plain)")
         for r in worst:
-            print(f"  {r['extra_s']:+6.2f} s (plain {r['plain_s']:5.2f} s, longer in {r['longer_in']}/{r['pairs']})  "
+            cpu = r.get("engine_core_main_cpu_extra_s")
+            print(f"  {r['extra_s']:+6.2f} s (plain {r['plain_s']:5.2f} s, longer in {r['longer_in']}/{r['pairs']}"
+                  + (f"; EngineCore main thread CPU {cpu:+.2f} s" if cpu is not None else "") + ")  "
                   f"{r['from'][:60]}\n{'':34}-> {r['to'][:60]}")
     names = sorted({k for m in per_arm.values() for k in m}, key=lambda k: (k.count("."), k))
     print("\nmedian per start" + "".join(f" | {a:>14}" for a in arms) + (" | instr-plain" if "instr" in arms else ""))

@@ -137,3 +137,23 @@ def test_profile_diff_reads_a_processes_threads_and_main_thread_functions_from_p
     threads, inclusive, own = profile_diff.load(raw, "spawn_main")
     assert threads == {"MainThread": 400, "vllm-otel-startup-sampler": 50}  # the API server's samples are not its
     assert inclusive["run (core.py)"] == 400 and own["capture (runner.py)"] == 300 and own["load (backends.py)"] == 100
+
+
+def test_the_engine_cores_main_thread_cpu_is_read_between_two_lines_from_the_drivers_timeline():
+    def timeline(rate: float) -> list[dict]:  # the EngineCore's main thread using `rate` cores from 2 s on
+        return [{"t": t / 2, "procs": [{"pid": 6, "comm": "VLLM::EngineCor" if t >= 4 else "python3",
+                                        "cpu_s": max(0.0, (t / 2 - 2) * rate)}]} for t in range(0, 31)]
+
+    tl = timeline(1.0)
+    assert overhead_pairs.main_cpu_at(tl, "engine_core", 1.0) == 0.0  # before it shows its title
+    assert overhead_pairs.main_cpu_at(tl, "engine_core", 7.25) == 5.25
+    assert overhead_pairs.main_cpu_at(tl, "engine_core", 99.0) is None  # outside the timeline
+    spawn_ns = 1795687200 * 10**9
+    rows = []
+    for pair in (1, 2):
+        for arm, rate in (("plain", 0.5), ("instr", 1.0)):
+            rows.append({"arm": arm, "pair": pair, "ready_s": 12.0, "spawn_ns": spawn_ns, "threads": {
+                "timeline": timeline(rate)}, "log": _log([("EngineCore", 5.0, "Skipping CuTeDSL warmup"),
+                                                          ("EngineCore", 9.0, "Graph capturing finished")])})
+    capture = next(r for r in overhead_pairs.intervals(rows, "instr") if r["to"].startswith("EngineCore x.py:1 Graph"))
+    assert capture["extra_s"] == 0 and capture["engine_core_main_cpu_extra_s"] == 2.0  # 4 s at 1 core against 0.5
