@@ -84,30 +84,36 @@ def first_lines(log: str, spawn_ns: int) -> dict[str, float]:
         pid = int(pid)
         if pid in first:
             continue
-        t = calendar.timegm(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1e3  # the hosts run on UTC
         name = prefix or pname
-        name = "launcher" if name == "MainProcess" else re.sub(r"[_-]?(DP)?\d+$", "", name)
-        first[pid] = (name, t - spawn_ns / 1e9)
+        first[pid] = ("launcher" if name == "MainProcess" else _process(name), _seconds(stamp, ms) - spawn_ns / 1e9)
     out: dict[str, float] = {}
     for name, dt in first.values():
         out[name] = max(dt, out.get(name, dt))
     return out
 
 
-LINE = re.compile(r"^(?:\(\w+ pid=\d+\) )?\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) \[([^\]]+?) pid=\d+\] "
-                  r"\[([^\]]+)\] (.*)$", re.M)
+LINE = re.compile(STAMP.pattern + r" \[([^\]]+)\] (.*)$", re.M)  # a stamped line's source and message too
+
+
+def _seconds(stamp: str, ms: str) -> float:
+    """A vLLM log stamp (``2026-11-26 10:00:05`` and its milliseconds) as epoch seconds: the hosts run on UTC."""
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1e3
+
+
+def _process(name: str) -> str:
+    """A vLLM process name without its rank or index (``VllmWorker-0``, ``EngineCore_DP1``)."""
+    return re.sub(r"[_-]?(DP)?\d+$", "", name)
 
 
 def line_times(log: str, spawn_ns: int, ready_s: float | None) -> dict[str, float]:
     """Seconds from the launch to each vLLM log line, keyed by process, source and the message with its numbers
     masked (``#``) and its occurrence (``#2``: the second such line), up to ``READY``: the first /health 200."""
     out: dict[str, float] = {}
-    for stamp, ms, pname, src, msg in LINE.findall(log):
-        t = calendar.timegm(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(ms) / 1e3 - spawn_ns / 1e9
+    for _, _, stamp, ms, pname, _, src, msg in LINE.findall(log):
+        t = _seconds(stamp, ms) - spawn_ns / 1e9
         if ready_s is not None and t > ready_s:  # after ready: the driver's own waits, not the start
             break
-        proc = re.sub(r"[_-]?(DP)?\d+$", "", pname)
-        base = f"{proc} {src} {re.sub(r'[0-9.]+', '#', msg)[:70]}"
+        base = f"{_process(pname)} {src} {re.sub(r'[0-9.]+', '#', msg)[:70]}"
         n = 1
         while f"{base} #{n}" in out:
             n += 1
@@ -147,7 +153,8 @@ def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
         return []
     tl = {(r["pair"], r["arm"]): (r.get("threads") or {}).get("timeline") or [] for r in rows}
     common = set.intersection(*(set(by[p, a]) for p in pairs for a in ("plain", arm)))
-    order = sorted(common, key=lambda k: statistics.median(by[p, "plain"][k] for p in pairs))
+    printed = {k: i for i, k in enumerate(by[pairs[0], "plain"])}  # lines of one millisecond: in the log's order
+    order = sorted(common, key=lambda k: (statistics.median(by[p, "plain"][k] for p in pairs), printed[k]))
     out = []
     for a, b in zip(order, order[1:], strict=False):
         deltas = [(by[p, arm][b] - by[p, arm][a]) - (by[p, "plain"][b] - by[p, "plain"][a]) for p in pairs]
@@ -187,9 +194,8 @@ def thread_stats(snapshot: dict) -> dict[str, float]:
     and the whole process's CPU."""
     out: dict[str, float] = {}
     for proc in snapshot.get("at_ready", []):
-        comm, cmd = proc["comm"], proc["cmd"]
-        kind = ("engine_core" if comm.startswith("VLLM::EngineCor") else "worker" if comm.startswith("VLLM::Worker")
-                else "api_server" if " serve " in cmd and "py-spy" not in cmd else None)
+        cmd = proc["cmd"]
+        kind = _kind(proc["comm"]) or ("api_server" if " serve " in cmd and "py-spy" not in cmd else None)
         if kind is None:
             continue
         main = next((t for t in proc["threads"] if t["tid"] == proc["pid"]), None)

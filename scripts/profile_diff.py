@@ -27,8 +27,8 @@ def _function(frame: str) -> str:
 
 
 def load(path: Path, process: str) -> tuple[Counter, Counter, Counter]:
-    """(seconds-samples per thread name, inclusive samples per main-thread function, own samples per main-thread
-    function) of the processes whose py-spy frame names ``process``."""
+    """(samples per thread name, inclusive samples per main-thread function, own samples per main-thread function)
+    of the processes whose py-spy frame names ``process``."""
     threads: Counter = Counter()
     inclusive: Counter = Counter()
     own: Counter = Counter()
@@ -41,8 +41,6 @@ def load(path: Path, process: str) -> tuple[Counter, Counter, Counter]:
         if not procs or process not in procs[-1]:
             continue
         rest = PROCESS.sub("", stack_text).lstrip(";").split(";")
-        if not rest:
-            continue
         t = THREAD.match(rest[0])
         if not t:
             continue
