@@ -334,7 +334,7 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
     lanes, the GPU of each start: two consecutive starts of a pair run at the same time, one per GPU, the GPUs
     swapped every pair). ``profile``: first a pair under py-spy (``profile``: the driver's patched form,
     scripts/gpu_driver_lanes.diff), not counted. ``tail``: after the pairs, ``tail_pairs`` pairs of each named arm
-    against plain (an arm's ratio then comes from those pairs only)."""
+    against plain, one pair of each arm in turn (an arm's ratio then comes from those pairs only)."""
     log_cfg = {"VLLM_LOGGING_CONFIG_PATH": f"@tools/{LOGGING.name}"}  # the driver's folder there
     q = [dict(name="cold_otlp", instr=True, export="otlp", drop=True, est=200, limit=330, env={**log_cfg, **DEBUG})]
     if lanes > 1:
@@ -359,8 +359,8 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
     for pair in range(1, pairs + 1):
         add(pair, arms_of(pair, variants))
     n = pairs
-    for name, env in (tail or {}).items():
-        for _ in range(tail_pairs):
+    for _ in range(tail_pairs):  # round robin: a queue cut short still has pairs of every arm
+        for name, env in (tail or {}).items():
             n += 1
             add(n, [("plain", None), (name, env)][:: 1 if n % 2 else -1])
     return q

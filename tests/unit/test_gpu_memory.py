@@ -161,6 +161,19 @@ def test_in_a_pid_namespace_nvml_is_never_asked(cuda, nvml, monkeypatch):
     assert nvml.inits == 0 and worker.gpu_memory() == (2 * GB, "torch_reserved")
 
 
+def test_with_child_nvml_off_a_worker_never_loads_nvml_and_reads_pytorch(cuda, nvml, monkeypatch):
+    """The overhead diagnostic (OTEL_PYTHON_VLLM_STARTUP_OFF=child_nvml): NVML could list the process, but a child
+    never loads it; its spans carry PyTorch's figure from the first reading on."""
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_OFF", "child_nvml")
+    nvml.procs = {0: [(os.getpid(), 30 * GB)], 1: []}
+    worker = Sampler(host=False)
+    worker._thread = types.SimpleNamespace(is_alive=lambda: True)
+    cuda.initialized, cuda.reserved = True, 2 * GB
+    assert worker.gpu_memory() == (2 * GB, "torch_reserved")
+    worker._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)
+    assert nvml.inits == 0 and worker.nvml is None and worker.gpu_memory() == (2 * GB, "torch_reserved")
+
+
 @pytest.mark.parametrize(("status", "nested"), [(b"Name:\tpython\nNSpid:\t4242\t17\n", True),
                                                  (b"Name:\tpython\nNSpid:\t4242\n", False),
                                                  (b"Name:\tpython\n", False)])  # a kernel without NSpid

@@ -157,3 +157,11 @@ def test_the_engine_cores_main_thread_cpu_is_read_between_two_lines_from_the_dri
                                                           ("EngineCore", 9.0, "Graph capturing finished")])})
     capture = next(r for r in overhead_pairs.intervals(rows, "instr") if r["to"].startswith("EngineCore x.py:1 Graph"))
     assert capture["extra_s"] == 0 and capture["engine_core_main_cpu_extra_s"] == 2.0  # 4 s at 1 core against 0.5
+
+
+def test_a_gpu_queue_runs_its_tail_arms_in_turn_so_a_call_cut_short_still_compares_every_arm():
+    q = overhead_pairs.gpu_queue(1, {}, lanes=2, tail={"a": {"X": "1"}, "b": {"Y": "1"}}, tail_pairs=2)
+    arms = [e["arm"] for e in q[1:] if e["arm"] != "plain"]
+    assert arms == ["instr", "a", "b", "a", "b"]
+    assert all(e["gpu"] in (0, 1) for e in q) and {e["pair"] for e in q[1:]} == {1, 2, 3, 4, 5}
+    assert next(e for e in q[1:] if e["arm"] == "a")["env"]["X"] == "1"

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any
 
+from vllm_otel_startup import settings
+
 _log = logging.getLogger("vllm_otel_startup")
 
 
@@ -180,7 +182,8 @@ class ProcessGpuMemory:
         call fixes the source, unless the sampler thread (``sampling``) is about to load NVML and fix it:
         until then the reading is (None, "pending"). In a PID namespace NVML cannot see the process: no wait."""
         if self.source is None:
-            if not (sampling and nvml is None and driver_present() and not in_pid_namespace()):
+            if not (sampling and nvml is None and driver_present() and not in_pid_namespace()
+                    and not settings.off("child_nvml")):
                 self.fix(nvml)
             if self.source is None:
                 return None, PENDING
