@@ -163,6 +163,23 @@ def test_parts_left_out_for_an_overhead_measurement_are_not_there(start, monkeyp
     assert st.spans(sc.WORKER_PROCESS_SPAN) == [] and st.rt.process_span is not None  # the start itself goes on
 
 
+def test_without_phase_spans_only_the_hooks_a_start_cannot_do_without_are_installed(start, monkeypatch):
+    """OTEL_PYTHON_VLLM_STARTUP_OFF=phase_spans (diagnostics): the children's identity at spawn, the ready point,
+    failures, bootstrap segments and the CLI's exit stay; no row that only makes a phase span is wrapped."""
+    from vllm_otel_startup import settings
+    from vllm_otel_startup.agent.patching import hooks
+
+    st = start("worker")
+    monkeypatch.setenv(settings.OFF.name, "phase_spans,helper_env,compile_stages")
+    monkeypatch.setattr(hooks.wrapt, "register_post_import_hook", lambda fn, module: fn(None))
+    inst = hooks.Installer(st.rt, st.rt.tracer, version="0.26.0")
+    applied: list = []
+    monkeypatch.setattr(inst, "apply", lambda mod, pts: applied.extend(pts))
+    inst.install()
+    assert {"spawn", "ready", "guard", "cli_main"} <= {p.hook for p in applied} <= hooks.SKELETON_HOOKS
+    assert not [p for p in applied if p.span == "Load weights"]
+
+
 def test_pytorchs_python_helpers_start_without_opentelemetrys_sitecustomize(start, monkeypatch):
     """torch builds its helpers' PYTHONPATH from the whole sys.path (Inductor's ISA probes, compile workers): the
     folder of OpenTelemetry's sitecustomize leaves it, every other entry stays; uninstrument() puts torch's back."""

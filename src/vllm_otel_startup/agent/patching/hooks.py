@@ -129,6 +129,9 @@ def _resolve(module: Any, qualname: str) -> tuple[Any, str, Any] | None:
 
 
 _INHERITED = object()
+# the hooks a start cannot do without (its children's identity, its ready point, its failure, its bootstrap segments,
+# the CLI's exit): what OTEL_PYTHON_VLLM_STARTUP_OFF=phase_spans keeps
+SKELETON_HOOKS = frozenset({"spawn", "ready", "guard", "marker", "cli_main"})
 
 
 class Installer:
@@ -146,6 +149,10 @@ class Installer:
 
     def install(self) -> None:
         for module, points in by_module().items():
+            if settings.off("phase_spans"):  # diagnostics: only what a start needs to begin, hand over and end
+                points = [p for p in points if p.hook in SKELETON_HOOKS]
+                if not points:
+                    continue
             wrapt.register_post_import_hook(lambda mod, pts=points: self.apply(mod, pts), module)
         if not settings.off("helper_env"):
             wrapt.register_post_import_hook(self._install_helper_env, helper_env.MODULE)
