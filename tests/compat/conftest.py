@@ -115,7 +115,7 @@ def _start(release: str, mode: str):
          select=lambda items: (release, mode) in wanted(items))(run)
 
 
-for _mode in sorted(cf.MODES, key=lambda m: m != "compiled"):
+for _mode in sorted(cf.STARTED_MODES, key=lambda m: m != "compiled"):
     for _release in cf.STARTED:
         _start(_release, _mode)
 
