@@ -190,8 +190,9 @@ def self_cost(log: str) -> dict[str, float]:
 
 def thread_stats(snapshot: dict) -> dict[str, float]:
     """threads.json (the patched driver, at the first /health 200): per process kind, the main thread's CPU seconds
-    and context switches (voluntary: it blocked, on the GIL, a lock, the driver or I/O; involuntary: preempted),
-    and the whole process's CPU."""
+    and context switches (voluntary: it blocked, on the GIL, a lock, the driver or I/O; involuntary: preempted), its
+    page faults, CPU migrations and NUMA-balancing counters where the kernel has them, and the whole process's CPU;
+    the host's /proc/vmstat deltas over the start (NUMA hinting faults, page migrations)."""
     out: dict[str, float] = {}
     for proc in snapshot.get("at_ready", []):
         cmd = proc["cmd"]
@@ -202,12 +203,16 @@ def thread_stats(snapshot: dict) -> dict[str, float]:
         if main is None:
             continue
         split = [(k, main[src]) for k, src in (("main_user_s", "user_s"), ("main_sys_s", "sys_s"),
-                                                ("main_minflt", "minflt")) if src in main]
+                                                ("main_minflt", "minflt"), ("main_migrations", "migrations"),
+                                                ("main_numa_faults", "numa_faults"),
+                                                ("main_numa_pages_migrated", "numa_pages_migrated")) if src in main]
         for key, v in (*split, ("main_cpu_s", main["cpu_s"]), ("main_vcsw", main["vcsw"]),
                        ("main_ivcsw", main["ivcsw"]),
                        ("process_cpu_s", sum(t["cpu_s"] for t in proc["threads"])),
                        ("threads", len(proc["threads"]))):
             out[f"proc.{kind}.{key}"] = out.get(f"proc.{kind}.{key}", 0.0) + float(v)
+    for key, v in (snapshot.get("vmstat_delta") or {}).items():  # the host's, while this start ran (both lanes')
+        out[f"host.{key}"] = float(v)
     return out
 
 

@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from vllm_otel_startup.agent import self_cost
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
@@ -122,6 +124,17 @@ def test_thread_stats_read_each_process_kinds_main_thread_from_the_drivers_snaps
     assert s["proc.engine_core.threads"] == 2 and not any("py" in k for k in s)
 
 
+def test_thread_stats_carry_the_schedulers_migrations_numa_counters_and_the_hosts_vmstat_deltas():
+    snap = {"at_ready": [{"pid": 12, "comm": "VLLM::EngineCor", "cmd": "VLLM::EngineCore", "threads": [
+        {"tid": 12, "comm": "VLLM::EngineCor", "cpu_s": 31.5, "user_s": 29.5, "sys_s": 2.0, "minflt": 500_000,
+         "vcsw": 217, "ivcsw": 85, "last_cpu": 3, "migrations": 4_000, "numa_faults": 120, "numa_pages_migrated": 7}]}],
+        "vmstat_delta": {"numa_hint_faults": 9_000, "pgfault": 2_000_000}}
+    s = overhead_pairs.thread_stats(snap)
+    assert s["proc.engine_core.main_migrations"] == 4_000 and s["proc.engine_core.main_numa_faults"] == 120
+    assert s["proc.engine_core.main_numa_pages_migrated"] == 7 and s["proc.engine_core.main_minflt"] == 500_000
+    assert s["host.numa_hint_faults"] == 9_000 and s["host.pgfault"] == 2_000_000
+
+
 def test_profile_diff_reads_a_processes_threads_and_main_thread_functions_from_py_spy_raw_output(tmp_path):
     import profile_diff
 
@@ -165,3 +178,20 @@ def test_a_gpu_queue_runs_its_tail_arms_in_turn_so_a_call_cut_short_still_compar
     assert arms == ["instr", "a", "b", "a", "b"]
     assert all(e["gpu"] in (0, 1) for e in q) and {e["pair"] for e in q[1:]} == {1, 2, 3, 4, 5}
     assert next(e for e in q[1:] if e["arm"] == "a")["env"]["X"] == "1"
+
+
+def test_the_gpu_driver_patch_applies_to_the_shared_driver_and_the_result_compiles(tmp_path):
+    """scripts/gpu_driver_lanes.diff against ../shared/gpu/driver.py, as the GPU workflow applies it."""
+    import shutil
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    driver = repo.parent / "shared/gpu/driver.py"
+    if not driver.exists() or shutil.which("patch") is None:
+        pytest.skip("no ../shared/gpu/driver.py or no `patch` on this machine")
+    out = tmp_path / "driver.py"
+    subprocess.run(["patch", "-s", "-o", str(out), str(driver), str(repo / "scripts/gpu_driver_lanes.diff")],
+                   check=True, capture_output=True, text=True)
+    src = out.read_text()
+    compile(src, str(out), "exec")
+    assert "def sched_stats(" in src and '"vmstat_delta"' in src and 'spec.get("profile")' in src
