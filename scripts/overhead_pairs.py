@@ -11,8 +11,9 @@ prints ratios measured side by side in one run.
         (fills the compile cache, not counted), then the pairs (8B shape, warm). With the driver patched by
         scripts/gpu_driver_lanes.diff: --lanes 2 (a pair's two starts at once, one per GPU), --profile (first a
         pair under py-spy, carried as .gpu/tools/py-spy: profile.txt per start), --tail NAME=K=V (pairs of plain
-        against that arm after the main ones); every start leaves threads.json (per-thread CPU seconds and context
-        switches of each of its processes at the first /health 200).
+        against that arm after the main ones, the arms in turn); every start leaves threads.json (per thread of
+        each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU migrations
+        and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
     python scripts/overhead_pairs.py rows WORKDIR/rows.json   (a cpu run's starts again)
     python scripts/overhead_pairs.py gpu RUNS_DIR [RUNS_DIR ...]
         the analysis of such a queue's runs (each run dir: serve.log, stopwatch.json).
@@ -364,10 +365,10 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
     for pair in range(1, pairs + 1):
         add(pair, arms_of(pair, variants))
     n = pairs
-    for _ in range(tail_pairs):  # round robin: a queue cut short still has pairs of every arm
-        for name, env in (tail or {}).items():
+    for rnd in range(tail_pairs):  # round robin: a queue cut short still has pairs of every arm; each arm's order
+        for name, env in (tail or {}).items():  # (and with two lanes its GPU) flips from one round to the next
             n += 1
-            add(n, [("plain", None), (name, env)][:: 1 if n % 2 else -1])
+            add(n, [("plain", None), (name, env)][:: 1 if rnd % 2 == 0 else -1])
     return q
 
 

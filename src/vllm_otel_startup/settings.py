@@ -77,9 +77,10 @@ OFF = _s("OFF", "", "diagnostics, for overhead measurements (scripts/overhead_pa
          "garbage-collection and import watchers), `probes` (the cause probes), `span_resources` (each phase span's "
          "CPU / I/O / GPU-memory readings), `helper_env` (PyTorch's Python helpers start without OpenTelemetry's "
          "sitecustomize: agent/helper_env.py), `child_nvml` (an EngineCore or worker never loads NVML: its GPU memory "
-         "comes from PyTorch's allocator, source `torch_reserved`), `phase_spans` (no phase spans of ours: only the "
-         "hooks a start needs to begin, hand over and end); what the first four and the last explain is then missing "
-         "from the trace")
+         "comes from PyTorch's allocator, source `torch_reserved`), `phase_spans` (only the patch points a start needs "
+         "to begin, hand over and end: spawn, ready, guard, marker and CLI rows, whose spans remain); what the first "
+         "four and the last explain is then missing from the trace (without `probes` or `phase_spans` the config "
+         "facts and their fleet labels too)")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
 TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)

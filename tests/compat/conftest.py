@@ -1,5 +1,6 @@
-"""The compatibility tier's starts: one real instrumented `vllm serve` of the tiny model per (vLLM release, mode),
-each in the environment tests/compat/bootstrap.sh built for that release (0.32.0: the e2e environment), exporting
+"""The compatibility tier's starts: one real instrumented `vllm serve` of the tiny model per (vLLM release, mode) of
+compat_facts.STARTS, each in the environment tests/compat/bootstrap.sh built for that release (0.32.0: the e2e
+environment), exporting
 into one set of real backends of this module's own (namespace ``compat``), so one dashboard query sees them all.
 
 Each start is a plan of the run (support/plans.py: queued when the run begins, several made at once) and is shared
@@ -90,7 +91,7 @@ def wanted(items) -> set[tuple[str, str]]:
         if Path(str(item.fspath)).parent != Path(__file__).parent or "mode" not in params:
             continue
         releases = [params["release"]] if "release" in params else cf.STARTED
-        keys |= {(r, params["mode"]) for r in releases}
+        keys |= {(r, params["mode"]) for r in releases} & set(cf.STARTS)
     return keys
 
 
@@ -115,9 +116,8 @@ def _start(release: str, mode: str):
          select=lambda items: (release, mode) in wanted(items))(run)
 
 
-for _mode in sorted(cf.STARTED_MODES, key=lambda m: m != "compiled"):
-    for _release in cf.STARTED:
-        _start(_release, _mode)
+for _release, _mode in sorted(cf.STARTS, key=lambda s: s[1] != "compiled"):
+    _start(_release, _mode)
 
 
 @pytest.fixture(scope="module")

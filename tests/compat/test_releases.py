@@ -1,8 +1,8 @@
 """The compatibility tier: the main suite's claims on real instrumented `vllm serve` starts of every vLLM release a
-fleet may run (compat_facts.RELEASES: 0.11.0 -> 0.32.0; torch.compile'd, and eager too when recording), each in its
-own environment (tests/compat/bootstrap.sh) where this host's CPU can run it (tests/compat/compat_probe.py),
-asserted on what the real stores return: Phoenix (traces through the rotel collector), VictoriaMetrics (OTLP metrics)
-and Prometheus (each server's /metrics)."""
+fleet may run (compat_facts.RELEASES: 0.11.0 -> 0.32.0; torch.compile'd, 0.15.1 eager too, every release both ways
+when recording: compat_facts.STARTS), each in its own environment (tests/compat/bootstrap.sh) where this host's CPU
+can run it (tests/compat/compat_probe.py), asserted on what the real stores return: Phoenix (traces through the rotel
+collector), VictoriaMetrics (OTLP metrics) and Prometheus (each server's /metrics)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from vllm_otel_startup.cli import report
 from vllm_otel_startup.model import critical_path
 
 pytestmark = pytest.mark.e2e
-STARTS = [pytest.param(r, m, id=f"{r}-{m}") for r in cf.STARTED for m in cf.STARTED_MODES]  # 0.32.0: the e2e tier's
+STARTS = [pytest.param(r, m, id=f"{r}-{m}") for r, m in cf.STARTS]  # 0.32.0: the e2e tier's
 GOAL = 0.98  # the main suite's: of spawn -> ready, explained on the critical path and by non-waiting leaf spans
 KIND, PHASE = sc.prom_label(sc.PROCESS_KIND), sc.prom_label(sc.PHASE)
 
@@ -152,7 +152,7 @@ def _stacked_phases_panel(namespace: str) -> str:
     return narrowed
 
 
-@pytest.mark.parametrize("mode", list(cf.STARTED_MODES))
+@pytest.mark.parametrize("mode", list(cf.CROSS_MODES))
 def test_one_dashboard_query_answers_for_every_release_with_the_same_phases(compat, compat_backends, mode):
     """A start of each release in the real stores; the fleet dashboard's phase panel, its version variable set to
     each release in turn, answers on both paths with phases of the one vocabulary, the same core for all, and a

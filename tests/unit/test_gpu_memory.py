@@ -172,6 +172,9 @@ def test_with_child_nvml_off_a_worker_never_loads_nvml_and_reads_pytorch(cuda, n
     assert worker.gpu_memory() == (2 * GB, "torch_reserved")
     worker._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)
     assert nvml.inits == 0 and worker.nvml is None and worker.gpu_memory() == (2 * GB, "torch_reserved")
+    # the usual order in a child: its sampler thread sees the CUDA context before any span asks
+    first = child_with_context(cuda, reserved=3 * GB)
+    assert nvml.inits == 0 and first.nvml is None and first.gpu_memory_source.source == "torch_reserved"
 
 
 @pytest.mark.parametrize(("status", "nested"), [(b"Name:\tpython\nNSpid:\t4242\t17\n", True),

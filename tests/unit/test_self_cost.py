@@ -177,6 +177,10 @@ def test_a_gpu_queue_runs_its_tail_arms_in_turn_so_a_call_cut_short_still_compar
     arms = [e["arm"] for e in q[1:] if e["arm"] != "plain"]
     assert arms == ["instr", "a", "b", "a", "b"]
     assert all(e["gpu"] in (0, 1) for e in q) and {e["pair"] for e in q[1:]} == {1, 2, 3, 4, 5}
+    for arm in ("a", "b"):  # each arm on both GPUs and in both places of its pair (a GPU's bias cannot pile up)
+        runs = [e for e in q[1:] if e["arm"] == arm]
+        assert {e["gpu"] for e in runs} == {0, 1}
+        assert {[x["arm"] for x in q[1:] if x["pair"] == e["pair"]].index(arm) for e in runs} == {0, 1}
     assert next(e for e in q[1:] if e["arm"] == "a")["env"]["X"] == "1"
 
 

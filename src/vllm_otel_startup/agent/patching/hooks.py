@@ -148,8 +148,9 @@ class Installer:
         self.compile_stages: CompileStages | None = None
 
     def install(self) -> None:
+        skeleton = settings.off("phase_spans")  # diagnostics: only what a start needs to begin, hand over and end
         for module, points in by_module().items():
-            if settings.off("phase_spans"):  # diagnostics: only what a start needs to begin, hand over and end
+            if skeleton:
                 points = [p for p in points if p.hook in SKELETON_HOOKS]
                 if not points:
                     continue
