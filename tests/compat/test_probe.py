@@ -107,7 +107,7 @@ def test_the_documented_kernel_table_is_the_tiers():
 
 
 def test_a_test_run_starts_the_older_releases_compiled_as_no_recorded_eager_start_shows_more():
-    """Why compat_facts.STARTS has the older releases compiled (0.15.1 eager too) outside recording: on every release
+    """Why compat_facts.STARTS has the older releases compiled only outside recording: on every release
     recorded, its eager start showed no phase its compiled start lacks, met the tier's bar on the critical path and
     without waiting spans, and missed no patch point its compiled start had (a recording that shows otherwise fails
     here: start that release eager again)."""

@@ -1,6 +1,6 @@
 """The compatibility tier: the main suite's claims on real instrumented `vllm serve` starts of every vLLM release a
-fleet may run (compat_facts.RELEASES: 0.11.0 -> 0.32.0; torch.compile'd, 0.15.1 eager too, every release both ways
-when recording: compat_facts.STARTS), each in its own environment (tests/compat/bootstrap.sh) where this host's CPU
+fleet may run (compat_facts.RELEASES: 0.11.0 -> 0.32.0; torch.compile'd, every release eager too when
+recording: compat_facts.STARTS), each in its own environment (tests/compat/bootstrap.sh) where this host's CPU
 can run it (tests/compat/compat_probe.py), asserted on what the real stores return: Phoenix (traces through the rotel
 collector), VictoriaMetrics (OTLP metrics) and Prometheus (each server's /metrics)."""
 
