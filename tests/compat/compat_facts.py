@@ -42,10 +42,8 @@ MODES = {"eager": ["--enforce-eager"], "compiled": []}
 # every recorded release an eager start's phases are among its compiled start's, it met the tier's bar on the critical
 # path and without waiting spans, and it missed no patch point its compiled start had (test_probe.py checks all three
 # on every recording); the e2e tier starts 0.32.0 both ways. Four starts fewer a test run (issue 29: 45 minutes on the
-# slowest host). A release listed here is started eager in every run too (none: 0.15.1 eager, kept at first, read
-# 85.8 % in a run where the host was 1.6x slower than usual, a stall inside its model load on a loaded machine).
-EAGER_ALWAYS: tuple[str, ...] = ()
-STARTS = tuple((r, m) for r in STARTED for m in MODES if RECORDING or m == "compiled" or r in EAGER_ALWAYS)
+# slowest host; docs/results.md says why 0.15.1 eager is not kept either).
+STARTS = tuple((r, m) for r in STARTED for m in MODES if RECORDING or m == "compiled")
 # the cross-release comparison (one dashboard query over every release) in each mode every started release ran in
 CROSS_MODES = tuple(m for m in MODES if all((r, m) in STARTS for r in STARTED))
 NATIVE_SPANS_SINCE = Version("0.16")  # vLLM's own startup spans (the tier compares releases before and after)
@@ -102,6 +100,7 @@ IN_PROCESS_WORKER = ("0.11.0", "0.15.1")
 # (98.7 % in the runs since `Engine connect` names the post-handshake reconnect wait of < 0.17: the floor is kept).
 # 0.32.0 compiled: 99.4 % in one full run, 96.5 % in the next (critical path 99.6 % in both): on the busier schedule
 # of the layout matrix without its controls, the same PyTorch time outside Inductor's regions (not yet read apart).
+GOAL = 0.98  # the main suite's: of spawn -> ready, explained on the critical path and by non-waiting leaf spans
 LEAF_FLOOR = {("0.11.0", "compiled"): 0.85, ("0.15.1", "compiled"): 0.60, ("0.15.1", "eager"): 0.96,
               ("0.32.0", "compiled"): 0.95}
 # The critical path's documented shortfalls, against the 98 % goal (none now: 0.15.1 eager's in-process worker binding

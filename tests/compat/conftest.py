@@ -1,7 +1,7 @@
 """The compatibility tier's starts: one real instrumented `vllm serve` of the tiny model per (vLLM release, mode) of
 compat_facts.STARTS, each in the environment tests/compat/bootstrap.sh built for that release (0.32.0: the e2e
-environment), exporting
-into one set of real backends of this module's own (namespace ``compat``), so one dashboard query sees them all.
+environment), exporting into one set of real backends of this module's own (namespace ``compat``), so one dashboard
+query sees them all.
 
 Each start is a plan of the run (support/plans.py: queued when the run begins, several made at once) and is shared
 by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts showed to tests/data/compat-results.json

@@ -140,6 +140,12 @@ def in_pid_namespace(status: str = "/proc/self/status") -> bool:
     return False
 
 
+def child_may_load_nvml() -> bool:
+    """May an EngineCore or worker load NVML for its own GPU memory? Only with the driver, outside a PID namespace
+    (NVML lists host PIDs, never this process there), unless the overhead diagnostic ``OFF=child_nvml`` says not."""
+    return driver_present() and not in_pid_namespace() and not settings.off("child_nvml")
+
+
 NVML_PROCESS, TORCH_RESERVED = "nvml_process", "torch_reserved"
 PENDING = "pending"  # no source yet: the sampler thread is loading NVML, or the context holds no memory yet
 
@@ -182,8 +188,7 @@ class ProcessGpuMemory:
         call fixes the source, unless the sampler thread (``sampling``) is about to load NVML and fix it:
         until then the reading is (None, "pending"). In a PID namespace NVML cannot see the process: no wait."""
         if self.source is None:
-            if not (sampling and nvml is None and driver_present() and not in_pid_namespace()
-                    and not settings.off("child_nvml")):
+            if not (sampling and nvml is None and child_may_load_nvml()):
                 self.fix(nvml)
             if self.source is None:
                 return None, PENDING

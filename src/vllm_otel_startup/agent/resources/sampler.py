@@ -274,8 +274,7 @@ class Sampler:
         """A child's CUDA context exists: load its NVML (on this thread; not in a PID namespace, where NVML cannot
         see the process) and fix its GPU-memory source."""
         try:
-            if self.nvml is None and gpu.driver_present() and not gpu.in_pid_namespace() \
-                    and not settings.off("child_nvml"):
+            if self.nvml is None and gpu.child_may_load_nvml():
                 self.nvml = gpu.Nvml()
         finally:
             self.gpu_memory_source.fix(self.nvml)
