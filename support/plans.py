@@ -6,10 +6,11 @@ A plan (``@plan(key)``) is a function of the :class:`Session` that makes one sta
 control) and returns what its tests read. Plans live beside the tests that read them (a test module's, a tier's
 conftest). ``after`` names plans that must be done first (a cache root they share); ``alone`` plans run with the
 machine to themselves (a kill timed to 0.1 s, a transfer rate, a start whose tests read its CPU figures) and are
-queued first; ``select(items)`` says whether the selected tests read the plan (default: one of them is in the
-plan's module, or names a fixture, or passes a parameter, of the plan's key). What plans need besides the session's
-backends, tiny model and work directory (a hub server, loader artifacts, another tier's stores) is a
-:meth:`Session.resource`, made once on first use, in whichever thread needs it first.
+queued first; ``early`` ones (long: a start behind an install) next, with the heads of ``after`` chains;
+``select(items)`` says whether the selected tests read the plan (default: one of them is in the plan's module, or
+names a fixture, or passes a parameter, of the plan's key). What plans need besides the session's backends, tiny
+model and work directory (a hub server, loader artifacts, another tier's stores) is a :meth:`Session.resource`,
+made once on first use, in whichever thread needs it first.
 """
 
 from __future__ import annotations
@@ -35,18 +36,19 @@ class Plan:
     after: tuple[str, ...] = ()
     alone: bool = False
     select: Callable[[list], bool] | None = None
+    early: bool = False
 
 
 PLANS: dict[str, Plan] = {}
 
 
 def plan(key: str, *, after: tuple[str, ...] = (), alone: bool = False, module: str | None = None,
-         select: Callable[[list], bool] | None = None):
+         select: Callable[[list], bool] | None = None, early: bool = False):
     """Register ``make(session)`` as the plan ``key`` (``module``: its tests' module, default the defining one)."""
     def register(make: Callable[[Session], Any]) -> Callable[[Session], Any]:
         if key in PLANS:
             raise ValueError(f"two plans named {key!r}")
-        PLANS[key] = Plan(key, make, module or make.__module__, tuple(after), alone, select)
+        PLANS[key] = Plan(key, make, module or make.__module__, tuple(after), alone, select, early)
         return make
     return register
 
@@ -130,7 +132,7 @@ class Session:
         for key in keys:
             add(key)
         heads = {d for p in PLANS.values() for d in p.after}  # chains start early: they end last otherwise
-        for key in sorted(wanted, key=lambda k: (not PLANS[k].alone, k not in heads)):
+        for key in sorted(wanted, key=lambda k: (not PLANS[k].alone, k not in heads and not PLANS[k].early)):
             self._ahead(PLANS[key])
 
     def later(self, key: str) -> Later:

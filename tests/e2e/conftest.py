@@ -51,43 +51,35 @@ def padded_model(e2e) -> Path:
 # ---- the shared starts (each read through the fixture of its name) -------------------------------------------
 
 
-@plan("eager", alone=True)  # its tests read its CPU figures (a CPU-bound import keeps one core busy)
-def _eager(s: Session) -> Observed:
-    """Eager start over OTLP http/protobuf through the collector, with secrets planted in argv and env."""
-    return observe(s.backends, harness.serve(
-        s.tiny_model, s.workdir / "eager", s.backends,
-        args=["--enforce-eager", "--api-key", harness.SECRET_API_KEY,
-              "--allowed-origins", f'["https://admin:{harness.SECRET_URL_PASSWORD}@example.invalid"]'],
-        env={"HF_TOKEN": harness.SECRET_HF_TOKEN,
-             "MY_SERVICE_URL": f"https://svc:{harness.SECRET_URL_PASSWORD}@example.invalid/v1"},
-    ))
-
-
 # Secrets planted in every form the redaction knows (tests/e2e/test_secrets.py): name -> value.
 PLANTED = {name: f"zq-planted-{name}-{i}7f3a9c" for i, name in enumerate((
     "api_key_1", "api_key_2", "json_token", "json_env", "mirror_password", "query_sig", "origin_at_1",
     "origin_at_2", "origin_slash_1", "origin_slash_2", "origin_query", "bare_password", "hf_token", "otlp_header"))}
+ORIGINS = [f"https://admin:{PLANTED['origin_at_1']}@{PLANTED['origin_at_2']}@example.invalid",
+           f"https://admin:{PLANTED['origin_slash_1']}/{PLANTED['origin_slash_2']}@example.invalid",
+           f"https://example.invalid/?token={PLANTED['origin_query']}",
+           f"svc:{PLANTED['bare_password']}@db.invalid:5432",
+           f"https://admin:{harness.SECRET_URL_PASSWORD}@example.invalid"]
 
 
-@plan("secrets_start")
-def _secrets_start(s: Session) -> Observed:
-    """Eager start with secrets planted in argv (list-valued --api-key, a JSON flag value, URLs with
-    credentials in several forms) and in the environment (HF_TOKEN, *_API_KEY, OTLP headers)."""
+@plan("eager", alone=True)  # its tests read its CPU figures (a CPU-bound import keeps one core busy)
+def _eager(s: Session) -> Observed:
+    """Eager start over OTLP http/protobuf through the collector, with secrets planted in argv (a list-valued
+    --api-key, a JSON flag value, URLs with credentials in several forms) and in the environment (HF_TOKEN,
+    *_API_KEY, a URL with a password, OTLP headers): one start for the trace tests and the secrets tests (a start
+    costs ~1 minute of CI; the secrets' own start, eager too, differed only in what it planted)."""
     p, spooled = PLANTED, []
     overrides = {"auth_token": p["json_token"], "note": p["json_env"],
                  "mirror": f"https://mirror:{p['mirror_password']}@mirror.invalid/m?sig={p['query_sig']}"}
-    origins = [f"https://admin:{p['origin_at_1']}@{p['origin_at_2']}@example.invalid",
-               f"https://admin:{p['origin_slash_1']}/{p['origin_slash_2']}@example.invalid",
-               f"https://example.invalid/?token={p['origin_query']}", f"svc:{p['bare_password']}@db.invalid:5432"]
     start = harness.serve(
-        s.tiny_model, s.workdir / "secrets", s.backends,
-        args=["--enforce-eager", "--api-key", p["api_key_1"], p["api_key_2"],
-              "--hf-overrides", json.dumps(overrides), "--allowed-origins", json.dumps(origins)],
-        env={"HF_TOKEN": p["hf_token"], "MY_SERVICE_API_KEY": p["json_env"],
-             "OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key={p['otlp_header']}"},
+        s.tiny_model, s.workdir / "eager", s.backends,
+        args=["--enforce-eager", "--api-key", p["api_key_1"], p["api_key_2"], harness.SECRET_API_KEY,
+              "--hf-overrides", json.dumps(overrides), "--allowed-origins", json.dumps(ORIGINS)],
+        env={"HF_TOKEN": p["hf_token"], "HUGGING_FACE_HUB_TOKEN": harness.SECRET_HF_TOKEN,
+             "MY_SERVICE_API_KEY": p["json_env"], "OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key={p['otlp_header']}",
+             "MY_SERVICE_URL": f"https://svc:{harness.SECRET_URL_PASSWORD}@example.invalid/v1"},
         on_ready=lambda proc: spooled.extend(  # the children's spool, while the server runs (removed at exit)
-            f.read_text(errors="replace") for f in (s.workdir / "secrets" / "tmp").rglob("*.json")),
-        warm_modelinfo=True,
+            f.read_text(errors="replace") for f in (s.workdir / "eager" / "tmp").rglob("*.json")),
     )
     obs = observe(s.backends, start)
     obs.planted, obs.spooled = dict(p), spooled
@@ -220,7 +212,7 @@ def _reader(key: str):
     return read
 
 
-for _key in ("eager", "secrets_start", "compiled_cold", "compiled_warm", "tensor_parallel", "bad_model",
+for _key in ("eager", "compiled_cold", "compiled_warm", "tensor_parallel", "bad_model",
              "compiled_env_changed", "compiled_len_changed", "hub_download", "hub_cached",
              "slow_storage"):
     globals()[f"_{_key}_fixture"] = _reader(_key)

@@ -4,7 +4,8 @@ the worker killed within 0.25 s of its `Init device` phase ending, once with SIG
 The trigger is seen from outside and does not depend on our export: the worker's `Init device` ends, and at once
 vLLM logs "Starting to load model" (the first line of `CPUModelRunner.load_model`). A watcher thread tails the
 server's log for that line (and the local start file, to measure how soon the phase reached it), then signals the
-worker, the process whose phase just ended (the process the fault matrix kills too):
+worker, the process whose phase just ended. The SIGKILL start is also the fault matrix's mid-start kill: what
+every process had finished is in the trace store, and the root records the failure:
 
 - SIGKILL 40 ms after the line (the OOM killer picks the biggest process, a worker): nothing runs in the worker
   afterwards, so the phase is kept only because it had already left: it is exported as soon as it ends (the span
@@ -184,6 +185,19 @@ def test_sigkill_of_the_worker_right_after_a_phase_keeps_that_phase(e2e, backend
     names = {(s.name, s.attrs.get(sc.PROCESS_KIND)) for s in local}
     assert (sc.WORKER_PROCESS_SPAN, "worker") not in names  # the worker never ended its start: killed mid-start
     assert (PHASE, "worker") in _stored(backends, st, local)  # over OTLP too, not only in the local file
+
+
+def test_sigkill_of_the_worker_mid_start_keeps_what_every_process_finished(e2e, backends):
+    """The fault matrix's mid-start kill, on the same start: the phases every process had finished are in the trace
+    store afterwards, and the root records the failure (the API server saw its engine die)."""
+    st, local, _, _ = e2e.later("kill/sigkill-worker").result()
+    spans = backends.trace_of_root(st.pid, expect=len(local), timeout=30)
+    stored = {(s.name, s.attrs.get(sc.PROCESS_KIND)) for s in spans}
+    for name, kind in ((PHASE, "worker"), (sc.IMPORTS_SPAN, "worker"), (sc.IMPORTS_SPAN, "engine_core"),
+                       (sc.IMPORTS_SPAN, "api_server"), ("Config resolution", "api_server")):
+        assert (name, kind) in stored, (name, kind)
+    roots = [s for s in spans if s.name == sc.ROOT_SPAN]
+    assert len(roots) == 1 and roots[0].attrs[sc.OUTCOME] == "failed" and roots[0].status == 2, roots
 
 
 def test_sigterm_of_the_worker_right_after_a_phase_keeps_that_phase_and_ends_its_start(e2e, backends):

@@ -1,5 +1,5 @@
 """No planted secret leaves a real start: one `opentelemetry-instrument vllm serve` with secrets in every form
-the redaction knows (conftest.py `secrets_start`: a list-valued `--api-key`, a JSON flag value with a token,
+the redaction knows (conftest.py's `eager` start: a list-valued `--api-key`, a JSON flag value with a token,
 an environment secret and a URL with credentials, URLs with `@` and `/` inside the password, a signed query,
 a scheme-less `user:password@host`, `HF_TOKEN`, a `*_API_KEY` variable, OTLP headers), and every store it
 reaches: the trace store (Phoenix: attributes, events, status), the local file (spans and resources),
@@ -34,8 +34,8 @@ def our_log_lines(log: str) -> str:
     return "\n".join(lines[start:end + 1] + [line for line in lines if re.search("vllm[-_]otel[-_]startup", line)])
 
 
-def test_no_planted_secret_in_any_store(secrets_start, backends, tiny_model):
-    obs, planted = secrets_start, secrets_start.planted
+def test_no_planted_secret_in_any_store(eager, backends, tiny_model):
+    obs, planted = eager, eager.planted
     start = obs.start
     stores = {
         "Phoenix": json.dumps([(s.name, s.attrs, s.events, s.status_message) for s in obs.spans]),
@@ -55,24 +55,24 @@ def test_no_planted_secret_in_any_store(secrets_start, backends, tiny_model):
     assert len(obs.spooled) == 2 and all(sc.PHASE in text for text in obs.spooled)  # EngineCore and worker
 
 
-def test_what_stays_readable(secrets_start, backends, tiny_model):
+def test_what_stays_readable(eager, backends, tiny_model):
     """The redaction keeps the start readable: flag names, URL hosts, the model; the metric label is the
     model's name (this branch's code ran in every process: the label was the full path before)."""
-    root = secrets_start.root.attrs
+    root = eager.root.attrs
     args = list(root[sc.COMMAND_ARGS])
     i = args.index("--api-key")
-    assert args[i + 1:i + 3] == [R, R] and args[i + 3] == "--hf-overrides"
-    overrides = json.loads(args[i + 4])
+    assert args[i + 1:i + 4] == [R, R, R] and args[i + 4] == "--hf-overrides"
+    overrides = json.loads(args[i + 5])
     assert overrides["auth_token"] == R and overrides["note"] == R
     assert overrides["mirror"] == f"https://{R}@mirror.invalid/m?sig={R}"
     origins = json.loads(args[args.index("--allowed-origins") + 1])
     assert origins == [f"https://{R}@example.invalid", f"https://{R}@example.invalid",
-                       f"https://example.invalid/?token={R}", f"{R}@db.invalid:5432"]
+                       f"https://example.invalid/?token={R}", f"{R}@db.invalid:5432", f"https://admin:{R}@example.invalid"]
     assert root[sc.MODEL] == str(tiny_model) and root[sc.OUTCOME] == "ready"
     label = sc.prom_label(sc.MODEL)
-    for series in (backends.vm_query(f'vllm_startup_starts_total{{k8s_pod_name="{secrets_start.start.name}"}}'),
-                   backends.prom_query(f'vllm_startup_starts_total{{k8s_pod_name="{secrets_start.start.name}"}}',
-                                       at=secrets_start.start.scraped_at)):
+    for series in (backends.vm_query(f'vllm_startup_starts_total{{k8s_pod_name="{eager.start.name}"}}'),
+                   backends.prom_query(f'vllm_startup_starts_total{{k8s_pod_name="{eager.start.name}"}}',
+                                       at=eager.start.scraped_at)):
         assert [s["metric"][label] for s in series] == [tiny_model.name]
-    printed = our_log_lines(secrets_start.start.log)
+    printed = our_log_lines(eager.start.log)
     assert re.search(r"vLLM startup: ready in [\d.]+ s", printed) and tiny_model.name in printed

@@ -65,14 +65,17 @@ def _fresh(s: Session) -> Path:
     return venv
 
 
-@plan("wheel/start")
+@plan("wheel/start", early=True)  # the environment and the start take ~3 minutes: queued first, never the last to end
 def _wheel_start(s: Session) -> tuple[Path, harness.Start]:
-    """The fresh environment, and a real start of it run outside the source tree with no PYTHONPATH."""
+    """The fresh environment, and a real start of it run outside the source tree with no PYTHONPATH. uv installs no
+    bytecode, and this machine's PYTHONDONTWRITEBYTECODE=1 would have each of the start's three processes compile
+    every module it imports (twice the start's time here): the start may write it, as a user's first start would."""
     fresh = _fresh(s)
     outside = s.workdir / "outside"
     outside.mkdir()
     start = harness.serve(s.tiny_model, s.workdir / "wheel-start", None, args=["--enforce-eager"], venv=fresh,
-                          cwd=outside, files=s.workdir / "wheel-starts", env={"PYTHONPATH": ""})
+                          cwd=outside, files=s.workdir / "wheel-starts",
+                          env={"PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": ""})
     return fresh, start
 
 
