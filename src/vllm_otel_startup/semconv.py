@@ -72,6 +72,8 @@ COMPILATION_MODE = "vllm.compile.mode"
 MAX_MODEL_LEN = "vllm.max_model_len"
 WORKER_RANK = "vllm.worker.rank"
 DP_RANK = "vllm.parallel.data_rank"  # int: an EngineCore's data-parallel rank (several EngineCores)
+PARALLEL_BACKEND = "vllm.parallel.backend"  # str: the process group's communicator backend (nccl, gloo, ...)
+PARALLEL_WORLD_SIZE = "vllm.parallel.world_size"  # int: ranks in the process group this rank joined
 API_SERVER_INDEX = "vllm.api_server.index"  # int: an API server's index (several API servers)
 
 MODEL_INSPECTION_CACHE_HIT = "vllm.model_inspection.cache_hit"

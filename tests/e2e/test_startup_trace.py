@@ -94,6 +94,8 @@ def test_every_tensor_parallel_rank_has_its_worker_span(tensor_parallel):
         assert mine == [w]  # process.pid is set on process spans only
     loads = tensor_parallel.named("Load weights")
     assert len(loads) == 2  # one per rank, each under its own worker process
+    groups = tensor_parallel.named("Process group init")  # the communicator each rank set up (NCCL on GPUs)
+    assert [(g.attrs[sc.PARALLEL_BACKEND], g.attrs[sc.PARALLEL_WORLD_SIZE]) for g in groups] == [("gloo", 2)] * 2
     share = assert_explained_without_waiting(tensor_parallel)
     cp = critical_path.analyse(tensor_parallel.root, tensor_parallel.spans)
     print(f"tensor_parallel: {cp.headline(5)}; without waiting spans {share:.4f}")

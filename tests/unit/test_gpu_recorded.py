@@ -145,3 +145,111 @@ def test_the_report_folds_repeated_compile_regions_and_lists_them_in_detail():
     assert sum(1 for ln in full.splitlines() if "Compile graph" in ln) == 33
     assert len(folded.splitlines()) < len(full.splitlines()) / 2
     assert float(row.split("s")[0]) <= sum(g.duration for g in graphs) + 1e-3  # wall time, never more than the sum
+
+
+# ---- several GPUs (issue 26): vLLM 0.26.0, 8B shape, H200s, main cbc2d70, 2026-11-27 --------------------------------
+# tp2 cold -> warm (its AOT artifact) -> warm with 8 capture sizes on one cache root; pp2 on an empty root, then dp2
+# on pp2's; tp4 on another machine. The outside stopwatch of each: h200-multigpu-stopwatch.json.
+MULTI = {"tp2_cold": "h200x2-llama8b-tp2-cold", "tp2_warm": "h200x2-llama8b-tp2-warm",
+         "tp2_sizes8": "h200x2-llama8b-tp2-warm-sizes8", "pp2": "h200x2-llama8b-pp2-cold",
+         "dp2": "h200x2-llama8b-dp2-after-pp2", "tp4": "h200x4-llama8b-tp4-cold"}
+WORKERS = {"tp2_cold": 2, "tp2_warm": 2, "tp2_sizes8": 2, "pp2": 2, "dp2": 2, "tp4": 4}
+
+
+def _multi(name: str) -> Start:
+    return Start(sources.read_file(str(GPU / f"{MULTI[name]}.jsonl.gz")))
+
+
+@pytest.mark.parametrize("name", list(MULTI))
+def test_a_multi_gpu_start_is_one_trace_of_every_rank_timed_like_the_stopwatch(name):
+    import json
+
+    st = _multi(name)
+    watch = json.loads((GPU / "h200-multigpu-stopwatch.json").read_text())[MULTI[name]]
+    assert st.ready and len({s.trace_id for s in st.spans}) == 1
+    assert abs(st.root.start - watch["spawn_ns"]) < 100e6 and abs(st.root.end - watch["health_ok_ns"]) < 100e6
+    workers = [ln for ln in st.lanes if ln.kind == "worker"]
+    assert len(workers) == WORKERS[name]
+    if name != "dp2":  # one EngineCore's ranks (dp2: each EngineCore has its own rank-0 worker)
+        assert sorted(ln.rank for ln in workers) == list(range(WORKERS[name]))
+    # every rank holds its own GPU memory: the 8B shard and its KV cache, equal across ranks
+    kv = [s.attrs[sc.RES_GPU_MEMORY_DELTA] for s in st.spans if s.name == "Allocate KV cache"]
+    assert len(kv) == WORKERS[name] and min(kv) > 100e9 and max(kv) - min(kv) < 1e9
+    assert st.critical_path.share >= 0.98, st.critical_path.headline(8)
+
+
+@pytest.mark.parametrize("name", ["tp2_cold", "tp2_warm", "pp2", "tp4"])
+def test_the_rank_the_others_waited_for_at_the_process_group_is_named(name):
+    """Ranks enter torch.distributed's process group together: the rank that came last (its imports ended last)
+    held the others inside it. The report says which and how long, from the ranks' own spans."""
+    from vllm_otel_startup.cli.phase_tree import render
+
+    st = _multi(name)
+    [wait] = [w for w in st.critical_path.rank_waits if w.arrived_last and w.phase == "Process group init"]
+    pg = {s.span_id: s for s in st.spans if s.name == "Process group init"}
+    starts = sorted(s.start for s in pg.values())
+    assert wait.waited_s == pytest.approx((starts[-1] - starts[0]) / 1e9) and wait.waited_s > 0.2
+    assert wait.fastest_s > wait.slowest_s  # the ranks that waited spent longer in it than the one that came last
+    assert wait.text() in render(st)
+
+
+def test_a_multi_gpu_report_shows_every_rank_in_full():
+    """Four workers are four ranks, not one folded line: each prints with its rank and its phases."""
+    from vllm_otel_startup.cli.phase_tree import render
+
+    text = render(_multi("tp4"))
+    assert "Worker process x4" not in text
+    assert sorted(ln.split("(rank ")[1][0] for ln in text.splitlines() if "Worker process  [worker]" in ln) \
+        == ["0", "1", "2", "3"]
+    assert text.count("Capture model  [worker]") == 4
+
+
+def test_warm_multi_gpu_start_loads_every_ranks_aot_artifact_and_counts_the_hits():
+    from vllm_otel_startup.agent.export.observations import span_observations
+
+    warm = _multi("tp2_warm")
+    assert facts(warm.root, warm.spans).compile_hit is True and warm.root.attrs[sc.MODE] == "warm"
+    loads = [s for s in warm.spans if s.name == sc.AOT_LOAD_SPAN]
+    assert len(loads) == 2 and all(s.attrs.get(sc.COMPILE_AOT_LOAD_ERROR) is None for s in loads)
+    hits = {"cold": 0, "warm": 0}
+    for name, label in (("tp2_cold", "cold"), ("tp2_warm", "warm")):
+        st = _multi(name)
+        compiles = [o for o in span_observations(st.spans, {}) if o.metric == "vllm.startup.compiles"]
+        hits[label] = sum(o.value for o in compiles if o.labels[sc.COMPILE_CACHE_HIT] == "true")
+    assert hits == {"cold": 0, "warm": 2}  # one per rank
+
+
+def test_each_changed_compile_key_names_what_changed_never_an_empty_root():
+    sizes = {a.rule: a for a in _multi("tp2_sizes8").advice}
+    assert "fresh_cache_root" not in sizes
+    assert "compilation_config.cudagraph_capture_sizes" in sizes["compile_key_changed"].evidence
+    dp2 = {a.rule: a for a in _multi("dp2").advice}
+    assert "fresh_cache_root" not in dp2
+    assert "parallel_config.pipeline_parallel_size" in dp2["compile_key_changed"].evidence
+
+
+def test_the_advice_of_a_cold_tp2_start_predicts_what_applying_it_saved():
+    """Applied on the H200 (issue 26): the persistent cache root is the warm start (the same cache root), fewer
+    capture sizes the warm start with 8. Each rule's prediction is within 25 % of the phases it names, as measured."""
+    cold, warm, sizes8 = _multi("tp2_cold"), _multi("tp2_warm"), _multi("tp2_sizes8")
+    rules = {a.rule: a for a in cold.advice}
+    fc, fw = facts(cold.root, cold.spans), facts(warm.root, warm.spans)
+    realised = ((fc.compile_s - fw.compile_s) + (fc.inspection_s - fw.inspection_s)
+                + (fc.phase("jit_warmup") - fw.phase("jit_warmup")))
+    assert abs(rules["fresh_cache_root"].saving_s - realised) <= 0.25 * realised, (rules["fresh_cache_root"], realised)
+    fs = facts(sizes8.root, sizes8.spans)
+    capture_saved = fw.capture_s - fs.capture_s
+    predicted = {a.rule: a for a in warm.advice}["many_cudagraph_sizes"].saving_s
+    assert abs(predicted - capture_saved) <= 0.25 * capture_saved, (predicted, capture_saved)
+    assert "compiles again (once)" in rules["many_cudagraph_sizes"].change
+
+
+def test_process_group_init_names_its_backend_and_world_size_where_recorded():
+    """Recorded before the attributes existed (cbc2d70): the span is there on every rank; the attributes come with
+    the next recording (the CPU tensor-parallel start proves them: gloo, world size 2)."""
+    st = _multi("tp4")
+    pg = [s for s in st.spans if s.name == "Process group init"]
+    assert len(pg) == 4
+    for s in pg:
+        if sc.PARALLEL_BACKEND in s.attrs:
+            assert s.attrs[sc.PARALLEL_BACKEND] == "nccl" and s.attrs[sc.PARALLEL_WORLD_SIZE] == 4

@@ -4,7 +4,7 @@ then the explained share, observations and advice. ``report`` prints it, the wat
 from __future__ import annotations
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.model.facts import cause_labels, kind_of, resource_labels
+from vllm_otel_startup.model.facts import cause_labels, kind_of, rank_of, resource_labels
 from vllm_otel_startup.model.intervals import merge, uncovered
 from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
@@ -26,7 +26,7 @@ FOLD_AT = 3  # siblings of one name at least this many times (PyTorch's compile 
 
 def render(st: Start, *, detail: bool = False) -> str:
     """The tree; siblings sharing a name FOLD_AT times or more print as one line with their count and time (the
-    full list with ``detail``, and in the trace)."""
+    full list with ``detail``, and in the trace). A child process (each rank's worker) always prints in full."""
     total = max(st.root.duration, 1e-9)
     lines = []
 
@@ -36,6 +36,8 @@ def render(st: Start, *, detail: bool = False) -> str:
 
     def walk(s: Span, depth: int) -> None:
         flags = cause_labels(s) + resource_labels(s)
+        if (rank := rank_of(s)) is not None:  # one of several processes of its kind: which one
+            flags.insert(0, f"rank {rank}")
         if s.attrs.get(sc.WAITING):
             flags.insert(0, "waiting")
         line(s, depth, s.name, s.duration, flags)
@@ -44,7 +46,7 @@ def render(st: Start, *, detail: bool = False) -> str:
             counts.setdefault((c.name, kind_of(c)), []).append(c)
         for c in s.children:
             same = counts[(c.name, kind_of(c))]
-            if detail or len(same) < FOLD_AT:
+            if detail or len(same) < FOLD_AT or kind_of(c) != kind_of(s):  # a process (a rank) is never folded
                 walk(c, depth + 1)
             elif c is same[0]:  # the group's line, where its first member ran
                 wall = sum(b - a for a, b in merge((x.start, x.end) for x in same)) / 1e9

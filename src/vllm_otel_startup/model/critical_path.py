@@ -62,9 +62,15 @@ class RankWait:
     waited_s: float  # its end minus the first rank's end: the longest any rank waited for it
     slowest_s: float  # the phase's duration on that rank
     fastest_s: float  # and on the quickest rank
+    arrived_last: bool = False  # a barrier (BARRIER_PHASES): ``lane`` began it last; the others waited inside it
 
     def text(self) -> str:
-        return (f"ranks: {self.phase} ended last on {self.lane.split(' (pid')[0]} of {self.of}, "
+        who = self.lane.split(" (pid")[0]
+        if self.arrived_last:
+            return (f"ranks: {self.phase} waited for {who}, the last of {self.of} to arrive, {self.waited_s:.2f} s "
+                    f"after the first (a barrier: it took {self.slowest_s:.2f} s on {who}, up to "
+                    f"{self.fastest_s:.2f} s on the ranks that waited)")
+        return (f"ranks: {self.phase} ended last on {who} of {self.of}, "
                 f"{self.waited_s:.2f} s after the first (took {self.slowest_s:.2f} s; the quickest rank "
                 f"{self.fastest_s:.2f} s)")
 
@@ -188,6 +194,9 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
 
 
 RANK_WAIT_MIN_S = 0.05
+# collectives every rank of a group enters and leaves together (torch.distributed's process group and vLLM's
+# model-parallel groups, NCCL's communicator set-up): the rank that entered last held up the others inside it
+BARRIER_PHASES = frozenset({"process_group_init", "model_parallel_init"})
 
 
 def rank_waits_of(root: Span, spans: list[Span]) -> list[RankWait]:
@@ -218,14 +227,16 @@ def rank_waits(ls: list[Lane], owner_of: dict[int, str]) -> list[RankWait]:
             per_rank.append({name: ss[0] for name, ss in seen.items() if len(ss) == 1})
         common = set.intersection(*(set(d) for d in per_rank))
         for name in common:
-            ends = sorted(((d[name].end, i) for i, d in enumerate(per_rank)))
+            phase = phase_of(per_rank[0][name]) or ""
+            barrier = phase in BARRIER_PHASES  # every rank leaves together: who came last is told by the starts
+            ends = sorted(((d[name].start if barrier else d[name].end, i) for i, d in enumerate(per_rank)))
             waited = (ends[-1][0] - ends[0][0]) / 1e9
             if waited < RANK_WAIT_MIN_S:
                 continue
             durs = [d[name].duration for d in per_rank]
             last = ends[-1][1]
-            out.append(RankWait(name, phase_of(per_rank[last][name]) or "", ranks[last].label, len(ranks), waited,
-                                durs[last], min(durs)))
+            out.append(RankWait(name, phase, ranks[last].label, len(ranks), waited, durs[last],
+                                max(durs) if barrier else min(durs), barrier))
     out.sort(key=lambda w: -w.waited_s)
     return out
 

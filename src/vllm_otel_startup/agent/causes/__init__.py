@@ -26,6 +26,7 @@ CALL_PROBES: dict[str, str] = {
     "config": "config:ConfigFacts",
     "model_inspection": "config:ModelInspection",
     "kv_cache_profile": "config:KvCacheProfile",
+    "process_group": "config:ProcessGroup",
     "weights_loader": "weights:WeightsLoad",
     "prepare_weights": "weights:WeightsLoad",
     "weight_files": "weights:WeightsLoad",

@@ -71,6 +71,22 @@ class ModelInspection(Probe):
             span.set_attribute(sc.MODEL_INSPECTION_CACHE_HIT, not miss)
 
 
+class ProcessGroup(Probe):
+    """init_distributed_environment(world_size, rank, init_method, local_rank, backend, ...): the communicator this
+    rank's Process group init set up (NCCL on GPUs, gloo on CPUs) and the ranks it waited for."""
+
+    name = "process_group"
+
+    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+        if span is None:
+            return
+        backend, world = call.arg(4, "backend"), call.arg(0, "world_size")
+        if isinstance(backend, str) and backend:
+            span.set_attribute(sc.PARALLEL_BACKEND, backend)
+        if isinstance(world, int) and not isinstance(world, bool) and world > 0:
+            span.set_attribute(sc.PARALLEL_WORLD_SIZE, world)
+
+
 class KvCacheProfile(Probe):
     name = "kv_cache_profile"
 

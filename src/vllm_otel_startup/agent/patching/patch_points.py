@@ -196,7 +196,8 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     # 2-core host (0.15.1). From 0.20 the binding is no longer there (init_device reads no topology first).
     P(f"{_GW}:init_worker_distributed_environment", "OpenMP binding", "omp_binding", ANY, ">=0.10.2,<0.20",
       hook="since", since="CPU topology"),
-    P(f"{_GW}:init_distributed_environment", "Process group init", "process_group_init", ANY, ">=0.26"),
+    P(f"{_GW}:init_distributed_environment", "Process group init", "process_group_init", ANY, ">=0.26",
+      probe="process_group"),
     P(f"{_GW}:ensure_model_parallel_initialized", "Model-parallel groups", "model_parallel_init", ANY, ">=0.26"),
     P("vllm.v1.worker.gpu_model_runner:GPUModelRunner.__init__", "Model runner init", "model_runner_init", ANY),
     P("vllm.v1.worker.gpu.model_runner:GPUModelRunner.__init__", "Model runner init", "model_runner_init", ANY,
