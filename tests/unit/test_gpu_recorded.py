@@ -197,11 +197,16 @@ def test_a_multi_gpu_report_shows_every_rank_in_full():
     """Four workers are four ranks, not one folded line: each prints with its rank and its phases."""
     from vllm_otel_startup.cli.phase_tree import render
 
-    text = render(_multi("tp4"))
+    st = _multi("tp4")
+    text = render(st)
     assert "Worker process x4" not in text
     assert sorted(ln.split("(rank ")[1][0] for ln in text.splitlines() if "Worker process  [worker]" in ln) \
         == ["0", "1", "2", "3"]
     assert text.count("Capture model  [worker]") == 4
+    from vllm_otel_startup.cli import waterfall  # the picture names the straggler and the barrier's wait too
+
+    page = waterfall.html(st)
+    assert "slowest of 4: worker 3" in page and "Process group init waited for worker 3" in page
 
 
 def test_warm_multi_gpu_start_loads_every_ranks_aot_artifact_and_counts_the_hits():

@@ -281,6 +281,10 @@ def _notes(sc_: Scene, y: float, st: Start) -> float:
     causes = key_causes(st.facts)
     if causes:
         lines.append(("causes: " + " · ".join(causes), "#333", False))
+    cp = st.critical_path  # several processes of a kind: the one ready last, and where ranks waited for a rank
+    waits = [w for w in cp.rank_waits if w.arrived_last][:1] + [w for w in cp.rank_waits if not w.arrived_last][:1]
+    for text in [x.text() for x in cp.stragglers] + [w.text() for w in waits]:
+        lines.append((text, "#333", False))
     for note in st.observations:
         lines.append(("note: " + note, "#555", False))
     for a in st.advice[:3]:
