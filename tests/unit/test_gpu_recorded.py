@@ -152,8 +152,9 @@ def test_the_report_folds_repeated_compile_regions_and_lists_them_in_detail():
 # on pp2's; tp4 on another machine. The outside stopwatch of each: h200-multigpu-stopwatch.json.
 MULTI = {"tp2_cold": "h200x2-llama8b-tp2-cold", "tp2_warm": "h200x2-llama8b-tp2-warm",
          "tp2_sizes8": "h200x2-llama8b-tp2-warm-sizes8", "pp2": "h200x2-llama8b-pp2-cold",
-         "dp2": "h200x2-llama8b-dp2-after-pp2", "tp4": "h200x4-llama8b-tp4-cold"}
-WORKERS = {"tp2_cold": 2, "tp2_warm": 2, "tp2_sizes8": 2, "pp2": 2, "dp2": 2, "tp4": 4}
+         "dp2": "h200x2-llama8b-dp2-after-pp2", "tp4": "h200x4-llama8b-tp4-cold",
+         "tp2_nccl": "h200x2-llama8b-tp2-cold-nccl"}
+WORKERS = {"tp2_cold": 2, "tp2_warm": 2, "tp2_sizes8": 2, "pp2": 2, "dp2": 2, "tp4": 4, "tp2_nccl": 2}
 
 
 def _multi(name: str) -> Start:
@@ -249,12 +250,13 @@ def test_the_advice_of_a_cold_tp2_start_predicts_what_applying_it_saved():
     assert "compiles again (once)" in rules["many_cudagraph_sizes"].change
 
 
-def test_process_group_init_names_its_backend_and_world_size_where_recorded():
-    """Recorded before the attributes existed (cbc2d70): the span is there on every rank; the attributes come with
-    the next recording (the CPU tensor-parallel start proves them: gloo, world size 2)."""
-    st = _multi("tp4")
+def test_process_group_init_names_its_backend_and_world_size():
+    """A TP=2 start recorded with main 42df2b6 (a fresh 2x H200 machine): each rank's process group names NCCL and
+    its world size, and the rank the others waited for there is the one whose imports ended last."""
+    st = _multi("tp2_nccl")
     pg = [s for s in st.spans if s.name == "Process group init"]
-    assert len(pg) == 4
-    for s in pg:
-        if sc.PARALLEL_BACKEND in s.attrs:
-            assert s.attrs[sc.PARALLEL_BACKEND] == "nccl" and s.attrs[sc.PARALLEL_WORLD_SIZE] == 4
+    assert [(s.attrs[sc.PARALLEL_BACKEND], s.attrs[sc.PARALLEL_WORLD_SIZE]) for s in pg] == [("nccl", 2)] * 2
+    [wait] = [w for w in st.critical_path.rank_waits if w.arrived_last and w.phase == "Process group init"]
+    [imports] = [w for w in st.critical_path.rank_waits if w.phase == "Imports"]
+    assert wait.lane == imports.lane and wait.waited_s > 3.0
+    assert st.critical_path.share >= 0.98
