@@ -335,8 +335,10 @@ STARTUP_METRICS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "vllm.startup.cudagraphs": ("counter", "{graph}", (), "CUDA graphs captured at startup"),
     "vllm.startup.rank_wait": ("gauge", "s", (PHASE,),
                                "several workers per EngineCore (tensor / pipeline parallel): how long after the first "
-                               "rank the last one ended a leaf phase, the time the others waited for that straggler "
-                               "(the start's 5 longest waits of at least 0.05 s, one series per phase)"),
+                               "rank the last one ended a leaf phase, the time the others waited for that straggler; "
+                               "at a barrier every rank leaves together (process_group_init, model_parallel_init): how "
+                               "much later the last rank arrived (the start's 5 longest waits of at least 0.05 s, one "
+                               "series per phase)"),
     "vllm.startup.last_start.duration": (
         "gauge", "s", (OUTCOME, TRACE_ID, COMPILE_CACHE_HIT, MODEL_INSPECTION_CACHE_HIT, WEIGHTS_SOURCE),
         "the last start's duration with its trace id and causes (one series per start)"),

@@ -10,11 +10,11 @@ UV="$HOME_DIR/uvtool/bin/uv"
 V="$HOME_DIR/venv-vllm"
 VER=$("$V/bin/python" -c "from opentelemetry.instrumentation.version import __version__ as v; print(v)")
 D="$HOME_DIR/otel-distro"
-if [ ! -f "$D/.ok-$VER" ]; then
+if [ ! -f "$D/.ok-$VER-pyc" ]; then
   printf '[ecosystem-bootstrap] opentelemetry-distro==%s into %s\n' "$VER" "$D" >&2
   rm -rf "$D"
   "$UV" pip install -q -p "$V/bin/python" --target "$D" --no-deps --compile-bytecode "opentelemetry-distro==$VER"
-  touch "$D/.ok-$VER"
+  touch "$D/.ok-$VER-pyc"
 fi
 # edot/   Elastic's distribution of OpenTelemetry (EDOT Python), a vendor distro beside ours, with its own pinned
 #         OpenTelemetry packages: kept are those and EDOT's own modules; the general libraries its install brings

@@ -196,6 +196,7 @@ def test_sigkill_of_the_worker_mid_start_keeps_what_every_process_finished(e2e, 
     for name, kind in ((PHASE, "worker"), (sc.IMPORTS_SPAN, "worker"), (sc.IMPORTS_SPAN, "engine_core"),
                        (sc.IMPORTS_SPAN, "api_server"), ("Config resolution", "api_server")):
         assert (name, kind) in stored, (name, kind)
+    assert (sc.WORKER_PROCESS_SPAN, "worker") not in stored  # the worker never ended its start: killed mid-start
     roots = [s for s in spans if s.name == sc.ROOT_SPAN]
     assert len(roots) == 1 and roots[0].attrs[sc.OUTCOME] == "failed" and roots[0].status == 2, roots
 

@@ -65,6 +65,8 @@ def test_what_stays_readable(eager, backends, tiny_model):
     overrides = json.loads(args[i + 5])
     assert overrides["auth_token"] == R and overrides["note"] == R
     assert overrides["mirror"] == f"https://{R}@mirror.invalid/m?sig={R}"
+    # the last origin keeps its user: its password is also MY_SERVICE_URL's, which the environment's secrets replace
+    # first (the URL rule alone would take the user too)
     origins = json.loads(args[args.index("--allowed-origins") + 1])
     assert origins == [f"https://{R}@example.invalid", f"https://{R}@example.invalid",
                        f"https://example.invalid/?token={R}", f"{R}@db.invalid:5432", f"https://admin:{R}@example.invalid"]

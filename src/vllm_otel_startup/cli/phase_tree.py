@@ -29,6 +29,9 @@ def render(st: Start, *, detail: bool = False) -> str:
     full list with ``detail``, and in the trace). A child process (each rank's worker) always prints in full."""
     total = max(st.root.duration, 1e-9)
     lines = []
+    several: dict[str, int] = {}  # processes of each kind (a single worker needs no rank)
+    for ln in st.lanes:
+        several[ln.kind] = several.get(ln.kind, 0) + 1
 
     def line(s: Span, depth: int, name: str, seconds: float, flags: list[str]) -> None:
         lines.append(f"{seconds:9.3f}s {100 * seconds / total:5.1f}%  {'  ' * depth}{name}"
@@ -36,7 +39,7 @@ def render(st: Start, *, detail: bool = False) -> str:
 
     def walk(s: Span, depth: int) -> None:
         flags = cause_labels(s) + resource_labels(s)
-        if (rank := rank_of(s)) is not None:  # one of several processes of its kind: which one
+        if (rank := rank_of(s)) is not None and several.get(kind_of(s), 0) > 1:  # one of several: which one
             flags.insert(0, f"rank {rank}")
         if s.attrs.get(sc.WAITING):
             flags.insert(0, "waiting")
@@ -46,7 +49,7 @@ def render(st: Start, *, detail: bool = False) -> str:
             counts.setdefault((c.name, kind_of(c)), []).append(c)
         for c in s.children:
             same = counts[(c.name, kind_of(c))]
-            if detail or len(same) < FOLD_AT or kind_of(c) != kind_of(s):  # a process (a rank) is never folded
+            if detail or len(same) < FOLD_AT or kind_of(c) != kind_of(s) or rank_of(c) is not None:  # a process
                 walk(c, depth + 1)
             elif c is same[0]:  # the group's line, where its first member ran
                 wall = sum(b - a for a, b in merge((x.start, x.end) for x in same)) / 1e9

@@ -59,9 +59,9 @@ class RankWait:
     phase_id: str  # its phase, e.g. "kv_cache_allocate"
     lane: str  # the rank that finished last, e.g. "worker 1 (pid 123)"
     of: int  # how many ranks ran it
-    waited_s: float  # its end minus the first rank's end: the longest any rank waited for it
-    slowest_s: float  # the phase's duration on that rank
-    fastest_s: float  # and on the quickest rank
+    waited_s: float  # its end minus the first rank's end (a barrier: its start minus the first rank's start)
+    slowest_s: float  # the phase's duration on that rank (a barrier: the shortest, it waited for no one)
+    fastest_s: float  # and on the quickest rank (a barrier: the longest, the rank that waited most)
     arrived_last: bool = False  # a barrier (BARRIER_PHASES): ``lane`` began it last; the others waited inside it
 
     def text(self) -> str:

@@ -3,6 +3,7 @@ inspection's cache hit (ModelInspection) and the KV cache's size from the memory
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from vllm_otel_startup import semconv as sc
@@ -81,6 +82,9 @@ class ProcessGroup(Probe):
         if span is None:
             return
         backend, world = call.arg(4, "backend"), call.arg(0, "world_size")
+        dist = sys.modules.get("torch.distributed")  # the group it joined: vLLM widens the argument across data
+        if dist is not None and dist.is_available() and dist.is_initialized():  # parallel ranks (and nodes) inside
+            world = dist.get_world_size()
         if isinstance(backend, str) and backend:
             span.set_attribute(sc.PARALLEL_BACKEND, backend)
         if isinstance(world, int) and not isinstance(world, bool) and world > 0:
