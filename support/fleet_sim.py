@@ -78,6 +78,19 @@ def _is_root(own: list[Span]) -> bool:
     return any(x.attrs.get(sc.PHASE) == "startup" for x in own)
 
 
+# Issue 18's series budget of one start: 100 per EngineCore (its API server and one worker included), and 40 for
+# each process beyond those (a second API server, each tensor / pipeline rank's worker: its resource readings and
+# phases, 25-36 series measured: TP=4 on 4 H200s 175 over OTLP, two API servers on CPU 98-103).
+SERIES_PER_ENGINE, SERIES_PER_EXTRA_PROCESS = 100, 40
+
+
+def series_budget(engines: int, workers: int, api_servers: int) -> int:
+    """The most series a start of this layout may cost a store."""
+    engines = max(1, engines)
+    extra = max(0, workers - engines) + max(0, api_servers - 1)
+    return SERIES_PER_ENGINE * engines + SERIES_PER_EXTRA_PROCESS * extra
+
+
 def templates(root: Path = STARTS) -> list[Template]:
     """Every recorded start under ``root`` (corpus, dev, gpu)."""
     from vllm_otel_startup.cli import sources
