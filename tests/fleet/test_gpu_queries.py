@@ -16,7 +16,7 @@ import gzip
 import json
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,26 +35,22 @@ IDENTITY = {"k8s_cluster_name": "gpu-cluster", "k8s_namespace_name": "gpu", "k8s
 FED = frozenset({al.GPU, al.COMPILE, al.COMPILE_MISS, queries.CGROUP})  # what this cold GPU start feeds
 
 
-def _labels(row: dict) -> dict[str, str]:
+def _labels(row: dict, identity: dict[str, str]) -> dict[str, str]:
     out = {sc.prom_label(k): str(v) for k, v in {**row["resource"], **row["attrs"]}.items()}
-    return {**out, **IDENTITY}
+    return {**out, **identity}
 
 
 def _fmt(labels: dict[str, str]) -> str:
     return ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
 
 
-def samples() -> Iterator[tuple[str, dict[str, str], float]]:
-    """(Prometheus name, labels, value) of every recorded resource series and of the start's startup metrics."""
+def startup_samples(spans_path: Path, identity: dict[str, str]) -> Iterator[tuple[str, dict[str, str], float]]:
+    """(Prometheus name, labels, value) of a recorded start's startup metrics, as each of its processes records them
+    from its own spans (the start's own series by the process that holds its root), with the pod ``identity``."""
     from vllm_otel_startup.agent.export.observations import fleet_labels, span_observations, start_observations
     from vllm_otel_startup.cli import sources
 
-    with gzip.open(RECORDED, "rt") as f:
-        rows = [json.loads(line) for line in f]
-    for row in rows:
-        if row["name"] in sc.RESOURCE_METRICS:
-            yield sc.prom_name(row["name"]), _labels(row), float(row["value"])
-    spans = sources.one(str(SPANS)).spans
+    spans = sources.one(str(spans_path)).spans
     fleet = fleet_labels(next(s for s in spans if s.attrs.get(sc.PHASE) == "startup").attrs)
     by_process: dict[str, list] = {}
     for s in spans:
@@ -62,26 +58,42 @@ def samples() -> Iterator[tuple[str, dict[str, str], float]]:
     for own in by_process.values():
         resource = {k: v for k, v in own[0].resource.items() if not isinstance(v, list)}
         observations = span_observations(own, fleet)
-        if resource.get(sc.PROCESS_KIND) == "api_server":
+        if any(s.attrs.get(sc.PHASE) == "startup" for s in own):  # the root's process (of several API servers)
             observations += start_observations(spans, fleet)
         for o in observations:
-            yield sc.prom_name(o.metric), _labels({"resource": resource, "attrs": o.labels}), o.value
+            yield sc.prom_name(o.metric), _labels({"resource": resource, "attrs": o.labels}, identity), o.value
 
 
-@pytest.fixture(scope="module")
-def victoriametrics(tmp_path_factory) -> Iterator[str]:
-    work, port = tmp_path_factory.mktemp("vm-gpu"), base._free_port()
+def samples() -> Iterator[tuple[str, dict[str, str], float]]:
+    """(Prometheus name, labels, value) of every recorded resource series and of the start's startup metrics."""
+    with gzip.open(RECORDED, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    for row in rows:
+        if row["name"] in sc.RESOURCE_METRICS:
+            yield sc.prom_name(row["name"]), _labels(row, IDENTITY), float(row["value"])
+    yield from startup_samples(SPANS, IDENTITY)
+
+
+def replayed(series: Iterable[tuple[str, dict[str, str], float]], tmp_path_factory, tag: str) -> Iterator[str]:
+    """A real VictoriaMetrics holding ``series`` (each over the last 5 minutes, every 15 s) with vmalert's
+    recordings of them in: yields its URL."""
+    work, port = tmp_path_factory.mktemp(f"vm-{tag}"), base._free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={work}",
            "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s"]
     for _ in base._serve(cmd, f"{url}/health"):
         now_ms = int(time.time() * 1000)
-        body = "".join(f"{n}{{{_fmt(lb)}}} {v} {t}\n" for n, lb, v in samples()
+        body = "".join(f"{n}{{{_fmt(lb)}}} {v} {t}\n" for n, lb, v in series
                        for t in range(now_ms - 300_000, now_ms + 1, 15_000)).encode()
         urllib.request.urlopen(urllib.request.Request(f"{url}/api/v1/import/prometheus", data=body), timeout=10)
         base._get(f"{url}/internal/force_flush")
-        for _ in base.vmalert(url, tmp_path_factory.mktemp("vmalert-gpu")):
+        for _ in base.vmalert(url, tmp_path_factory.mktemp(f"vmalert-{tag}")):
             yield url
+
+
+@pytest.fixture(scope="module")
+def victoriametrics(tmp_path_factory) -> Iterator[str]:
+    yield from replayed(samples(), tmp_path_factory, "gpu")
 
 
 GPU_FED = [q for q in queries.all_queries() if q.needs <= FED and queries.OTLP in q.paths]

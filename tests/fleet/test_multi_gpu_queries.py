@@ -2,20 +2,18 @@
 (with vmalert evaluating the shipped recording rules) from six real H200 starts of one 8B shape (tests/data/starts/
 gpu, issue 26): TP2 cold, TP2 warm (it loads its AOT artifact), TP2 with 8 capture sizes (a new compile key), PP2,
 DP2 and TP4. Each start's startup metrics are what the agent's code derives from its recorded spans
-(observations.py, per process, as each process records them), imported as VictoriaMetrics stores OTLP with
--opentelemetry.usePrometheusNaming; each start gets the pod identity the downward API would have given it (the
-only thing not recorded)."""
+(observations.py, per process, as each process records them), replayed as test_gpu_queries replays the H100 start's
+(VictoriaMetrics storing OTLP with -opentelemetry.usePrometheusNaming); each start gets the pod identity the downward
+API would have given it (the only thing not recorded)."""
 
 from __future__ import annotations
 
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_gpu_queries as gq
 import test_queries_on_stores as base
-import tools
 
 from dashboards import startup_queries as sq
 from vllm_otel_startup import semconv as sc
@@ -25,45 +23,15 @@ STARTS = ("h200x2-llama8b-tp2-cold", "h200x2-llama8b-tp2-warm", "h200x2-llama8b-
           "h200x2-llama8b-pp2-cold", "h200x2-llama8b-dp2-after-pp2", "h200x4-llama8b-tp4-cold")
 
 
-def _fmt(labels: dict[str, str]) -> str:
-    return ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-
-
-def samples(name: str) -> Iterator[tuple[str, dict[str, str], float]]:
-    from vllm_otel_startup.agent.export.observations import fleet_labels, span_observations, start_observations
-    from vllm_otel_startup.cli import sources
-
-    spans = sources.one(str(GPU / f"{name}.jsonl.gz")).spans
-    fleet = fleet_labels(next(s for s in spans if s.attrs.get(sc.PHASE) == "startup").attrs)
-    identity = {"k8s_cluster_name": "h200-cluster", "k8s_namespace_name": "gpu", "k8s_pod_name": name,
-                "k8s_node_name": name.split("-")[0]}
-    by_process: dict[str, list] = {}
-    for s in spans:
-        by_process.setdefault(str(s.resource["service.instance.id"]), []).append(s)
-    for own in by_process.values():
-        resource = {k: v for k, v in own[0].resource.items() if not isinstance(v, list)}
-        observations = span_observations(own, fleet)
-        if resource.get(sc.PROCESS_KIND) == "api_server" and any(s.attrs.get(sc.PHASE) == "startup" for s in own):
-            observations += start_observations(spans, fleet)
-        for o in observations:
-            labels = {sc.prom_label(k): str(v) for k, v in {**resource, **o.labels}.items()}
-            yield sc.prom_name(o.metric), {**labels, **identity}, o.value
+def identity(name: str) -> dict[str, str]:
+    return {"k8s_cluster_name": "h200-cluster", "k8s_namespace_name": "gpu", "k8s_pod_name": name,
+            "k8s_node_name": name.split("-")[0]}
 
 
 @pytest.fixture(scope="module")
 def victoriametrics(tmp_path_factory) -> Iterator[str]:
-    work, port = tmp_path_factory.mktemp("vm-multi-gpu"), base._free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={work}",
-           "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s"]
-    for _ in base._serve(cmd, f"{url}/health"):
-        now_ms = int(time.time() * 1000)
-        body = "".join(f"{n}{{{_fmt(lb)}}} {v} {t}\n" for name in STARTS for n, lb, v in samples(name)
-                       for t in range(now_ms - 300_000, now_ms + 1, 15_000)).encode()
-        urllib.request.urlopen(urllib.request.Request(f"{url}/api/v1/import/prometheus", data=body), timeout=10)
-        base._get(f"{url}/internal/force_flush")
-        for _ in base.vmalert(url, tmp_path_factory.mktemp("vmalert-multi-gpu")):
-            yield url
+    series = (x for name in STARTS for x in gq.startup_samples(GPU / f"{name}.jsonl.gz", identity(name)))
+    yield from gq.replayed(series, tmp_path_factory, "multi-gpu")
 
 
 def test_the_fleets_compile_hit_ratio_counts_the_warm_starts_aot_loads(victoriametrics):
