@@ -4,7 +4,7 @@ then the explained share, observations and advice. ``report`` prints it, the wat
 from __future__ import annotations
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.model.facts import cause_labels, kind_of, rank_of, resource_labels
+from vllm_otel_startup.model.facts import cause_labels, kind_of, resource_labels
 from vllm_otel_startup.model.intervals import merge, uncovered
 from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
@@ -29,6 +29,7 @@ def render(st: Start, *, detail: bool = False) -> str:
     full list with ``detail``, and in the trace). A child process (each rank's worker) always prints in full."""
     total = max(st.root.duration, 1e-9)
     lines = []
+    process = {ln.span.span_id: ln for ln in st.lanes}  # each process's span: never folded
     several: dict[str, int] = {}  # processes of each kind (a single worker needs no rank)
     for ln in st.lanes:
         several[ln.kind] = several.get(ln.kind, 0) + 1
@@ -39,8 +40,9 @@ def render(st: Start, *, detail: bool = False) -> str:
 
     def walk(s: Span, depth: int) -> None:
         flags = cause_labels(s) + resource_labels(s)
-        if (rank := rank_of(s)) is not None and several.get(kind_of(s), 0) > 1:  # one of several: which one
-            flags.insert(0, f"rank {rank}")
+        ln = process.get(s.span_id)
+        if ln is not None and ln.rank is not None and several[ln.kind] > 1:  # one of several: which one
+            flags.insert(0, f"rank {ln.rank}")
         if s.attrs.get(sc.WAITING):
             flags.insert(0, "waiting")
         line(s, depth, s.name, s.duration, flags)
@@ -49,7 +51,7 @@ def render(st: Start, *, detail: bool = False) -> str:
             counts.setdefault((c.name, kind_of(c)), []).append(c)
         for c in s.children:
             same = counts[(c.name, kind_of(c))]
-            if detail or len(same) < FOLD_AT or kind_of(c) != kind_of(s) or rank_of(c) is not None:  # a process
+            if detail or len(same) < FOLD_AT or c.span_id in process:
                 walk(c, depth + 1)
             elif c is same[0]:  # the group's line, where its first member ran
                 wall = sum(b - a for a, b in merge((x.start, x.end) for x in same)) / 1e9
