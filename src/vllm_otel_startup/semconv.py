@@ -79,6 +79,7 @@ API_SERVER_INDEX = "vllm.api_server.index"  # int: an API server's index (severa
 MODEL_INSPECTION_CACHE_HIT = "vllm.model_inspection.cache_hit"
 GC_GENERATION = "vllm.gc.generation"  # int: the generation collected (2: full)
 GC_COLLECTED = "vllm.gc.collected"  # int: unreachable objects found
+THREAD_NAME = "thread.name"  # str (OTel semconv): the thread that triggered a collection, where not the main one
 IMPORT_MODULE = "vllm.import.module"  # str: the module whose (outermost) import the span covers
 
 # where the bytes came from: local_dir | hub_cache | hub_download | object_store | daemon | peer | dummy | other
@@ -255,7 +256,8 @@ PHASES: dict[str, str] = {
     "compile_graph": "compile one graph (cache load or compile)",
     "cudagraph_capture": "CUDA-graph capture",
     "cudagraph_capture_mode": "CUDA-graph capture of one runtime mode (FULL or PIECEWISE; V1 runner)",
-    "gc": "a Python garbage collection of at least 10 ms (gc.collect() or automatic), inside a phase",
+    "gc": "a Python garbage collection of at least 10 ms (gc.collect() or automatic): inside a phase, or under the "
+          "process span where no phase span was current (between phases, or triggered by another thread)",
     "module_import": "a module import of at least 20 ms inside a phase (lazy imports: runners, kernels, loaders)",
     "app_build": "FastAPI app build",
     "app_state": "app state init",

@@ -6,8 +6,11 @@ vLLM calls ``gc.collect()`` itself (twice at the end of every model load, ~0.4 s
 imports heavy modules lazily inside its phases (a model runner, FlashInfer, the weight loaders); without a span
 that time is a parent's unexplained self time. The watchers only record (a contextvar read and a dict append:
 no lock is taken inside a collection or an import, which may run while the SDK holds its own locks); the spans
-are made when the span that was current at the time ends, as its children. Work outside any phase span
-(bootstrap segments, between phases) is not recorded.
+are made when the span that was current at the time ends, as its children. A collection with no phase span current
+(between phases, in our span processor as a phase begins, or triggered by another thread: it holds the GIL, so the
+main thread stops too) becomes a child of the process span when the process's startup ends, less what a bootstrap
+segment already names (a 0.4-0.8 s gen-2 collection there had been an unexplained gap, e.g. between "EngineCoreProc
+init" and its first child on a loaded 2-core host). Imports outside any phase span are not recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from vllm_otel_startup.agent.patching.guard import SPANS, failed
 
 GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
 IMPORT_MIN_NS = 20_000_000  # an import that takes longer is worth a line of its own
+MAX_LOOSE = 200  # collections kept for the process span: a bound, never reached at startup scale
 
 
 # The import watcher is compiled as part of importlib: CPython strips importlib's frames from import tracebacks
@@ -82,7 +86,8 @@ class RetroSpans:
         self.tracer = tracer
         self.skip = skip_span_id  # the process span: work directly under it is not a phase's
         self._found: dict[int, list[tuple[str, int, int, dict[str, Any]]]] = {}  # span id -> spans to make
-        self._gc_start: tuple[int, Any] | None = None
+        self._loose: list[tuple[int, int, dict[str, Any]]] = []  # collections under no phase span (emit_loose)
+        self._gc_start: tuple[int, Any, threading.Thread] | None = None
         self._depth: dict[int, int] = {}  # thread -> nesting of imports in progress
         self._bootstrap: Any = None
         self._find_and_load: Any = None
@@ -103,7 +108,12 @@ class RetroSpans:
             self._wrapper = _import_wrapper(bootstrap._find_and_load, self._enter, self._exit)
             bootstrap._find_and_load = self._wrapper
 
-    def uninstall(self) -> None:
+    def uninstall(self, emit_loose_under: Any = None, named: list[tuple[int, int]] | None = None,
+                  tags: dict[str, Any] | None = None) -> None:
+        """Stop watching; with ``emit_loose_under`` (the process span, at the end of its startup) first make the
+        collections that ran under no phase span (emit_loose)."""
+        if emit_loose_under is not None:
+            self.emit_loose(emit_loose_under, named or [], tags or {})
         with contextlib.suppress(ValueError):
             gc.callbacks.remove(self._gc)
         if self._previous_hook is not None and sys.unraisablehook == self._unraisable:
@@ -114,6 +124,7 @@ class RetroSpans:
             b._find_and_load = self._find_and_load
         self._bootstrap = None
         self._found.clear()
+        self._loose.clear()
 
     # ---- watchers -------------------------------------------------------------------------------------
     def _record(self, span: Any, name: str, t0: int, t1: int, attrs: dict[str, Any]) -> None:
@@ -126,15 +137,24 @@ class RetroSpans:
         try:
             if phase == "start":
                 self.gc_calls += 1
-                self._gc_start = (time.time_ns(), trace.get_current_span())
+                self._gc_start = (time.time_ns(), trace.get_current_span(), threading.current_thread())
                 return
             started, self._gc_start = self._gc_start, None
             if started is None:
                 return
+            t0, span, thread = started
             t1 = time.time_ns()
-            if t1 - started[0] >= GC_MIN_NS:
-                self._record(started[1], sc.GC_SPAN, started[0], t1, {
-                    sc.GC_GENERATION: int(info.get("generation", -1)), sc.GC_COLLECTED: int(info.get("collected", 0))})
+            if t1 - t0 < GC_MIN_NS:
+                return
+            attrs: dict[str, Any] = {sc.GC_GENERATION: int(info.get("generation", -1)),
+                                     sc.GC_COLLECTED: int(info.get("collected", 0))}
+            if thread is not threading.main_thread():
+                attrs[sc.THREAD_NAME] = thread.name
+            ctx = span.get_span_context()
+            if ctx.span_id != self.skip and span.is_recording() and thread is threading.main_thread():
+                self._record(span, sc.GC_SPAN, t0, t1, attrs)
+            elif self.skip is not None and len(self._loose) < MAX_LOOSE:
+                self._loose.append((t0, t1, attrs))  # list.append is atomic under the GIL
         except Exception:  # noqa: BLE001 - never raise inside a collection
             failed(SPANS, "the garbage-collection watcher")
 
@@ -172,6 +192,23 @@ class RetroSpans:
             failed(SPANS, "the import watcher")
 
     # ---- emission -------------------------------------------------------------------------------------
+    def emit_loose(self, process_span: Any, named: list[tuple[int, int]], tags: dict[str, Any]) -> None:
+        """Make the collections that ran under no phase span, as children of ``process_span``: the part of each
+        outside the ``named`` intervals (the bootstrap segments, which already name that time), if it is long
+        enough to matter (called as this process's startup ends, once our span processor no longer tags spans:
+        ``tags`` are its phase and process-kind attributes)."""
+        loose, self._loose = self._loose, []
+        ctx = trace.set_span_in_context(process_span)
+        for t0, t1, attrs in loose:
+            for a, b in sorted(named):
+                if a <= t0 < b:
+                    t0 = b
+                if a < t1 <= b:
+                    t1 = a
+            if t1 - t0 >= GC_MIN_NS:
+                self.tracer.start_span(sc.GC_SPAN, context=ctx, start_time=t0,
+                                       attributes={**attrs, **tags}).end(end_time=t1)
+
     def emit_children(self, parent: Any) -> None:
         """Make the spans of what ran under ``parent`` (called as ``parent`` ends)."""
         found = self._found.pop(parent.get_span_context().span_id, None)

@@ -19,6 +19,7 @@ from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import ready
 from vllm_otel_startup.agent.export.nudge import ExportNudge
+from vllm_otel_startup.agent.patching.patch_points import SEGMENT_SPANS, SPAN_PHASES
 from vllm_otel_startup.agent.process import (
     API_SERVER,
     ENGINE_CORE,
@@ -241,10 +242,16 @@ class Runtime:
         end_ns = min(end_ns or time.time_ns(), time.time_ns())
         if self.live is not None:
             self.live.stop(outcome or ("failed" if error else "ready"))
-        if self.retro is not None:
-            self.retro.uninstall()
+        last = self._segment  # its span is made now, untagged: past done, our span processor leaves it alone
         self.close_segment(end_ns)
         span = self.process_span
+        if self.retro is not None:
+            with self._lock:
+                named = [(s, e) for s, e, name, *_ in self.local if name in SEGMENT_SPANS]
+            if last is not None:
+                named.append((last[1], end_ns))
+            self.retro.uninstall(emit_loose_under=span, named=named,
+                                 tags={sc.PHASE: SPAN_PHASES[sc.GC_SPAN], sc.PROCESS_KIND: self.info.kind})
         if self.info.root:
             self.facts = self._start_facts()
         elif self.info.kind in (API_SERVER, ENGINE_CORE):  # one of several: vLLM's index of it
