@@ -148,9 +148,12 @@ CASES: list[str] = []  # in the order they are queued
 RECORDING = bool(os.environ.get("VOS_FAULT_REPORT"))  # each case with the machine to itself: docs/results.md timings
 
 
-def case(name: str):
-    """Register ``make(ctx)`` as the plan of the case ``name`` (support/plans.py)."""
+def case(name: str, recording_only: bool = False):
+    """Register ``make(ctx)`` as the plan of the case ``name`` (support/plans.py); ``recording_only``: only when the
+    matrix's timings are recorded ($VOS_FAULT_REPORT)."""
     def register(make: Callable[[Ctx], object]) -> Callable[[Ctx], object]:
+        if recording_only and not RECORDING:
+            return make
         def run(s: Session) -> object:
             probe = s.resource("ready_probe", lambda: ready_probe.install_dir(s.workdir / "ready-probe"))
             return make(Ctx(s.resource("fault_cache", lambda: _fault_cache(s)), s.tiny_model, s.backends, probe,
@@ -206,12 +209,19 @@ def assert_complete_locally(run: Run) -> None:
 
 
 # ---- 1-3: the collector down, blackholed, slow, failing ------------------------------------------------------
-@case("healthy collector")
+# The healthy collector is the recorded matrix's baseline, its time the one each case is compared with. Without
+# $VOS_FAULT_REPORT it has no start of its own (one start less in CI, ~1 minute of a 2-core host): every assertion
+# on it holds on the repairable-values start too (ready, bounded waits, the whole start in the local file and in the
+# trace store: test_invalid_otel_settings_cost_one_warning), whose only differences are repaired settings.
+@case("healthy collector", recording_only=True)
 def _healthy(c: Ctx) -> Run:
     return serve("healthy collector", c.model, c.cache, c.probe_path, backends=c.backends)
 
 
 def test_healthy_collector_baseline(cases, backends):
+    if "healthy collector" not in cases:
+        pytest.skip("the baseline is started only when the matrix's timings are recorded ($VOS_FAULT_REPORT); its "
+                    "assertions hold on the repairable-values start")
     run = cases["healthy collector"].result()
     assert run.seconds
     run.assert_waits_bounded()
