@@ -136,15 +136,7 @@ def _compile_key_start(s: Session, **kw) -> Observed:
 
 @plan("compiled_env_changed", after=("compiled_warm",))
 def _compiled_env_changed(s: Session) -> Observed:
-    """Also the live startup's start (tests/e2e/test_live_startup.py, ``.live``): its new key makes it a cold compile,
-    held ~35 s in torch.compile, which the live tests watch from outside (one cold compiled start for both; the env
-    value changes nothing they read)."""
-    import live_watch
-
-    live = live_watch.held_start(s, s.workdir / "compiled", COMPILE_KEY_NS, {"VLLM_P2P_SIDE_CHANNEL_HOST": P2P_HOST})
-    obs = observe(s.backends, live["start"])
-    obs.live = live
-    return obs
+    return _compile_key_start(s, env={"VLLM_P2P_SIDE_CHANNEL_HOST": P2P_HOST})
 
 
 @plan("compiled_len_changed", after=("compiled_env_changed",))
