@@ -101,6 +101,30 @@ def test_a_collection_another_thread_triggers_names_that_thread(start, monkeypat
     assert g.attributes[sc.THREAD_NAME] == "export-thread"
 
 
+def test_a_collection_on_a_thread_threading_did_not_start_makes_no_thread_object(start, monkeypatch):
+    """A C library's thread (gRPC's, say) has no threading.Thread: asking threading for one inside the collection
+    would make it under threading's own lock, which that thread may hold. Its ident names it instead."""
+    import _thread
+    import threading
+
+    monkeypatch.setattr(retro_spans, "GC_MIN_NS", 0)
+    st = start("engine_core")
+    done, idents = threading.Event(), []
+
+    def foreign() -> None:
+        idents.append(threading.get_ident())
+        gc.collect()
+        done.set()
+
+    with _phase_span(st.rt, "Engine init"):
+        _thread.start_new_thread(foreign, ())
+        assert done.wait(30)
+    st.rt.finish()
+    assert idents[0] not in threading._active  # noqa: SLF001 - no _DummyThread was made for it
+    (g,) = [s for s in st.spans(sc.GC_SPAN) if s.attributes[sc.GC_GENERATION] == 2]
+    assert g.attributes[sc.THREAD_NAME] == f"thread {idents[0]}"
+
+
 def test_a_collection_inside_a_bootstrap_segment_is_named_by_the_segment(start, monkeypatch):
     monkeypatch.setattr(retro_spans, "GC_MIN_NS", 0)
     st = start("engine_core")

@@ -87,7 +87,7 @@ class RetroSpans:
         self.skip = skip_span_id  # the process span: work directly under it is not a phase's
         self._found: dict[int, list[tuple[str, int, int, dict[str, Any]]]] = {}  # span id -> spans to make
         self._loose: list[tuple[int, int, dict[str, Any]]] = []  # collections under no phase span (emit_loose)
-        self._gc_start: tuple[int, Any, threading.Thread] | None = None
+        self._gc_start: tuple[int, Any, int] | None = None  # (start, current span, thread ident)
         self._depth: dict[int, int] = {}  # thread -> nesting of imports in progress
         self._bootstrap: Any = None
         self._find_and_load: Any = None
@@ -137,21 +137,25 @@ class RetroSpans:
         try:
             if phase == "start":
                 self.gc_calls += 1
-                self._gc_start = (time.time_ns(), trace.get_current_span(), threading.current_thread())
+                # the thread's ident, never threading.current_thread(): for a thread that threading did not start
+                # it makes a _DummyThread under threading's own lock, which that thread may hold right now
+                self._gc_start = (time.time_ns(), trace.get_current_span(), threading.get_ident())
                 return
             started, self._gc_start = self._gc_start, None
             if started is None:
                 return
-            t0, span, thread = started
+            t0, span, ident = started
+            main = ident == threading.main_thread().ident
             t1 = time.time_ns()
             if t1 - t0 < GC_MIN_NS:
                 return
             attrs: dict[str, Any] = {sc.GC_GENERATION: int(info.get("generation", -1)),
                                      sc.GC_COLLECTED: int(info.get("collected", 0))}
-            if thread is not threading.main_thread():
-                attrs[sc.THREAD_NAME] = thread.name
+            if not main:
+                thread = threading._active.get(ident)  # noqa: SLF001 - a dict read: no lock, nothing made
+                attrs[sc.THREAD_NAME] = thread.name if thread is not None else f"thread {ident}"
             ctx = span.get_span_context()
-            if ctx.span_id != self.skip and span.is_recording() and thread is threading.main_thread():
+            if ctx.span_id != self.skip and span.is_recording() and main:
                 self._record(span, sc.GC_SPAN, t0, t1, attrs)
             elif self.skip is not None and len(self._loose) < MAX_LOOSE:
                 self._loose.append((t0, t1, attrs))  # list.append is atomic under the GIL
