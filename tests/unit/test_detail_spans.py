@@ -86,16 +86,27 @@ def test_a_collection_between_phases_is_the_process_spans_child_at_its_end(start
 
 
 def test_a_collection_another_thread_triggers_names_that_thread(start, monkeypatch):
-    """Another thread's collection holds the GIL: the main thread, whatever phase it is in, waits for it."""
+    """Another thread's collection holds the GIL: the main thread, whatever phase it is in, waits for it. The name
+    is read as the startup ends (outside the collection), as of the thread still running then (our export threads
+    do; one gone by then is named by its ident)."""
     import threading
 
     monkeypatch.setattr(retro_spans, "GC_MIN_NS", 0)
     st = start("engine_core")
+    collected, finished = threading.Event(), threading.Event()
+
+    def export_thread() -> None:
+        gc.collect()
+        collected.set()
+        finished.wait(30)
+
+    t = threading.Thread(target=export_thread, name="export-thread")
     with _phase_span(st.rt, "Engine init") as phase:
-        t = threading.Thread(target=gc.collect, name="export-thread")
         t.start()
-        t.join()
+        assert collected.wait(30)
     st.rt.finish()
+    finished.set()
+    t.join()
     (g,) = [s for s in st.spans(sc.GC_SPAN) if s.attributes[sc.GC_GENERATION] == 2]
     assert g.parent.span_id == st.rt.process_span.get_span_context().span_id != phase.get_span_context().span_id
     assert g.attributes[sc.THREAD_NAME] == "export-thread"
@@ -120,7 +131,7 @@ def test_a_collection_on_a_thread_threading_did_not_start_makes_no_thread_object
         _thread.start_new_thread(foreign, ())
         assert done.wait(30)
     st.rt.finish()
-    assert idents[0] not in threading._active  # noqa: SLF001 - no _DummyThread was made for it
+    assert idents[0] not in {t.ident for t in threading.enumerate()}  # no _DummyThread was made for it
     (g,) = [s for s in st.spans(sc.GC_SPAN) if s.attributes[sc.GC_GENERATION] == 2]
     assert g.attributes[sc.THREAD_NAME] == f"thread {idents[0]}"
 

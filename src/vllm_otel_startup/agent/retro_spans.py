@@ -86,7 +86,7 @@ class RetroSpans:
         self.tracer = tracer
         self.skip = skip_span_id  # the process span: work directly under it is not a phase's
         self._found: dict[int, list[tuple[str, int, int, dict[str, Any]]]] = {}  # span id -> spans to make
-        self._loose: list[tuple[int, int, dict[str, Any]]] = []  # collections under no phase span (emit_loose)
+        self._loose: list[tuple[int, int, dict[str, Any], int | None]] = []  # no phase span current: emit_loose
         self._gc_start: tuple[int, Any, int] | None = None  # (start, current span, thread ident)
         self._depth: dict[int, int] = {}  # thread -> nesting of imports in progress
         self._bootstrap: Any = None
@@ -151,14 +151,12 @@ class RetroSpans:
                 return
             attrs: dict[str, Any] = {sc.GC_GENERATION: int(info.get("generation", -1)),
                                      sc.GC_COLLECTED: int(info.get("collected", 0))}
-            if not main:
-                thread = threading._active.get(ident)  # noqa: SLF001 - a dict read: no lock, nothing made
-                attrs[sc.THREAD_NAME] = thread.name if thread is not None else f"thread {ident}"
             ctx = span.get_span_context()
             if ctx.span_id != self.skip and span.is_recording() and main:
                 self._record(span, sc.GC_SPAN, t0, t1, attrs)
             elif self.skip is not None and len(self._loose) < MAX_LOOSE:
-                self._loose.append((t0, t1, attrs))  # list.append is atomic under the GIL
+                # the thread's name is looked up when the span is made, outside the collection
+                self._loose.append((t0, t1, attrs, None if main else ident))  # atomic under the GIL
         except Exception:  # noqa: BLE001 - never raise inside a collection
             failed(SPANS, "the garbage-collection watcher")
 
@@ -203,7 +201,10 @@ class RetroSpans:
         ``tags`` are its phase and process-kind attributes)."""
         loose, self._loose = self._loose, []
         ctx = trace.set_span_in_context(process_span)
-        for t0, t1, attrs in loose:
+        names = {t.ident: t.name for t in threading.enumerate()} if any(x[3] for x in loose) else {}
+        for t0, t1, attrs, ident in loose:
+            if ident is not None:
+                attrs = {**attrs, sc.THREAD_NAME: names.get(ident, f"thread {ident}")}
             for a, b in sorted(named):
                 if a <= t0 < b:
                     t0 = b
