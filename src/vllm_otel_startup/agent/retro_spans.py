@@ -26,6 +26,7 @@ from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.patching.guard import SPANS, failed
+from vllm_otel_startup.model.intervals import merge, minus
 
 GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
 IMPORT_MIN_NS = 20_000_000  # an import that takes longer is worth a line of its own
@@ -201,18 +202,15 @@ class RetroSpans:
         ``tags`` are its phase and process-kind attributes)."""
         loose, self._loose = self._loose, []
         ctx = trace.set_span_in_context(process_span)
+        segments = merge(named)
         names = {t.ident: t.name for t in threading.enumerate()} if any(x[3] for x in loose) else {}
         for t0, t1, attrs, ident in loose:
             if ident is not None:
                 attrs = {**attrs, sc.THREAD_NAME: names.get(ident, f"thread {ident}")}
-            for a, b in sorted(named):
-                if a <= t0 < b:
-                    t0 = b
-                if a < t1 <= b:
-                    t1 = a
-            if t1 - t0 >= GC_MIN_NS:
-                self.tracer.start_span(sc.GC_SPAN, context=ctx, start_time=t0,
-                                       attributes={**attrs, **tags}).end(end_time=t1)
+            left = minus([(t0, t1)], segments)
+            if left and left[-1][1] - left[0][0] >= GC_MIN_NS:  # from the first uncovered instant to the last
+                self.tracer.start_span(sc.GC_SPAN, context=ctx, start_time=left[0][0],
+                                       attributes={**attrs, **tags}).end(end_time=left[-1][1])
 
     def emit_children(self, parent: Any) -> None:
         """Make the spans of what ran under ``parent`` (called as ``parent`` ends)."""
