@@ -79,8 +79,12 @@ OFF = _s("OFF", "", "diagnostics, for overhead measurements (scripts/overhead_pa
          "sitecustomize: agent/helper_env.py), `child_nvml` (an EngineCore or worker never loads NVML: its GPU memory "
          "comes from PyTorch's allocator, source `torch_reserved`), `phase_spans` (only the patch points a start needs "
          "to begin, hand over and end: spawn, ready, guard, marker and CLI rows, whose spans remain); what the first "
-         "four and the last explain is then missing from the trace (without `probes` or `phase_spans` the config "
-         "facts and their fleet labels too)")
+         "four and `phase_spans` explain is then missing from the trace (without `probes` or `phase_spans` the config "
+         "facts and their fleet labels too); and, to bisect the agent's core: `export_nudge` (no export threads: the "
+         "batch processors' own schedule), `process_context` (the process span is not made the current span: vLLM's "
+         "own spans are not its children), `span_processor` (the SDK provider keeps its own id generator and sampler "
+         "and gets no span processor of ours: the spans are exported as made, with no phase tags, local file, "
+         "metrics or ready printout)")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
 TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)
@@ -117,7 +121,7 @@ def text(setting: Setting, environ: Mapping[str, str] | None = None) -> str:
 
 
 OFF_PARTS = frozenset({"compile_stages", "watchers", "probes", "span_resources", "helper_env", "child_nvml",
-                       "phase_spans"})
+                       "phase_spans", "export_nudge", "process_context", "span_processor"})
 
 
 def off(part: str, environ: Mapping[str, str] | None = None) -> bool:

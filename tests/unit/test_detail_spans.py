@@ -267,6 +267,31 @@ def test_without_phase_spans_only_the_hooks_a_start_cannot_do_without_are_instal
     assert not [p for p in applied if p.span == "Load weights"]
 
 
+def test_the_agents_core_can_be_left_out_part_by_part(start, otel, monkeypatch):
+    """OTEL_PYTHON_VLLM_STARTUP_OFF=export_nudge,process_context,span_processor (diagnostics, to bisect the core):
+    no export thread of ours, the process span is not the current span, the SDK provider keeps its own id generator
+    and sampler and gets no span processor of ours; the process span is still made."""
+    import threading
+
+    from opentelemetry import trace
+
+    from vllm_otel_startup import settings
+    from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
+
+    provider, _ = otel
+    ids, sampler = provider.id_generator, provider.sampler
+    before = {t.name for t in threading.enumerate()}
+    monkeypatch.setenv(settings.OFF.name, "export_nudge,process_context,span_processor")
+    st = start("worker")
+    assert st.rt.process_span is not None
+    assert trace.get_current_span() is not st.rt.process_span
+    assert provider.id_generator is ids and provider.sampler is sampler
+    processors = provider._active_span_processor._span_processors  # the SDK's private tuple, as nudge.py reads it
+    assert not [p for p in processors if isinstance(p, StartupSpanProcessor)]
+    started = {t.name for t in threading.enumerate()} - before
+    assert not [n for n in started if n.startswith("vllm-otel-startup-export")]
+
+
 def test_pytorchs_python_helpers_start_without_opentelemetrys_sitecustomize(start, monkeypatch):
     """torch builds its helpers' PYTHONPATH from the whole sys.path (Inductor's ISA probes, compile workers): the
     folder of OpenTelemetry's sitecustomize leaves it, every other entry stays; uninstrument() puts torch's back."""

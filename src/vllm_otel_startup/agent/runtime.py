@@ -175,12 +175,14 @@ class Runtime:
         if info.root:
             attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
-        self.nudge.start()
+        if not settings.off("export_nudge"):  # diagnostics (settings.OFF)
+            self.nudge.start()
         self._start_live()
         name = PROCESS_SPANS[info.kind] if info.root or info.kind != API_SERVER else sc.API_SERVER_PROCESS_SPAN
         self.process_span = self.tracer.start_span(name, context=parent, start_time=info.create_ns, attributes=attrs)
         # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
-        self._token = context.attach(trace.set_span_in_context(self.process_span))
+        if not settings.off("process_context"):  # diagnostics (settings.OFF)
+            self._token = context.attach(trace.set_span_in_context(self.process_span))
         self.sampler = Sampler(host=info.root)
         self.sampler.start()
         if self.retro is not None:  # a forked child inherits the parent's watchers
