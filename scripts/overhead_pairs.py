@@ -9,7 +9,9 @@ prints ratios measured side by side in one run.
     python scripts/overhead_pairs.py gpu-queue [--pairs 8] [--variant ...] --out .gpu/tools/overhead_queue.json
         the same plan as a start queue for ../shared/gpu/driver.py (DRIVER_QUEUE=...): a cold instrumented start
         (fills the compile cache, not counted), then the pairs (8B shape, warm). With the driver patched by
-        scripts/gpu_driver_lanes.diff: --lanes 2 (a pair's two starts at once, one per GPU), --profile (first a
+        scripts/gpu_driver_lanes.diff: --once NAME=K=V (one plain start and one start of each such arm, nothing
+        else: a bisect read by the EngineCore main thread's page faults, which repeat to ~0.1 % within an arm),
+        --lanes 2 (a pair's two starts at once, one per GPU), --profile (first a
         pair under py-spy, carried as .gpu/tools/py-spy: profile.txt per start), --tail NAME=K=V (pairs of plain
         against that arm after the main ones, the arms in turn); every start leaves threads.json (per thread of
         each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU migrations
@@ -134,13 +136,49 @@ def _kind(comm: str) -> str | None:
 def main_cpu_at(timeline: list[dict], kind: str, t: float) -> float | None:
     """CPU seconds of the ``kind`` process's main thread ``t`` seconds after the launch, interpolated in the patched
     driver's 2 Hz /proc timeline (threads.json); None outside it. Before the process shows its title: 0."""
-    points = [(e["t"], sum(pr["cpu_s"] for pr in e["procs"] if _kind(pr["comm"]) == kind)) for e in timeline]
+    return main_at(timeline, kind, t, "cpu_s")
+
+
+def main_at(timeline: list[dict], kind: str, t: float, key: str) -> float | None:
+    """A /proc counter (``minflt``, ``user_s`` ...) of the ``kind`` process's main thread ``t`` seconds after the
+    launch, interpolated in the 2 Hz timeline; None outside it."""
+    points = [(e["t"], sum(pr.get(key, 0) for pr in e["procs"] if _kind(pr["comm"]) == kind)) for e in timeline]
     if not points or t < points[0][0] or t > points[-1][0]:
         return None
     for (t0, c0), (t1, c1) in zip(points, points[1:], strict=False):
         if t0 <= t <= t1:
             return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
     return points[-1][1]
+
+
+CAPTURE_LINES = ("Skipping CuTeDSL warmup", "Graph capturing finished")  # vLLM 0.26, around CUDA-graph capture
+
+
+def per_start(rows: list[dict]) -> list[dict]:
+    """One row per start: the EngineCore main thread's minor page faults at ready (a count that repeats to ~0.1 %
+    across starts of one arm on one machine, where time to ready spreads +-10 %: the sharpest signal of a
+    component's effect), its user CPU, and both inside CUDA-graph capture (between CAPTURE_LINES)."""
+    out = []
+    for r in rows:
+        snap = r.get("threads") or {}
+        main = None
+        for proc in snap.get("at_ready", []):
+            if _kind(proc["comm"]) == "engine_core":
+                main = next((t for t in proc["threads"] if t["tid"] == proc["pid"]), None)
+        row = {"pair": r["pair"], "arm": r["arm"], "ready_s": r.get("ready_s"),
+               "ec_main_minflt": main and main.get("minflt"), "ec_main_user_s": main and main.get("user_s")}
+        times = line_times(r["log"], r["spawn_ns"], r.get("ready_s"))
+        a = next((v for k, v in times.items() if CAPTURE_LINES[0] in k), None)
+        b = next((v for k, v in times.items() if CAPTURE_LINES[1] in k), None)
+        tl = snap.get("timeline") or []
+        if a is not None and b is not None and tl:
+            ends = {key: [main_at(tl, "engine_core", t, key) for t in (a, b)] for key in ("minflt", "user_s")}
+            if all(v is not None for e in ends.values() for v in e):
+                row.update(capture_s=round(b - a, 2), capture_minflt=round(ends["minflt"][1] - ends["minflt"][0]),
+                           capture_user_s=round(ends["user_s"][1] - ends["user_s"][0], 2))
+        row["capture_full_it_s"] = figures(r["log"]).get("capture_full_it_s")
+        out.append(row)
+    return out
 
 
 def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
@@ -270,6 +308,17 @@ def report(rows: list[dict]) -> dict:
             print(f"  {r['extra_s']:+6.2f} s (plain {r['plain_s']:5.2f} s, longer in {r['longer_in']}/{r['pairs']}"
                   + (f"; EngineCore main thread CPU {cpu:+.2f} s" if cpu is not None else "") + ")  "
                   f"{r['from'][:60]}\n{'':34}-> {r['to'][:60]}")
+    out["per_start"] = starts = per_start(rows)
+    if any(x["ec_main_minflt"] for x in starts):
+        print("\nper start: the EngineCore main thread (minor page faults at ready; in CUDA-graph capture)")
+        print(f"  {'pair arm':<24} {'ready s':>8} {'faults':>9} {'user s':>7} {'capture s':>9} {'faults':>8} "
+              f"{'user s':>7} {'FULL it/s':>9}")
+        for x in sorted(starts, key=lambda x: (x["pair"], x["arm"] != "plain", x["arm"])):
+            cells = [x.get(k) for k in ("ready_s", "ec_main_minflt", "ec_main_user_s", "capture_s", "capture_minflt",
+                                        "capture_user_s", "capture_full_it_s")]
+            print(f"  {x['pair']:>4} {x['arm']:<19}" + "".join(
+                f" {'-':>{w}}" if v is None else f" {v:>{w}.{d}f}"
+                for v, (w, d) in zip(cells, [(8, 1), (9, 0), (7, 2), (9, 2), (8, 0), (7, 2), (9, 1)], strict=True)))
     names = sorted({k for m in per_arm.values() for k in m}, key=lambda k: (k.count("."), k))
     print("\nmedian per start" + "".join(f" | {a:>14}" for a in arms) + (" | instr-plain" if "instr" in arms else ""))
     for k in names:
@@ -335,12 +384,14 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
 
 # ---- the GPU form -----------------------------------------------------------------------------------------
 def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, profile: bool = False,
-              tail: dict[str, dict[str, str]] | None = None, tail_pairs: int = 2) -> list[dict]:
+              tail: dict[str, dict[str, str]] | None = None, tail_pairs: int = 2,
+              once: dict[str, dict[str, str]] | None = None) -> list[dict]:
     """Entries for ../shared/gpu/driver.py (its keys; ``env``: extra environment of that start; ``gpu``: with two
     lanes, the GPU of each start: two consecutive starts of a pair run at the same time, one per GPU, the GPUs
     swapped every pair). ``profile``: first a pair under py-spy (``profile``: the driver's patched form,
     scripts/gpu_driver_lanes.diff), not counted. ``tail``: after the pairs, ``tail_pairs`` pairs of each named arm
-    against plain, one pair of each arm in turn (an arm's ratio then comes from those pairs only)."""
+    against plain, one pair of each arm in turn (an arm's ratio then comes from those pairs only). ``once``: instead
+    of all that, one plain start and one start of each named arm (pair 1), read by their page faults (per_start)."""
     log_cfg = {"VLLM_LOGGING_CONFIG_PATH": f"@tools/{LOGGING.name}"}  # the driver's folder there
     q = [dict(name="cold_otlp", instr=True, export="otlp", drop=True, est=200, limit=330, env={**log_cfg, **DEBUG})]
     if lanes > 1:
@@ -360,6 +411,9 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
                 # swaps GPUs by itself, an odd number needs the pair's parity too
                 q[-1]["gpu"] = (i + pair * (len(arms) % 2)) % 2
 
+    if once:  # one start of each arm beside one plain start (a bisect read by per_start's page faults)
+        add(1, [("plain", None), *once.items()])
+        return q
     if profile:
         add(0, arms_of(0, {}), label="profile", profile=True)
     for pair in range(1, pairs + 1):
@@ -402,6 +456,8 @@ def main() -> None:
     q.add_argument("--tail", action="append", default=[], help="NAME=K=V,...: after the pairs, pairs of plain "
                    "against this arm (--tail-pairs of each)")
     q.add_argument("--tail-pairs", type=int, default=2)
+    q.add_argument("--once", action="append", default=[], help="NAME=K=V,...: instead of pairs, one plain start and "
+                   "one start of each such arm (a bisect by the EngineCore main thread's page faults)")
     g = sub.add_parser("gpu")
     g.add_argument("runs", type=Path, nargs="+")
     r = sub.add_parser("rows", help="the analysis of a cpu run's saved starts (WORKDIR/rows.json)")
@@ -415,7 +471,8 @@ def main() -> None:
         if a.out is None:
             raise SystemExit("gpu-queue: --out FILE (e.g. .gpu/tools/overhead_queue.json)")
         a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant), a.lanes, a.profile,
-                                           parse_variants(a.tail), a.tail_pairs), indent=1))
+                                           parse_variants(a.tail), a.tail_pairs, parse_variants(a.once)),
+                                 indent=1))
         print(f"{a.out}: {a.pairs} pairs; copy {LOGGING.name} beside it (the driver reads @tools/ as its own folder)")
         return
     if a.cmd == "cpu":

@@ -292,6 +292,33 @@ def test_the_agents_core_can_be_left_out_part_by_part(start, otel, monkeypatch):
     assert not [n for n in started if n.startswith("vllm-otel-startup-export")]
 
 
+def test_a_child_can_be_left_without_hooks_or_without_the_agent(start, otel, monkeypatch):
+    """OTEL_PYTHON_VLLM_STARTUP_OFF=child_hooks: an EngineCore or worker registers no patch point (the API server
+    still does); child_agent: an EngineCore or worker runs nothing of ours at all (diagnostics, to tell the API
+    server's side of the agent from the child's)."""
+    from vllm_otel_startup import VllmStartupInstrumentor, settings
+    from vllm_otel_startup.agent.patching import hooks
+    from vllm_otel_startup.agent.process import ProcessInfo
+
+    registered: list[str] = []
+    monkeypatch.setattr(hooks.wrapt, "register_post_import_hook", lambda fn, module: registered.append(module))
+    monkeypatch.setenv(settings.OFF.name, "child_hooks")
+    start("api_server")
+    assert "vllm.entrypoints.cli.main" in registered
+    VllmStartupInstrumentor().uninstrument()
+    registered.clear()
+    st = start("engine_core")
+    assert registered == [] and st.rt.process_span is not None
+
+    VllmStartupInstrumentor().uninstrument()
+    monkeypatch.setenv(settings.OFF.name, "child_agent")
+    info = ProcessInfo(kind="worker", pid=os.getpid(), create_ns=time.time_ns(), create_source="proc",
+                       hook_ns=time.time_ns(), argv=["python"])
+    monkeypatch.setattr(ProcessInfo, "current", classmethod(lambda cls: info))
+    VllmStartupInstrumentor().instrument(tracer_provider=otel[0], skip_dep_check=True)
+    assert VllmStartupInstrumentor._runtime is None and registered == []
+
+
 def test_pytorchs_python_helpers_start_without_opentelemetrys_sitecustomize(start, monkeypatch):
     """torch builds its helpers' PYTHONPATH from the whole sys.path (Inductor's ISA probes, compile workers): the
     folder of OpenTelemetry's sitecustomize leaves it, every other entry stays; uninstrument() puts torch's back."""

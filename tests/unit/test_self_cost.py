@@ -199,3 +199,29 @@ def test_the_gpu_driver_patch_applies_to_the_shared_driver_and_the_result_compil
     src = out.read_text()
     compile(src, str(out), "exec")
     assert "def sched_stats(" in src and '"vmstat_delta"' in src and 'spec.get("profile")' in src
+
+
+def test_one_start_per_arm_is_read_by_the_engine_cores_page_faults_at_ready_and_inside_capture():
+    """gpu-queue --once: one plain start and one of each arm (pair 1); the per-start table reads the EngineCore main
+    thread's minor faults at ready and between the two capture lines (the driver's 2 Hz timeline)."""
+    q = overhead_pairs.gpu_queue(8, {}, once={"skeleton": {"X": "1"}, "boot": {"Y": "1"}})
+    assert [e["name"] for e in q] == ["cold_otlp", "pair1_plain", "pair1_skeleton", "pair1_boot"]
+    assert not q[1]["instr"] and q[2]["instr"] and q[2]["env"]["X"] == "1"
+
+    def timeline(per_s: int) -> list[dict]:  # minor faults of the EngineCore's main thread: per_s a second from 2 s
+        return [{"t": t / 2, "procs": [{"pid": 6, "comm": "VLLM::EngineCor", "minflt": max(0, int((t / 2 - 2) * per_s)),
+                                        "user_s": t / 4, "cpu_s": t / 4}]} for t in range(0, 31)]
+
+    spawn_ns = 1795687200 * 10**9
+    rows = []
+    for arm, per_s in (("plain", 1000), ("skeleton", 1500)):
+        main = {"tid": 6, "comm": "VLLM::EngineCor", "minflt": per_s * 10, "user_s": 30.0}
+        rows.append({"arm": arm, "pair": 1, "ready_s": 12.0, "spawn_ns": spawn_ns, "threads": {
+            "timeline": timeline(per_s), "at_ready": [{"pid": 6, "comm": "VLLM::EngineCor", "cmd": "x",
+                                                       "threads": [main]}]},
+                     "log": _log([("EngineCore", 5.0, "Skipping CuTeDSL warmup"),
+                                  ("EngineCore", 9.0, "Graph capturing finished in 4 secs")])})
+    by = {r["arm"]: r for r in overhead_pairs.per_start(rows)}
+    assert by["plain"]["ec_main_minflt"] == 10_000 and by["skeleton"]["ec_main_minflt"] == 15_000
+    assert by["plain"]["capture_s"] == 4.0 and by["plain"]["capture_minflt"] == 4_000
+    assert by["skeleton"]["capture_minflt"] == 6_000 and by["skeleton"]["capture_user_s"] == 2.0  # half a CPU second a second

@@ -148,6 +148,8 @@ class Installer:
         self.compile_stages: CompileStages | None = None
 
     def install(self) -> None:
+        if self.rt.info.kind != "api_server" and settings.off("child_hooks"):
+            return  # diagnostics (settings.OFF): an EngineCore or worker patches nothing
         skeleton = settings.off("phase_spans")  # diagnostics: only what a start needs to begin, hand over and end
         for module, points in by_module().items():
             if skeleton:
