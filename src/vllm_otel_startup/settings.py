@@ -85,8 +85,9 @@ OFF = _s("OFF", "", "diagnostics, for overhead measurements (scripts/overhead_pa
          "own spans are not its children), `span_processor` (the SDK provider keeps its own id generator and sampler "
          "and gets no span processor of ours: the spans are exported as made, with no phase tags, local file, "
          "metrics or ready printout), `child_hooks` (an EngineCore or worker installs no patch point: its process span "
-         "stays open and its start never ends) and `child_agent` (an EngineCore or worker runs nothing of ours, as a "
-         "helper: only the API server is traced)")
+         "stays open and its start never ends), `child_wrappers` (an EngineCore or worker registers its post-import "
+         "hooks, wrapt's import finder included, but wraps nothing: its start never ends either) and `child_agent` (an "
+         "EngineCore or worker runs nothing of ours, as a helper: only the API server is traced)")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
 TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)
@@ -124,7 +125,7 @@ def text(setting: Setting, environ: Mapping[str, str] | None = None) -> str:
 
 OFF_PARTS = frozenset({"compile_stages", "watchers", "probes", "span_resources", "helper_env", "child_nvml",
                        "phase_spans", "export_nudge", "process_context", "span_processor", "child_hooks",
-                       "child_agent"})
+                       "child_wrappers", "child_agent"})
 
 
 def off(part: str, environ: Mapping[str, str] | None = None) -> bool:

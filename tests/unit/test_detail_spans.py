@@ -319,6 +319,29 @@ def test_a_child_can_be_left_without_hooks_or_without_the_agent(start, otel, mon
     assert VllmStartupInstrumentor._runtime is None and registered == []
 
 
+def test_a_childs_hooks_can_fire_and_wrap_nothing(start, monkeypatch):
+    """OTEL_PYTHON_VLLM_STARTUP_OFF=child_wrappers: an EngineCore's post-import hooks still run (wrapt's import finder
+    stays) but wrap nothing; the API server's still wrap (diagnostics, to tell the finder from the wrappers)."""
+    from vllm_otel_startup import VllmStartupInstrumentor, settings
+    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
+
+    class Mod:
+        @staticmethod
+        def target() -> int:
+            return 1
+
+    point = PatchPoint("fake_mod:Mod.target", "Fake", "fake", "any")
+    monkeypatch.setenv(settings.OFF.name, "child_wrappers")
+    original = vars(Mod)["target"]
+    for kind, wrapped in (("engine_core", False), ("api_server", True)):
+        st = start(kind)
+        mod = types.SimpleNamespace(Mod=Mod)
+        st.installer.apply(mod, [point])
+        assert (vars(Mod)["target"] is not original) is wrapped, kind
+        VllmStartupInstrumentor().uninstrument()
+        assert vars(Mod)["target"] is original
+
+
 def test_pytorchs_python_helpers_start_without_opentelemetrys_sitecustomize(start, monkeypatch):
     """torch builds its helpers' PYTHONPATH from the whole sys.path (Inductor's ISA probes, compile workers): the
     folder of OpenTelemetry's sitecustomize leaves it, every other entry stays; uninstrument() puts torch's back."""

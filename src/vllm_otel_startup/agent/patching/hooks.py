@@ -189,6 +189,8 @@ class Installer:
 
     def apply(self, module: Any, points: list[PatchPoint]) -> None:
         """The post-import hook of ``module`` (it runs inside vLLM's import of it: nothing may escape)."""
+        if self.rt.info.kind != "api_server" and settings.off("child_wrappers"):
+            return  # diagnostics (settings.OFF): the post-import hooks fire, nothing is wrapped
         for point in points if self.enabled else ():
             try:
                 self._apply_one(module, point)
