@@ -86,8 +86,9 @@ OFF = _s("OFF", "", "diagnostics, for overhead measurements (scripts/overhead_pa
          "and gets no span processor of ours: the spans are exported as made, with no phase tags, local file, "
          "metrics or ready printout), `child_hooks` (an EngineCore or worker installs no patch point: its process span "
          "stays open and its start never ends), `child_wrappers` (an EngineCore or worker registers its post-import "
-         "hooks, wrapt's import finder included, but wraps nothing: its start never ends either) and `child_agent` (an "
-         "EngineCore or worker runs nothing of ours, as a helper: only the API server is traced)")
+         "hooks, wrapt's import finder included, but wraps nothing: its start never ends either), `child_agent` (an "
+         "EngineCore or worker runs nothing of ours, as a helper: only the API server is traced) and `row:TARGET` "
+         "(that patch point, in every process: `row:vllm.v1.engine.core:EngineCoreProc.__init__`)")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
 TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)

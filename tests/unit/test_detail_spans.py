@@ -342,6 +342,30 @@ def test_a_childs_hooks_can_fire_and_wrap_nothing(start, monkeypatch):
         assert vars(Mod)["target"] is original
 
 
+def test_one_row_can_be_left_out_by_its_key(start, monkeypatch):
+    """OTEL_PYTHON_VLLM_STARTUP_OFF=row:TARGET: that patch point is not applied (status ``off``); the others are."""
+    from vllm_otel_startup import settings
+    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
+
+    class Mod:
+        @staticmethod
+        def left() -> int:
+            return 1
+
+        @staticmethod
+        def kept() -> int:
+            return 2
+
+    monkeypatch.setenv(settings.OFF.name, "watchers,row:fake_mod:Mod.left")
+    st = start("engine_core")
+    left, kept = vars(Mod)["left"], vars(Mod)["kept"]
+    st.installer.apply(types.SimpleNamespace(Mod=Mod), [PatchPoint("fake_mod:Mod.left", "Left", "fake_left", "any"),
+                                                        PatchPoint("fake_mod:Mod.kept", "Kept", "fake_kept", "any")])
+    assert vars(Mod)["left"] is left and vars(Mod)["kept"] is not kept
+    assert st.installer.status["fake_mod:Mod.left"] == "off"
+    assert st.installer.status["fake_mod:Mod.kept"] == "applied"
+
+
 def test_pytorchs_python_helpers_start_without_opentelemetrys_sitecustomize(start, monkeypatch):
     """torch builds its helpers' PYTHONPATH from the whole sys.path (Inductor's ISA probes, compile workers): the
     folder of OpenTelemetry's sitecustomize leaves it, every other entry stays; uninstrument() puts torch's back."""

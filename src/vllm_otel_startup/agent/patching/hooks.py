@@ -18,7 +18,7 @@ import wrapt
 from opentelemetry import trace
 
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent import causes, helper_env
+from vllm_otel_startup.agent import causes, helper_env, proctitle
 from vllm_otel_startup.agent.compile_stages import CompileStages
 from vllm_otel_startup.agent.patching.guard import HOOKS, safe
 from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint, by_module
@@ -142,10 +142,11 @@ class Installer:
         self.version = version
         self.tracer = tracer
         self.enabled = True
-        # row key (PatchPoint.key) -> applied | native | inherited | out_of_range | missing | error
+        # row key (PatchPoint.key) -> applied | native | inherited | out_of_range | missing | error | off
         self.status: dict[str, str] = {}
         self._undo: list[tuple[Any, str, Any]] = []
         self.compile_stages: CompileStages | None = None
+        self._title_kept = False  # proctitle.restore_first_env_string has run
 
     def install(self) -> None:
         if self.rt.info.kind != "api_server" and settings.off("child_hooks"):
@@ -189,6 +190,9 @@ class Installer:
 
     def apply(self, module: Any, points: list[PatchPoint]) -> None:
         """The post-import hook of ``module`` (it runs inside vLLM's import of it: nothing may escape)."""
+        if not self._title_kept:  # the first: OpenTelemetry's sitecustomize is done, setproctitle not yet imported
+            self._title_kept = True
+            safe(HOOKS, proctitle.restore_first_env_string)
         if self.rt.info.kind != "api_server" and settings.off("child_wrappers"):
             return  # diagnostics (settings.OFF): the post-import hooks fire, nothing is wrapped
         for point in points if self.enabled else ():
@@ -206,6 +210,9 @@ class Installer:
                      self.rt.info.kind, os.getpid(), exc_info=True)
 
     def _apply_one(self, module: Any, point: PatchPoint) -> None:
+        if settings.off(f"row:{point.key}".lower()):  # diagnostics (settings.OFF): this row is left out
+            self.status[point.key] = "off"
+            return
         ver = self.version or vllm_version()
         if not in_range(point.versions, ver):
             self.status[point.key] = "out_of_range"
