@@ -345,7 +345,7 @@ def seed_modelinfo(cache: Path, venv: Path = VENV) -> bool:
 
 def start_env(cache: Path, files: Path, name: str, namespace: str, backends: Backends | None, *,
               protocol: str = "http/protobuf", venv: Path = VENV, bin_dir: Path | None = None,
-              env: dict[str, str] | None = None) -> dict[str, str]:
+              env: dict[str, str] | None = None, env_first: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a start the suite makes (``vllm serve`` or a script's engine): offline, its own cache
     root, temporary directory and start files, the pod identity of one test cluster, OTLP to ``backends`` (none:
     the local file only), then ``env``; no OTEL_ or VLLM_ variable of the caller's."""
@@ -367,7 +367,23 @@ def start_env(cache: Path, files: Path, name: str, namespace: str, backends: Bac
         e.update(OTEL_EXPORTER_OTLP_ENDPOINT=ep, OTEL_EXPORTER_OTLP_PROTOCOL=protocol,
                  OTEL_TRACES_EXPORTER="otlp,vllm_startup_file")
     e.update(env or {})
+    if env_first:  # these variables first in the environment (the order the process gets: execve keeps it)
+        e = {**env_first, **{k: v for k, v in e.items() if k not in env_first}}
     return e
+
+
+def process_titles(pid: int) -> dict[int, str]:
+    """pid -> command line (as setproctitle leaves it: ``VLLM::EngineCore``) of ``pid`` and all its descendants."""
+    out, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            out[p] = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
 
 
 def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
@@ -375,7 +391,7 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,
           name: str | None = None, namespace: str = "vllm", on_start=None, on_ready=None,
           bin_dir: Path | None = None, venv: Path = VENV, cwd: Path | None = None,
-          warm_modelinfo: bool = False, scrape: bool = True) -> Start:
+          warm_modelinfo: bool = False, scrape: bool = True, env_first: dict[str, str] | None = None) -> Start:
     """Run ``opentelemetry-instrument vllm serve`` like a user would; stopwatch spawn -> first 200 on /health.
     With backends, Prometheus scrapes the server's /metrics once it is ready, before it is stopped. It runs in one
     of the suite's start slots (support/start_pool.py: at most VOS_PARALLEL_STARTS starts at once) until it is ready
@@ -384,12 +400,14 @@ def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str
     it is ready (before it is stopped); ``bin_dir`` goes first on PATH (a wrapper ``vllm``); ``venv``: the
     environment that runs it (default: the e2e environment); ``cwd``: where it runs; ``warm_modelinfo``: the cache
     root holds vLLM's model-inspection cache (:func:`seed_modelinfo`), for a start whose tests do not read it;
-    ``scrape=False``: no Prometheus scrape once ready (a benchmark's start)."""
+    ``scrape=False``: no Prometheus scrape once ready (a benchmark's start); ``env_first``: variables put first in
+    the start's environment."""
     port = port or free_port()
     name = name or f"{cache.name}-{port}"
     files = files or (cache / "starts")
     cache.mkdir(parents=True, exist_ok=True)
-    e = start_env(cache, files, name, namespace, backends, protocol=protocol, venv=venv, bin_dir=bin_dir, env=env)
+    e = start_env(cache, files, name, namespace, backends, protocol=protocol, venv=venv, bin_dir=bin_dir, env=env,
+                  env_first=env_first)
     vllm = bin_dir / "vllm" if bin_dir else venv / "bin/vllm"
     cmd = [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", "256", "--dtype", "float32", *args]

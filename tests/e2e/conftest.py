@@ -68,7 +68,7 @@ def _eager(s: Session) -> Observed:
     --api-key, a JSON flag value, URLs with credentials in several forms) and in the environment (HF_TOKEN,
     *_API_KEY, a URL with a password, OTLP headers): one start for the trace tests and the secrets tests (a start
     costs ~1 minute of CI; the secrets' own start, eager too, differed only in what it planted)."""
-    p, spooled = PLANTED, []
+    p, spooled, titles = PLANTED, [], {}
     overrides = {"auth_token": p["json_token"], "note": p["json_env"],
                  "mirror": f"https://mirror:{p['mirror_password']}@mirror.invalid/m?sig={p['query_sig']}"}
     start = harness.serve(
@@ -78,11 +78,14 @@ def _eager(s: Session) -> Observed:
         env={"HF_TOKEN": p["hf_token"], "HUGGING_FACE_HUB_TOKEN": harness.SECRET_HF_TOKEN,
              "MY_SERVICE_API_KEY": p["json_env"], "OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key={p['otlp_header']}",
              "MY_SERVICE_URL": f"https://svc:{harness.SECRET_URL_PASSWORD}@example.invalid/v1"},
-        on_ready=lambda proc: spooled.extend(  # the children's spool, while the server runs (removed at exit)
+        # PYTHONPATH first: OpenTelemetry's bootstrap rewrites it, and vLLM's process titles must survive that
+        env_first={"PYTHONPATH": str(s.workdir / "empty-pythonpath")},
+        on_ready=lambda proc: (spooled.extend(  # the children's spool, while the server runs (removed at exit)
             f.read_text(errors="replace") for f in (s.workdir / "eager" / "tmp").rglob("*.json")),
+            titles.update(harness.process_titles(proc.pid))),
     )
     obs = observe(s.backends, start)
-    obs.planted, obs.spooled = dict(p), spooled
+    obs.planted, obs.spooled, obs.titles = dict(p), spooled, titles
     return obs
 
 
