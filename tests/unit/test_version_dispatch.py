@@ -171,6 +171,30 @@ def test_failure_in_a_phase_marks_the_phase_and_the_process(start):
     assert init.status.status_code.name == "ERROR"
 
 
+def test_a_ready_or_guard_call_vllm_traces_itself_gets_no_frame_of_ours(start):
+    """Where vLLM traces a ready or guard row's call itself, the call is left as vLLM made it (a frame of ours under
+    it shifts vLLM's stack onto CPython's data-stack chunk boundaries: issue 25): the start ends, or fails with the
+    call's own exception, as vLLM's span ends."""
+    import wrapt
+
+    from vllm_otel_startup.agent.patching.hooks import _MARK
+
+    s = start("engine_core", "0.33.0")
+    core = importlib.import_module("vllm.v1.engine.core")
+    init = vars(core.EngineCoreProc)["__init__"]
+    assert not isinstance(init, wrapt.ObjectProxy) and not hasattr(init, _MARK), "wrapped"
+    assert s.installer.status["vllm.v1.engine.core:EngineCoreProc.__init__"] == "native"
+    assert "EngineCoreProc init" in s.rt.native_effects
+    replace_body("vllm.v1.engine.core", "EngineCoreProc.__init__", _boom)
+    try:
+        call("vllm.v1.engine.core:EngineCoreProc.__init__")
+    except RuntimeError as exc:
+        raised = exc
+    [proc] = s.spans(sc.ENGINE_CORE_PROCESS_SPAN)
+    assert proc.attributes[sc.OUTCOME] == "failed" and proc.attributes[sc.ERROR_TYPE] == "RuntimeError"
+    assert s.rt.last_error is raised
+
+
 def test_bootstrap_segments_are_named_and_cover_the_start(start):
     s = start("api_server", "0.33.0")
     call("vllm.entrypoints.common.startup:cli_env_setup")

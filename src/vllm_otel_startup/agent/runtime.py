@@ -9,6 +9,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import context, trace
@@ -97,6 +98,8 @@ class Runtime:
         self.patch_applied = 0
         self.patch_native = 0
         self.native_phases: dict[str, str] = {}  # span name -> phase: vLLM's own spans under names we do not list
+        # vLLM's span name -> a ready or guard row's effect, run as that span ends (patching/wrappers.at_native_end)
+        self.native_effects: dict[str, Callable[[BaseException | None], None]] = {}
         self.patch_missing: list[str] = []
         self.patch_failed: list[str] = []
         self.last_error: BaseException | None = None

@@ -21,7 +21,7 @@ from opentelemetry.trace import Status
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.causes import END_NS, Probes
-from vllm_otel_startup.agent.patching.guard import SPANS, failed, safe
+from vllm_otel_startup.agent.patching.guard import HOOKS, SPANS, failed, safe
 from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
 from vllm_otel_startup.model.redact import scrub, scrub_attributes, scrubbed
 
@@ -43,6 +43,8 @@ class StartupSpanProcessor(SpanProcessor):
         self.rt = rt
         self.probes = probes if probes is not None else Probes(rt)
         self.open_names: dict[int, str] = {}  # span id -> name, of this process's open spans of NESTED_RENAMES
+        # span id -> [a row's effect at the end of vLLM's span, the exception it recorded] (Runtime.native_effects)
+        self.native_ends: dict[int, list[Any]] = {}
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         rt = self.rt
@@ -74,6 +76,10 @@ class StartupSpanProcessor(SpanProcessor):
             if span.name in WAITING_SPANS:
                 attrs[sc.WAITING] = True
             span.set_attributes(attrs)
+            effect = rt.native_effects.get(span.name) if native and span.context is not None else None
+            if effect is not None:  # a ready or guard row vLLM traces itself: its effect as this span ends
+                self.native_ends[span.context.span_id] = entry = [effect, None]
+                _keep_exception(span, entry)
             if rt.live is not None and span.context is not None:
                 rt.live.opened(span, phase)
             if span is not rt.process_span and span.name not in SEGMENT_SPANS and span.name not in RETRO \
@@ -114,6 +120,7 @@ class StartupSpanProcessor(SpanProcessor):
     def _on_end(self, span: Any) -> None:
         rt = self.rt
         self.open_names.pop(span.context.span_id, None)
+        native_end = self.native_ends.pop(span.context.span_id, None)
         if not rt.active or rt.process_span is None:
             return
         is_process = span.context.span_id == rt.process_span.get_span_context().span_id  # on_end: a read-only copy
@@ -124,6 +131,9 @@ class StartupSpanProcessor(SpanProcessor):
             rt.record_local(span, interval=not is_process)
             if phase not in sc.DETAIL_PHASES:  # export it now, not at the batch processor's next tick
                 rt.nudge.notify()
+        if native_end is not None:  # after the span is recorded: the effect may end this process's start
+            effect, exc = native_end
+            safe(HOOKS, effect, exc)
 
     def shutdown(self) -> None:  # the end of an unfinished start is handled by our atexit hook
         return None
@@ -148,6 +158,18 @@ def _run_before_end(span: Any, hook: Any) -> None:
         original(end_time=end_time)
 
     span.end = end
+
+
+def _keep_exception(span: Any, entry: list[Any]) -> None:
+    """Keep the exception vLLM's ``start_as_current_span`` records on ``span`` (``entry[1]``): the failure of a call
+    vLLM traces itself, for its row's effect (the start's outcome and error type)."""
+    original = span.record_exception
+
+    def record_exception(exception: BaseException, *args: Any, **kwargs: Any) -> None:
+        entry[1] = exception
+        original(exception, *args, **kwargs)
+
+    span.record_exception = record_exception
 
 
 def _scrub_events(span: Any) -> None:

@@ -22,7 +22,7 @@ from vllm_otel_startup.agent import causes, helper_env, proctitle
 from vllm_otel_startup.agent.compile_stages import CompileStages
 from vllm_otel_startup.agent.patching.guard import HOOKS, safe
 from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint, by_module
-from vllm_otel_startup.agent.patching.wrappers import Hook, build
+from vllm_otel_startup.agent.patching.wrappers import Hook, at_native_end, build
 from vllm_otel_startup.agent.patching.wrapping import wrap
 from vllm_otel_startup.agent.versions import vllm_version
 
@@ -242,6 +242,15 @@ class Installer:
             if span and span != point.span and span not in SPAN_PHASES and point.phase:
                 self.rt.native_phases[span] = point.phase  # a name vLLM gave it that our table does not know yet
             if point.hook in ("span", "ctx"):  # nothing to add: vLLM's span is adopted by the processor
+                self.status[point.key] = "native"
+                return
+            if point.hook in ("ready", "guard") and span:
+                # no wrapper: a frame of ours under vLLM's call shifts its whole stack, and a loop deep in it can land
+                # on a boundary of CPython's data-stack chunks (a chunk mapped and unmapped per call: issue 25). The
+                # row's effect runs as vLLM's span ends (export/processor.py)
+                effect = at_native_end(self.rt, point)
+                if effect is not None:
+                    self.rt.native_effects[span] = effect
                 self.status[point.key] = "native"
                 return
         func = getattr(raw, "__func__", raw)

@@ -328,14 +328,45 @@ def _announce_child(h: Hook, parent_ctx: Any, args: tuple, kwargs: dict) -> None
 
 
 def _guard_effect(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
-    if exc is not None and h.rt.active:
-        h.rt.finish(error=exc)
+    guard(h.rt, exc)
 
 
 def _ready_effect(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
-    ends = h.point.ends
-    if h.rt.active and (ends == h.rt.info.kind or (ends == EMBEDDED and h.rt.info.embedded)):
-        h.rt.finish(error=exc)
+    ready(h.rt, h.point, exc)
+
+
+def guard(rt: Runtime, exc: BaseException | None) -> None:
+    """An exception escaping a guard row's call fails this process's startup."""
+    if exc is not None and rt.active:
+        rt.finish(error=exc)
+
+
+def ends_here(rt: Runtime, point: PatchPoint) -> bool:
+    """Does the return of this ready row's call end this process's startup?"""
+    return point.ends == rt.info.kind or (point.ends == EMBEDDED and rt.info.embedded)
+
+
+def ready(rt: Runtime, point: PatchPoint, exc: BaseException | None) -> None:
+    """The return (or failure) of a ready row's call ends this process's startup, if it is the process the row ends."""
+    if rt.active and ends_here(rt, point):
+        rt.finish(error=exc)
+
+
+def at_native_end(rt: Runtime, point: PatchPoint) -> Callable[[BaseException | None], None] | None:
+    """A ready or guard row's effect where vLLM traces the call itself, run as vLLM's span ends, with the exception it
+    recorded (export/processor.py): no wrapper, so no frame of ours under vLLM's call. None: the row has nothing to do
+    in this process (a worker's ready row in an EngineCore that runs its worker in-process)."""
+    if point.hook == "ready" and not ends_here(rt, point):
+        return None
+
+    def effect(exc: BaseException | None) -> None:
+        if exc is not None:
+            rt.last_error = exc
+        if point.hook == "ready":
+            ready(rt, point, exc)
+        else:
+            guard(rt, exc)
+    return effect
 
 
 BUILDERS: dict[str, Callable[[Hook], Steps]] = {
