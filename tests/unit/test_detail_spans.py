@@ -397,3 +397,21 @@ def test_a_pythonpath_loses_only_that_folder():
     sep = os.pathsep
     assert without(sep.join(["/a", "/otel/ai", "", "/b", "/otel/ai/"]), os.path.abspath("/otel/ai")) == sep.join(
         ["/a", "", "/b"])
+
+
+def test_the_import_watcher_adds_no_call_for_a_module_already_loaded(start, tmp_path, monkeypatch):
+    """``importlib.import_module`` of a loaded module (vLLM's capture does it a few times per CUDA graph) returns from
+    the watcher's own frame: no call of ours deeper (issue 25: CPython's data-stack chunks); a new module is
+    watched."""
+    import importlib
+    import json as loaded
+
+    st = start("engine_core")
+    retro = st.rt.retro
+    before = retro.imports
+    assert importlib.import_module("json") is loaded
+    assert retro.imports == before
+    (tmp_path / "vos_fresh_module.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert importlib.import_module("vos_fresh_module").X == 1
+    assert retro.imports == before + 1

@@ -37,8 +37,15 @@ MAX_LOOSE = 200  # collections kept for the process span: a bound, never reached
 # (remove_importlib_frames), so an ImportError that an optional import raises, and vLLM or a library logs, still
 # ends in the importer's frame, never in ours (a frame of our own there made every such traceback look like
 # this package's fault).
+# A module already loaded returns at once, with no call of ours deeper than the frame it replaces: importlib's
+# ``import_module`` runs this for every call (vLLM's capture calls it a few times per CUDA graph, through
+# ``unittest.mock.patch``), and a frame one level deeper can land on a boundary of CPython's data-stack chunks (a chunk
+# mapped and unmapped per call: issue 25).
 _WATCHER = """
 def _find_and_load(name, import_):
+    module = _sys.modules.get(name)
+    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return module
     token = _enter()
     ok = False
     try:
@@ -77,7 +84,7 @@ def hand_back(exc_type: type[BaseException]) -> None:
 
 
 def _import_wrapper(original: Any, enter: Any, exit_: Any) -> Any:
-    namespace: dict[str, Any] = {"_original": original, "_enter": enter, "_exit": exit_}
+    namespace: dict[str, Any] = {"_original": original, "_enter": enter, "_exit": exit_, "_sys": sys}
     exec(compile(_WATCHER, "<frozen importlib._bootstrap>", "exec"), namespace)  # noqa: S102 - our own constant
     return namespace["_find_and_load"]
 
