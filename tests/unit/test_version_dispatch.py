@@ -195,6 +195,26 @@ def test_a_ready_or_guard_call_vllm_traces_itself_gets_no_frame_of_ours(start):
     assert s.rt.last_error is raised
 
 
+def _sigterm(self, *args, **kwargs):
+    raise SystemExit(143)  # what vLLM's SIGTERM handler raises
+
+
+def test_a_sigterm_inside_a_guarded_call_vllm_traces_fails_the_start_with_systemexit(start):
+    """OpenTelemetry records only an Exception on vLLM's span: a SystemExit leaving the call is taken as it propagates
+    through the span's end."""
+    s = start("worker", "0.33.0")
+    replace_body("vllm.v1.executor.multiproc_executor", "WorkerProc.__init__", _sigterm)
+    assert "Worker init" in s.rt.native_effects  # imported: the row is vLLM's, not wrapped
+    try:
+        call("vllm.v1.executor.multiproc_executor:WorkerProc.__init__")
+    except SystemExit:
+        pass
+    else:
+        raise AssertionError("the SystemExit must propagate unchanged")
+    [proc] = s.spans(sc.WORKER_PROCESS_SPAN)
+    assert proc.attributes[sc.OUTCOME] == "failed" and proc.attributes[sc.ERROR_TYPE] == "SystemExit"
+
+
 def test_bootstrap_segments_are_named_and_cover_the_start(start):
     s = start("api_server", "0.33.0")
     call("vllm.entrypoints.common.startup:cli_env_setup")

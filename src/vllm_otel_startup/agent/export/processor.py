@@ -12,6 +12,7 @@ this process is past ready, so later recompiles or dummy runs while serving neve
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +98,13 @@ class StartupSpanProcessor(SpanProcessor):
         """Runs while the span is still writable: pending cause attributes, the phase's end probe, the scrub."""
         rt = self.rt
         t0 = time.perf_counter_ns()
+        entry = self.native_ends.get(span.context.span_id)
+        if entry is not None and entry[1] is None:
+            # OpenTelemetry records an Exception only; a SystemExit (vLLM's SIGTERM handler) or KeyboardInterrupt
+            # leaving vLLM's call is the one propagating through its span's end
+            exc = sys.exc_info()[1]
+            if exc is not None and not isinstance(exc, Exception):
+                entry[1] = exc
         phase = (span.attributes or {}).get(sc.PHASE)
         if phase is not None and rt.active:
             try:
