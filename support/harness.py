@@ -374,15 +374,17 @@ def start_env(cache: Path, files: Path, name: str, namespace: str, backends: Bac
 
 def process_titles(pid: int) -> dict[int, str]:
     """pid -> command line (as setproctitle leaves it: ``VLLM::EngineCore``) of ``pid`` and all its descendants."""
-    out, todo = {}, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            out[p] = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return {}
+    out = {}
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            out[p.pid] = " ".join(p.cmdline()).strip()
     return out
 
 

@@ -7,6 +7,8 @@ import logging
 import os
 import time
 
+import pytest
+
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.process import ENV_KIND, ENV_PARENT
 
@@ -186,13 +188,11 @@ def test_a_ready_or_guard_call_vllm_traces_itself_gets_no_frame_of_ours(start):
     assert s.installer.status["vllm.v1.engine.core:EngineCoreProc.__init__"] == "native"
     assert "EngineCoreProc init" in s.rt.native_effects
     replace_body("vllm.v1.engine.core", "EngineCoreProc.__init__", _boom)
-    try:
+    with pytest.raises(RuntimeError) as raised:
         call("vllm.v1.engine.core:EngineCoreProc.__init__")
-    except RuntimeError as exc:
-        raised = exc
     [proc] = s.spans(sc.ENGINE_CORE_PROCESS_SPAN)
     assert proc.attributes[sc.OUTCOME] == "failed" and proc.attributes[sc.ERROR_TYPE] == "RuntimeError"
-    assert s.rt.last_error is raised
+    assert s.rt.last_error is raised.value
 
 
 def _sigterm(self, *args, **kwargs):
@@ -205,12 +205,8 @@ def test_a_sigterm_inside_a_guarded_call_vllm_traces_fails_the_start_with_system
     s = start("worker", "0.33.0")
     replace_body("vllm.v1.executor.multiproc_executor", "WorkerProc.__init__", _sigterm)
     assert "Worker init" in s.rt.native_effects  # imported: the row is vLLM's, not wrapped
-    try:
+    with pytest.raises(SystemExit):  # unchanged
         call("vllm.v1.executor.multiproc_executor:WorkerProc.__init__")
-    except SystemExit:
-        pass
-    else:
-        raise AssertionError("the SystemExit must propagate unchanged")
     [proc] = s.spans(sc.WORKER_PROCESS_SPAN)
     assert proc.attributes[sc.OUTCOME] == "failed" and proc.attributes[sc.ERROR_TYPE] == "SystemExit"
 
