@@ -53,6 +53,7 @@ LARGEST_GAP_S = "vllm.startup.largest_gap_s"  # float s: largest uncovered inter
 LARGEST_GAP_AFTER = "vllm.startup.largest_gap_after"  # str: name of the span that ends before it
 PATCH_APPLIED = "vllm.startup.patch_points.applied"  # int
 PATCH_NATIVE = "vllm.startup.patch_points.native"  # int: targets already traced by vLLM itself
+PATCH_FRAMELESS = "vllm.startup.patch_points.frameless"  # int: of the applied, traced by sys.monitoring (no wrapper)
 PATCH_MISSING = "vllm.startup.patch_points.missing"  # str[]: targets expected in this version, absent
 PATCH_FAILED = "vllm.startup.patch_points.failed"  # str[]: targets found but that could not be wrapped
 PROCESS_CREATE_TIME_SOURCE = "vllm.startup.create_time_source"  # str: proc | clock

@@ -87,8 +87,10 @@ OFF = _s("OFF", "", "diagnostics, for overhead measurements (scripts/overhead_pa
          "metrics or ready printout), `child_hooks` (an EngineCore or worker installs no patch point: its process span "
          "stays open and its start never ends), `child_wrappers` (an EngineCore or worker registers its post-import "
          "hooks, wrapt's import finder included, but wraps nothing: its start never ends either), `child_agent` (an "
-         "EngineCore or worker runs nothing of ours, as a helper: only the API server is traced) and `row:TARGET` "
-         "(that patch point, in every process: `row:vllm.v1.engine.core:EngineCoreProc.__init__`)")
+         "EngineCore or worker runs nothing of ours, as a helper: only the API server is traced), `row:TARGET` "
+         "(that patch point, in every process: `row:vllm.v1.engine.core:EngineCoreProc.__init__`) and `frameless` "
+         "(Python >= 3.12: span, ready and guard rows are wrapped as on 3.11, instead of traced through "
+         "`sys.monitoring` with no frame of ours under vLLM's call)")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
 TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)
@@ -126,7 +128,7 @@ def text(setting: Setting, environ: Mapping[str, str] | None = None) -> str:
 
 OFF_PARTS = frozenset({"compile_stages", "watchers", "probes", "span_resources", "helper_env", "child_nvml",
                        "phase_spans", "export_nudge", "process_context", "span_processor", "child_hooks",
-                       "child_wrappers", "child_agent"})
+                       "child_wrappers", "child_agent", "frameless"})
 
 
 def off(part: str, environ: Mapping[str, str] | None = None) -> bool:

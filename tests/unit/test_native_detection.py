@@ -109,6 +109,7 @@ def _decoys(root) -> None:
      "DefaultModelLoader.load_weights = deprecate_kwargs(DefaultModelLoader.load_weights)", "a vLLM non-tracer"),
 ])
 def test_look_alikes_are_not_vllms_span_and_ours_is_kept(start, tmp_path, monkeypatch, wrap_line, name):
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_OFF", "frameless")  # Python >= 3.12: our wrapper, to look at
     root = tmp_path / "fake-0.10.1"  # the start fixture's tree: 0.10.1 traces nothing itself
     s = start("worker", "0.10.1")
     _decoys(root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 import time
 
 import pytest
@@ -118,8 +119,35 @@ def replace_body(module: str, qualname: str, new) -> None:
         obj = getattr(obj, part)
     while hasattr(obj, "__wrapped__"):
         obj = obj.__wrapped__
-    obj.__code__ = new.__code__
+    old = obj.__code__
+    obj.__code__ = new.__code__.replace(co_name=old.co_name, co_qualname=old.co_qualname)
     obj.__globals__.update(new.__globals__)
+    _keep_monitored(old, obj.__code__)
+
+
+def _keep_monitored(old, new) -> None:
+    """Python >= 3.12: the row of a function traced through sys.monitoring (patching/frameless.py) follows its new
+    code object, as a wrapper around the function would have stayed."""
+    from vllm_otel_startup import VllmStartupInstrumentor
+
+    mon = getattr(VllmStartupInstrumentor._installer, "frameless", None)
+    if mon is None or old not in mon._rows:
+        return
+    mon._rows[new] = mon._rows.pop(old)
+    sys.monitoring.set_local_events(mon.tool, new, sys.monitoring.get_local_events(mon.tool, old))
+    sys.monitoring.set_local_events(mon.tool, old, 0)
+
+
+def traced(fn) -> bool:
+    """Is ``fn`` one of our patch points: wrapped, or (Python >= 3.12) its code watched through sys.monitoring?"""
+    from vllm_otel_startup import VllmStartupInstrumentor
+
+    if hasattr(fn, "__wrapped__"):
+        return True
+    mon = getattr(VllmStartupInstrumentor._installer, "frameless", None)
+    code = getattr(fn, "__code__", None)
+    return mon is not None and mon.tool is not None and code is not None and bool(
+        sys.monitoring.get_local_events(mon.tool, code))
 
 
 SEEN: dict = {}
@@ -236,11 +264,13 @@ def test_uninstrument_undoes_what_instrument_did(start):
 
     s = start("worker", "0.10.1")
     worker = importlib.import_module("vllm.v1.worker.gpu_worker").Worker
-    assert hasattr(worker.init_device, "__wrapped__")
+    assert traced(worker.init_device)
+    tool = getattr(s.installer.frameless, "tool", None)
     retro = s.rt.retro
     assert retro._gc in gc.callbacks and bootstrap._find_and_load is retro._wrapper
     VllmStartupInstrumentor().uninstrument()
     assert not hasattr(worker.init_device, "__wrapped__")  # the original is back
+    assert tool is None or sys.monitoring.get_tool(tool) is None  # or its events are stopped, the tool id freed
     assert retro._gc not in gc.callbacks and bootstrap._find_and_load is not retro._wrapper
     assert trace.get_current_span() is not s.rt.process_span  # its context is left
     assert not s.rt.active  # the span processor and the sampler hook are inert

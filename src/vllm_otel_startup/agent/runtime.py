@@ -97,6 +97,7 @@ class Runtime:
         self._created: Snapshot | None = None  # the resource readings at process creation (or the fork)
         self.patch_applied = 0
         self.patch_native = 0
+        self.patch_frameless = 0  # of the applied: traced by sys.monitoring, no wrapper (patching/frameless.py)
         self.native_phases: dict[str, str] = {}  # span name -> phase: vLLM's own spans under names we do not list
         # vLLM's span name -> a ready or guard row's effect, run as that span ends (patching/wrappers.at_native_end)
         self.native_effects: dict[str, Callable[[BaseException | None], None]] = {}
@@ -272,6 +273,7 @@ class Runtime:
         span.set_attribute(sc.OUTCOME, outcome or ("failed" if error else "ready"))
         span.set_attribute(sc.PATCH_APPLIED, self.patch_applied)
         span.set_attribute(sc.PATCH_NATIVE, self.patch_native)
+        span.set_attribute(sc.PATCH_FRAMELESS, self.patch_frameless)
         if self.patch_missing:
             span.set_attribute(sc.PATCH_MISSING, sorted(set(self.patch_missing)))
         if self.patch_failed:

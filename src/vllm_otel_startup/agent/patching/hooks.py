@@ -20,6 +20,7 @@ from opentelemetry import trace
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import causes, helper_env, proctitle
 from vllm_otel_startup.agent.compile_stages import CompileStages
+from vllm_otel_startup.agent.patching import frameless
 from vllm_otel_startup.agent.patching.guard import HOOKS, safe
 from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint, by_module
 from vllm_otel_startup.agent.patching.wrappers import Hook, at_native_end, build
@@ -147,6 +148,8 @@ class Installer:
         self._undo: list[tuple[Any, str, Any]] = []
         self.compile_stages: CompileStages | None = None
         self._title_kept = False  # proctitle.restore_first_env_string has run
+        # span, ready and guard rows traced by sys.monitoring instead of a wrapper (Python >= 3.12: frameless.py)
+        self.frameless = frameless.Monitor() if frameless.available() else None
 
     def install(self) -> None:
         if self.rt.info.kind != "api_server" and settings.off("child_hooks"):
@@ -187,6 +190,8 @@ class Installer:
             except Exception:  # noqa: BLE001
                 _log.debug("could not restore %s", name, exc_info=True)
         self._undo.clear()
+        if self.frameless is not None:
+            safe(HOOKS, self.frameless.remove_all)
 
     def apply(self, module: Any, points: list[PatchPoint]) -> None:
         """The post-import hook of ``module`` (it runs inside vLLM's import of it: nothing may escape)."""
@@ -255,13 +260,19 @@ class Installer:
                 return
         func = getattr(raw, "__func__", raw)
         is_async = inspect.iscoroutinefunction(func)
+        emit_span = bool(point.span) and not native
+        if self.frameless is not None and safe(HOOKS, self.frameless.add, Hook(
+                self.rt, self.tracer, self.probes, point, emit_span, is_async), raw, default=False):
+            self.rt.patch_applied += 1
+            self.rt.patch_frameless += 1
+            self.status[point.key] = "native" if native else "applied"
+            return
 
         def restore() -> None:  # a "once" hook puts the original back after its first call
             with contextlib.suppress(Exception):
                 setattr(parent, name, raw)
 
-        wrapper = self._wrapper(point, emit_span=bool(point.span) and not native, is_async=is_async,
-                                restore=restore)
+        wrapper = self._wrapper(point, emit_span=emit_span, is_async=is_async, restore=restore)
         wrap(parent, name, wrapper)
         new = vars(parent)[name] if inspect.isclass(parent) else getattr(parent, name)
         with contextlib.suppress(Exception):
