@@ -89,7 +89,7 @@ OFF = _s("OFF", "", "diagnostics, for overhead measurements (scripts/overhead_pa
          "hooks, wrapt's import finder included, but wraps nothing: its start never ends either), `child_agent` (an "
          "EngineCore or worker runs nothing of ours, as a helper: only the API server is traced), `row:TARGET` "
          "(that patch point, in every process: `row:vllm.v1.engine.core:EngineCoreProc.__init__`) and `frameless` "
-         "(Python >= 3.12: span, ready and guard rows are wrapped as on 3.11, instead of traced through "
+         "(Python >= 3.12: span, ready, guard and enrich rows are wrapped as on 3.11, instead of traced through "
          "`sys.monitoring` with no frame of ours under vLLM's call)")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
 TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)

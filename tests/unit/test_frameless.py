@@ -1,4 +1,4 @@
-"""Frameless patch points (Python >= 3.12): a span, ready or guard row on a plain function is traced through
+"""Frameless patch points (Python >= 3.12): a span, ready, guard or enrich row on a plain function is traced through
 ``sys.monitoring``: the same spans, effects and probe arguments as its wrapper gives, and no frame of ours on vLLM's
 stack while vLLM's function runs (issue 25). Everything else, and older interpreters, keep the wrapper.
 
@@ -312,3 +312,17 @@ def test_without_sys_monitoring_every_row_is_wrapped(installer, target, monkeypa
     assert hasattr(target.Runner.__dict__["capture"], "__wrapped__") and st.rt.patch_frameless == 0
     target.Runner().capture([1])
     assert len(st.spans("Capture CUDA graphs")) == 1
+
+
+@monitoring
+def test_an_enrich_row_gives_its_probe_the_call_with_no_span(installer, target, monkeypatch):
+    st, inst = installer()
+    seen = []
+    monkeypatch.setattr(inst.probes, "after_call", lambda name, span, call: seen.append((name, span, call)))
+    inst._apply_one(target, PatchPoint("frameless_target:Runner.capture", "", "weights_load", "any", hook="enrich",
+                                       probe="prepare_weights"))
+    runner = target.Runner()
+    assert runner.capture([2]) == ("captured", [2], "FULL") and target.SEEN == [[]]
+    ((name, span, call),) = seen
+    assert (name, span, call.instance, call.args) == ("prepare_weights", None, runner, ([2], "FULL"))
+    assert st.rt.patch_frameless == 1

@@ -3,12 +3,12 @@
 A wrapper is a Python frame between vLLM's caller and vLLM's function for as long as the call runs. That frame shifts
 vLLM's whole stack, and a loop deep in a long call (CUDA-graph capture: thousands of calls) can then land on a
 boundary of CPython's 16 KiB data-stack chunks, where each call maps and unmaps a chunk (~7 us and a page fault per
-call; cpython#142183, unfixed in 3.12 and 3.13: issue 25). Here a row of kind span, ready or guard on a plain function
-instead asks ``sys.monitoring`` for that function's own code object's PY_START and PY_RETURN events, and for PY_UNWIND
-(a process-wide event, on only while such a call runs). Its hook kind's steps (wrappers.Steps) run in those callbacks,
-exactly as a wrapper runs them before and after the call, and return: while vLLM's function runs, nothing of ours is
-on its stack. vLLM's function is not replaced (nothing to pickle, nothing to unwrap but the events), and it is
-called as without the agent.
+call; cpython#142183, unfixed in 3.12 and 3.13: issue 25). Here a row of kind span, ready, guard or enrich on a plain
+function instead asks ``sys.monitoring`` for the PY_START and PY_RETURN events of that function's own code object, and
+for PY_UNWIND (a process-wide event, on only while such a call runs). Its hook kind's steps (wrappers.Steps) run in
+those callbacks, exactly as a wrapper runs them before and after the call, and return: while vLLM's function runs,
+nothing of ours is on its stack. vLLM's function is not replaced (nothing to pickle, nothing to unwrap but the
+events), and it is called as without the agent.
 
 Only a function that is this row's own is monitored: its code's qualified name and module are the row's (the code of
 a decorator's inner wrapper, which every function it decorates shares, never is; a decorated target is monitored
@@ -32,7 +32,7 @@ from vllm_otel_startup.agent.patching.wrappers import BUILDERS, Call, Hook, Step
 
 _log = logging.getLogger("vllm_otel_startup")
 
-KINDS = frozenset({"span", "ready", "guard"})  # the hook kinds whose steps are only "before" and "after" the call
+KINDS = frozenset({"span", "ready", "guard", "enrich"})  # kinds whose steps are only "before" and "after" the call
 TOOL_IDS = (4, 3)  # the ids sys.monitoring leaves unassigned (0 debugger, 1 coverage, 2 profiler, 5 optimizer)
 TOOL_NAME = "vllm-otel-startup"
 _NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
