@@ -148,7 +148,7 @@ class Installer:
         self._undo: list[tuple[Any, str, Any]] = []
         self.compile_stages: CompileStages | None = None
         self._title_kept = False  # proctitle.restore_first_env_string has run
-        # span, ready, guard and enrich rows traced by sys.monitoring instead of a wrapper (Python >= 3.12: frameless.py)
+        # span, ready, guard and enrich rows traced by sys.monitoring, not wrapped (Python >= 3.12: frameless.py)
         self.frameless = frameless.Monitor() if frameless.available() else None
 
     def install(self) -> None:
