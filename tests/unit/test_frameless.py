@@ -16,6 +16,7 @@ import traceback
 import pytest
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent import sysmon
 from vllm_otel_startup.agent.patching import frameless
 from vllm_otel_startup.agent.patching.hooks import Installer
 from vllm_otel_startup.agent.patching.patch_points import PatchPoint
@@ -265,7 +266,8 @@ def test_off_frameless_and_taken_tool_ids_keep_the_wrapper(installer, target, mo
     st, inst = installer()
     assert inst.frameless is None
     monkeypatch.delenv("OTEL_PYTHON_VLLM_STARTUP_OFF")
-    taken = [t for t in frameless.TOOL_IDS if sys.monitoring.get_tool(t) is None]
+    monkeypatch.setattr(sysmon, "_EVENTS", sysmon.Events())  # a process whose ids are all taken by other tools
+    taken = [t for t in sysmon.TOOL_IDS if sys.monitoring.get_tool(t) is None]
     for t in taken:
         sys.monitoring.use_tool_id(t, "someone else")
     try:
@@ -285,8 +287,8 @@ def test_uninstall_stops_every_event_and_frees_the_tool_id(installer, target):
     inst._apply_one(target, _row("Runner.capture"))
     tool = inst.frameless.tool
     inst.uninstall()
-    assert sys.monitoring.get_tool(tool) is None
     assert sys.monitoring.get_local_events(tool, target.Runner.capture.__code__) == 0
+    assert inst.frameless.tool is None  # (the id itself is the process's: freed with its last watched code)
     target.Runner().capture([1])
     assert st.spans("Capture CUDA graphs") == []
 
@@ -307,7 +309,7 @@ def test_a_step_of_ours_that_fails_never_reaches_vllm(installer, target, monkeyp
 def test_without_sys_monitoring_every_row_is_wrapped(installer, target, monkeypatch):
     monkeypatch.delattr(sys, "monitoring", raising=False)
     st, inst = installer()
-    assert inst.frameless is None and not frameless.available()
+    assert inst.frameless is None and not sysmon.available()
     inst._apply_one(target, _row("Runner.capture"))
     assert hasattr(target.Runner.__dict__["capture"], "__wrapped__") and st.rt.patch_frameless == 0
     target.Runner().capture([1])

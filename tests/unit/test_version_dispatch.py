@@ -129,13 +129,14 @@ def _keep_monitored(old, new) -> None:
     """Python >= 3.12: the row of a function traced through sys.monitoring (patching/frameless.py) follows its new
     code object, as a wrapper around the function would have stayed."""
     from vllm_otel_startup import VllmStartupInstrumentor
+    from vllm_otel_startup.agent import sysmon
 
     mon = getattr(VllmStartupInstrumentor._installer, "frameless", None)
     if mon is None or old not in mon._rows:
         return
+    sysmon.events().watch(new, mon)
     mon._rows[new] = mon._rows.pop(old)
-    sys.monitoring.set_local_events(mon.tool, new, sys.monitoring.get_local_events(mon.tool, old))
-    sys.monitoring.set_local_events(mon.tool, old, 0)
+    sysmon.events().unwatch(old)
 
 
 def traced(fn) -> bool:
@@ -267,11 +268,13 @@ def test_uninstrument_undoes_what_instrument_did(start):
     assert traced(worker.init_device)
     tool = getattr(s.installer.frameless, "tool", None)
     retro = s.rt.retro
-    assert retro._gc in gc.callbacks and bootstrap._find_and_load is retro._wrapper
+    assert retro._gc in gc.callbacks
+    assert bootstrap._find_and_load is retro._wrapper or retro._frameless is not None  # (frameless: watched)
     VllmStartupInstrumentor().uninstrument()
     assert not hasattr(worker.init_device, "__wrapped__")  # the original is back
     assert tool is None or sys.monitoring.get_tool(tool) is None  # or its events are stopped, the tool id freed
     assert retro._gc not in gc.callbacks and bootstrap._find_and_load is not retro._wrapper
+    assert retro._frameless is None
     assert trace.get_current_span() is not s.rt.process_span  # its context is left
     assert not s.rt.active  # the span processor and the sampler hook are inert
     worker().init_device()

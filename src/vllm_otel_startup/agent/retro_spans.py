@@ -25,6 +25,7 @@ from typing import Any
 from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent import sysmon
 from vllm_otel_startup.agent.patching.guard import SPANS, failed
 from vllm_otel_startup.model.intervals import merge, minus
 
@@ -89,6 +90,57 @@ def _import_wrapper(original: Any, enter: Any, exit_: Any) -> Any:
     return namespace["_find_and_load"]
 
 
+class _FramelessImports:
+    """The import watcher on Python >= 3.12 (sysmon.py): the start and return of importlib's own
+    ``_find_and_load``, seen through ``sys.monitoring``. Replacing that function put a frame of ours under every
+    module being loaded, nested imports one more each: 44,000 of the EngineCore's page faults on the H200 (issue 25).
+    An import that fails reports no return: its entry is dropped at the next import of its thread, as no longer
+    among the frames that called it."""
+
+    def __init__(self, retro: RetroSpans) -> None:
+        self.retro = retro
+        self._stacks: dict[int, list[tuple[Any, int]]] = {}  # thread -> (frame, start) of the imports in progress
+
+    def started(self, code: Any, frame: Any) -> None:
+        self.retro.imports += 1
+        stack = self._stacks.setdefault(threading.get_ident(), [])
+        if stack:
+            _drop_unwound(stack, frame)
+        stack.append((frame, time.time_ns()))
+
+    def returned(self, code: Any, frame: Any, result: Any) -> None:
+        stack = self._stacks.get(threading.get_ident())
+        if not stack or not any(f is frame for f, _ in stack):
+            return  # began before we watched
+        while stack:
+            f, t0 = stack.pop()
+            if f is frame:
+                break
+        if not stack:  # the outermost import: nested ones are part of it
+            t1 = time.time_ns()
+            if t1 - t0 >= IMPORT_MIN_NS:
+                name = frame.f_locals.get("name") or getattr(result, "__name__", "?")
+                self.retro._record(trace.get_current_span(), sc.IMPORT_SPAN, t0, t1, {sc.IMPORT_MODULE: name})
+
+    def unwound(self, code: Any, exc: BaseException) -> None:  # (PY_UNWIND is on only while a patch point runs)
+        stack = self._stacks.get(threading.get_ident())
+        if stack:
+            stack.pop()
+
+
+def _drop_unwound(stack: list[tuple[Any, int]], frame: Any) -> None:
+    """Drop the imports of ``stack`` whose frame is no longer among ``frame``'s callers (they failed)."""
+    f, seen = frame.f_back, set()
+    top = stack[-1][0]
+    while f is not None and f is not top:
+        seen.add(id(f))
+        f = f.f_back
+    if f is top:
+        return
+    while stack and id(stack[-1][0]) not in seen:  # we hold the frames we compare: their ids are not reused
+        stack.pop()
+
+
 class RetroSpans:
     def __init__(self, tracer: trace.Tracer, skip_span_id: int | None = None) -> None:
         self.tracer = tracer
@@ -101,6 +153,7 @@ class RetroSpans:
         self._find_and_load: Any = None
         self._wrapper: Any = None
         self._previous_hook: Any = None  # sys.unraisablehook before ours
+        self._frameless: _FramelessImports | None = None  # Python >= 3.12: the import watcher through sys.monitoring
         self.gc_calls = 0  # collections seen, imports watched (self_cost.py)
         self.imports = 0
 
@@ -112,6 +165,11 @@ class RetroSpans:
         with contextlib.suppress(Exception):
             import importlib._bootstrap as bootstrap  # the C import machinery looks this up at every import
 
+            if sysmon.available():  # Python >= 3.12: importlib's own function, watched; no frame of ours
+                watcher = _FramelessImports(self)
+                if sysmon.events().watch(bootstrap._find_and_load.__code__, watcher):
+                    self._frameless = watcher
+                    return
             self._bootstrap, self._find_and_load = bootstrap, bootstrap._find_and_load
             self._wrapper = _import_wrapper(bootstrap._find_and_load, self._enter, self._exit)
             bootstrap._find_and_load = self._wrapper
@@ -127,6 +185,12 @@ class RetroSpans:
         if self._previous_hook is not None and sys.unraisablehook == self._unraisable:
             sys.unraisablehook = self._previous_hook
         self._previous_hook = None
+        if self._frameless is not None:
+            with contextlib.suppress(Exception):
+                import importlib._bootstrap as bootstrap
+
+                sysmon.events().unwatch(bootstrap._find_and_load.__code__)
+            self._frameless = None
         b = self._bootstrap
         if b is not None and getattr(b, "_find_and_load", None) is self._wrapper:
             b._find_and_load = self._find_and_load

@@ -20,26 +20,16 @@ the wrapper.
 from __future__ import annotations
 
 import inspect
-import logging
-import sys
 import threading
 import types
 from typing import Any
 
-from vllm_otel_startup import settings
 from vllm_otel_startup.agent.patching.guard import HOOKS, failed
 from vllm_otel_startup.agent.patching.wrappers import BUILDERS, Call, Hook, Steps
-
-_log = logging.getLogger("vllm_otel_startup")
+from vllm_otel_startup.agent.sysmon import events
 
 KINDS = frozenset({"span", "ready", "guard", "enrich"})  # kinds whose steps are only "before" and "after" the call
-TOOL_IDS = (4, 3)  # the ids sys.monitoring leaves unassigned (0 debugger, 1 coverage, 2 profiler, 5 optimizer)
-TOOL_NAME = "vllm-otel-startup"
 _NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
-
-
-def available() -> bool:
-    return hasattr(sys, "monitoring") and not settings.off("frameless")
 
 
 def own_function(raw: Any, module: str, qualname: str, depth: int = 4) -> types.FunctionType | None:
@@ -74,14 +64,17 @@ class _Open:
 
 
 class Monitor:
-    """This process's monitored rows: code object -> the row's steps; per thread, the calls now running."""
+    """An Installer's monitored rows: code object -> the row's steps; per thread, the calls now running."""
 
     def __init__(self) -> None:
-        self.tool: int | None = None
         self._rows: dict[types.CodeType, _Row] = {}
         self._stacks: dict[int, list[_Open]] = {}
         self._running = 0  # calls running in all threads (PY_UNWIND is on while there is one)
         self._lock = threading.Lock()
+
+    @property
+    def tool(self) -> int | None:
+        return events().tool if self._rows else None
 
     def add(self, hook: Hook, raw: Any) -> bool:
         """Monitor ``hook.point``'s function instead of wrapping it; False: not possible here (wrap it)."""
@@ -89,104 +82,72 @@ class Monitor:
         if point.hook not in KINDS or hook.is_async:
             return False
         fn = own_function(raw, point.module, point.qualname)
-        if fn is None or not self._tool():
+        if fn is None:
             return False
         code = fn.__code__
         if code in self._rows:  # the same function under two rows: the first one's
             return True
         bound = not isinstance(raw, staticmethod) and "." in point.qualname and code.co_argcount > 0
+        if not events().watch(code, self):
+            return False
         self._rows[code] = _Row(hook, BUILDERS[point.hook](hook), bound)
-        events = sys.monitoring.events
-        sys.monitoring.set_local_events(self.tool, code, events.PY_START | events.PY_RETURN)
         return True
 
     def remove_all(self) -> None:
         """Stop every event (uninstrument); calls running now end no span of ours."""
-        if self.tool is None:
-            return
-        mon = sys.monitoring
-        for code in self._rows:
-            mon.set_local_events(self.tool, code, 0)
-        mon.set_events(self.tool, 0)
-        for event in (mon.events.PY_START, mon.events.PY_RETURN, mon.events.PY_UNWIND):
-            mon.register_callback(self.tool, event, None)
-        mon.free_tool_id(self.tool)
-        self.tool, self._running = None, 0
+        ev = events()
+        for code in list(self._rows):
+            ev.unwatch(code)
+        ev.unwinding(-self._running)
+        self._running = 0
         self._rows.clear()
         self._stacks.clear()
 
-    def _tool(self) -> bool:
-        if self.tool is not None:
-            return True
-        mon = sys.monitoring
-        for tool in TOOL_IDS:
-            if mon.get_tool(tool) is None:
-                mon.use_tool_id(tool, TOOL_NAME)
-                self.tool = tool
-                mon.register_callback(tool, mon.events.PY_START, self._start)
-                mon.register_callback(tool, mon.events.PY_RETURN, self._return)
-                mon.register_callback(tool, mon.events.PY_UNWIND, self._unwind)
-                return True
-        _log.info("vllm-otel-startup: no free sys.monitoring tool id; patch points are wrapped")
-        return False
+    # ---- the handler: at the call's start and end, in vLLM's thread --------------------------------------------
+    def started(self, code: types.CodeType, frame: types.FrameType) -> None:
+        row = self._rows.get(code)
+        if row is None:
+            return
+        call = Call(None, (), {})
+        if row.hook.point.probe:  # the probe reads the call's arguments, as the wrapper gave them
+            call = _arguments(frame, code, row.bound)
+        with self._lock:
+            self._stacks.setdefault(threading.get_ident(), []).append(_Open(code, row, call))
+            self._running += 1
+        events().unwinding(+1)
+        for step in row.steps.before:
+            try:
+                step(row.hook, call)
+            except Exception:  # noqa: BLE001 - ours never raises into vLLM
+                failed(HOOKS, step)
 
-    # ---- the callbacks: run by the interpreter in vLLM's thread, at the call's start and end; never raise ------
-    def _start(self, code: types.CodeType, offset: int) -> Any:
-        try:
-            row = self._rows.get(code)
-            if row is None:
-                return None
-            call = Call(None, (), {})
-            if row.hook.point.probe:  # the probe reads the call's arguments, as the wrapper gave them
-                call = _arguments(sys._getframe(1), code, row.bound)
-            with self._lock:
-                self._stacks.setdefault(threading.get_ident(), []).append(_Open(code, row, call))
-                self._running += 1
-                if self._running == 1:
-                    sys.monitoring.set_events(self.tool, sys.monitoring.events.PY_UNWIND)
-            for step in row.steps.before:
-                try:
-                    step(row.hook, call)
-                except Exception:  # noqa: BLE001 - ours never raises into vLLM
-                    failed(HOOKS, step)
-        except Exception:  # noqa: BLE001
-            failed(HOOKS, "sys.monitoring PY_START")
-        return None
-
-    def _return(self, code: types.CodeType, offset: int, result: Any) -> Any:
+    def returned(self, code: types.CodeType, frame: types.FrameType, result: Any) -> None:
         self._end(code, result, None)
-        return None
 
-    def _unwind(self, code: types.CodeType, offset: int, exc: BaseException) -> Any:
-        if code in self._rows:  # every function's unwinding comes here while one of ours runs: the rest return at once
-            self._end(code, None, exc)
-        return None
+    def unwound(self, code: types.CodeType, exc: BaseException) -> None:
+        self._end(code, None, exc)
 
     def _end(self, code: types.CodeType, result: Any, exc: BaseException | None) -> None:
-        try:
-            with self._lock:
-                stack = self._stacks.get(threading.get_ident())
-                if not stack or all(o.code is not code for o in stack):
-                    return  # a call that began before the row was monitored
-                ended = []
-                while stack:  # LIFO; anything above the call is one that never reported its end (none expected)
-                    ended.append(stack.pop())
-                    if ended[-1].code is code:
-                        break
-                if not stack:
-                    del self._stacks[threading.get_ident()]
-                self._running -= len(ended)
-                if self._running == 0 and self.tool is not None:
-                    sys.monitoring.set_events(self.tool, 0)
-            for o in ended:
-                mine = o.code is code
-                for step in o.row.steps.after:
-                    try:
-                        step(o.row.hook, o.call, result if mine else None, exc if mine else None)
-                    except Exception:  # noqa: BLE001
-                        failed(HOOKS, step)
-        except Exception:  # noqa: BLE001
-            failed(HOOKS, "sys.monitoring PY_RETURN")
+        with self._lock:
+            stack = self._stacks.get(threading.get_ident())
+            if not stack or all(o.code is not code for o in stack):
+                return  # a call that began before the row was monitored
+            ended = []
+            while stack:  # LIFO; anything above the call is one that never reported its end (none expected)
+                ended.append(stack.pop())
+                if ended[-1].code is code:
+                    break
+            if not stack:
+                del self._stacks[threading.get_ident()]
+            self._running -= len(ended)
+        events().unwinding(-len(ended))
+        for o in ended:
+            mine = o.code is code
+            for step in o.row.steps.after:
+                try:
+                    step(o.row.hook, o.call, result if mine else None, exc if mine else None)
+                except Exception:  # noqa: BLE001
+                    failed(HOOKS, step)
 
 
 def _arguments(frame: types.FrameType, code: types.CodeType, bound: bool) -> Call:

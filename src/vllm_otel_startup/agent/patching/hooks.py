@@ -18,7 +18,7 @@ import wrapt
 from opentelemetry import trace
 
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent import causes, helper_env, proctitle
+from vllm_otel_startup.agent import causes, helper_env, proctitle, sysmon
 from vllm_otel_startup.agent.compile_stages import CompileStages
 from vllm_otel_startup.agent.patching import frameless
 from vllm_otel_startup.agent.patching.guard import HOOKS, safe
@@ -149,7 +149,7 @@ class Installer:
         self.compile_stages: CompileStages | None = None
         self._title_kept = False  # proctitle.restore_first_env_string has run
         # span, ready, guard and enrich rows traced by sys.monitoring, not wrapped (Python >= 3.12: frameless.py)
-        self.frameless = frameless.Monitor() if frameless.available() else None
+        self.frameless = frameless.Monitor() if sysmon.available() else None
 
     def install(self) -> None:
         if self.rt.info.kind != "api_server" and settings.off("child_hooks"):

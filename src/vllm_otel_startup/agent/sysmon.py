@@ -1,0 +1,119 @@
+"""The process's one ``sys.monitoring`` tool (Python >= 3.12): what of ours watches a function through its code
+object's events rather than a wrapper, so that no frame of ours sits under the call (patching/frameless.py: the
+patch points; retro_spans.py: the import watcher). ``OTEL_PYTHON_VLLM_STARTUP_OFF=frameless``, an older interpreter or
+no free tool id: each falls back to its wrapper.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import types
+from typing import Any
+
+from vllm_otel_startup import settings
+from vllm_otel_startup.agent.patching.guard import HOOKS, failed
+
+_log = logging.getLogger("vllm_otel_startup")
+
+TOOL_IDS = (4, 3)  # the ids sys.monitoring leaves unassigned (0 debugger, 1 coverage, 2 profiler, 5 optimizer)
+TOOL_NAME = "vllm-otel-startup"
+
+
+def available() -> bool:
+    return hasattr(sys, "monitoring") and not settings.off("frameless")
+
+
+class Events:
+    """The process's one ``sys.monitoring`` tool id and its callbacks: each watched code object's events go to the
+    handler that asked for them (a :class:`Monitor`'s rows, the import watcher of retro_spans.py). A handler has
+    ``started(code, frame)``, ``returned(code, result)`` and ``unwound(code, exc)``; PY_UNWIND is on while one asks
+    for it (:meth:`unwinding`). Callbacks never raise."""
+
+    def __init__(self) -> None:
+        self.tool: int | None = None
+        self._handlers: dict[types.CodeType, Any] = {}
+        self._unwinding = 0
+        self._lock = threading.Lock()
+
+    def watch(self, code: types.CodeType, handler: Any) -> bool:
+        """PY_START and PY_RETURN of ``code`` to ``handler``; False: no free tool id here."""
+        if not self._tool():
+            return False
+        self._handlers[code] = handler
+        events = sys.monitoring.events
+        sys.monitoring.set_local_events(self.tool, code, events.PY_START | events.PY_RETURN)
+        return True
+
+    def unwatch(self, code: types.CodeType) -> None:
+        if self._handlers.pop(code, None) is not None and self.tool is not None:
+            sys.monitoring.set_local_events(self.tool, code, 0)
+        if not self._handlers and self.tool is not None:  # the tool id is given back
+            mon = sys.monitoring
+            mon.set_events(self.tool, 0)
+            for event in (mon.events.PY_START, mon.events.PY_RETURN, mon.events.PY_UNWIND):
+                mon.register_callback(self.tool, event, None)
+            mon.free_tool_id(self.tool)
+            self.tool, self._unwinding = None, 0
+
+    def unwinding(self, delta: int) -> None:
+        """A handler's calls in progress that need PY_UNWIND (+1 as one begins, -1 as it ends): on while any does."""
+        with self._lock:
+            before, self._unwinding = self._unwinding, max(0, self._unwinding + delta)
+            if self.tool is not None and (before == 0) != (self._unwinding == 0):
+                sys.monitoring.set_events(self.tool, sys.monitoring.events.PY_UNWIND if self._unwinding else 0)
+
+    def _tool(self) -> bool:
+        if self.tool is not None:
+            return True
+        mon = sys.monitoring
+        for tool in TOOL_IDS:
+            if mon.get_tool(tool) is None:
+                mon.use_tool_id(tool, TOOL_NAME)
+                self.tool = tool
+                mon.register_callback(tool, mon.events.PY_START, self._start)
+                mon.register_callback(tool, mon.events.PY_RETURN, self._return)
+                mon.register_callback(tool, mon.events.PY_UNWIND, self._unwind)
+                return True
+        _log.info("vllm-otel-startup: no free sys.monitoring tool id; patch points are wrapped")
+        return False
+
+    # run by the interpreter in the caller's thread, at the call's start and end
+    def _start(self, code: types.CodeType, offset: int) -> Any:
+        handler = self._handlers.get(code)
+        if handler is not None:
+            try:
+                handler.started(code, sys._getframe(1))
+            except Exception:  # noqa: BLE001 - ours never raises into vLLM
+                failed(HOOKS, "sys.monitoring PY_START")
+        return None
+
+    def _return(self, code: types.CodeType, offset: int, result: Any) -> Any:
+        handler = self._handlers.get(code)
+        if handler is not None:
+            try:
+                handler.returned(code, sys._getframe(1), result)
+            except Exception:  # noqa: BLE001
+                failed(HOOKS, "sys.monitoring PY_RETURN")
+        return None
+
+    def _unwind(self, code: types.CodeType, offset: int, exc: BaseException) -> Any:
+        handler = self._handlers.get(code)  # every function's unwinding comes here while on: the rest return at once
+        if handler is not None:
+            try:
+                handler.unwound(code, exc)
+            except Exception:  # noqa: BLE001
+                failed(HOOKS, "sys.monitoring PY_UNWIND")
+        return None
+
+
+_EVENTS: Events | None = None
+
+
+def events() -> Events:
+    """This process's :class:`Events` (one tool id for all of ours)."""
+    global _EVENTS  # noqa: PLW0603 - one per process, made on first use
+    if _EVENTS is None:
+        _EVENTS = Events()
+    return _EVENTS
