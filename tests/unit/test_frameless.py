@@ -80,6 +80,15 @@ def other_decorated(x):
 def gen():
     yield 1
 
+def forks(during, check):
+    import os
+    seen = during()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if check() else 1)
+    _, status = os.waitpid(pid, 0)
+    return seen, os.waitstatus_to_exitcode(status)
+
 async def coro():
     return 1
 '''
@@ -328,3 +337,17 @@ def test_an_enrich_row_gives_its_probe_the_call_with_no_span(installer, target, 
     ((name, span, call),) = seen
     assert (name, span, call.instance, call.args) == ("prepare_weights", None, runner, ([2], "FULL"))
     assert st.rt.patch_frameless == 1
+
+
+@monitoring
+def test_a_child_forked_inside_a_monitored_call_turns_unwinding_off(installer, target):
+    """vLLM forks its workers inside monitored calls (VLLM_WORKER_MULTIPROC_METHOD=fork): the child never returns
+    through the parent's calls, so it must not keep PY_UNWIND (every exception of its life through our callback)."""
+    st, inst = installer()
+    inst._apply_one(target, _row("forks", "Forks"))
+
+    def events_now() -> int:
+        return sys.monitoring.get_events(sysmon.events().tool)
+    parent, child = target.forks(events_now, lambda: events_now() == 0 and inst.frameless._running == 0)
+    assert (parent, child) == (sys.monitoring.events.PY_UNWIND, 0)
+    assert events_now() == 0 and len(st.spans("Forks")) == 1

@@ -132,10 +132,12 @@ def _keep_monitored(old, new) -> None:
     from vllm_otel_startup.agent import sysmon
 
     mon = getattr(VllmStartupInstrumentor._installer, "frameless", None)
-    if mon is None or old not in mon._rows:
+    if mon is None or id(old) not in mon._rows:
         return
     sysmon.events().watch(new, mon)
-    mon._rows[new] = mon._rows.pop(old)
+    row = mon._rows.pop(id(old))
+    row.code = new
+    mon._rows[id(new)] = row
     sysmon.events().unwatch(old)
 
 

@@ -117,6 +117,7 @@ class _FramelessImports:
             if f is frame:
                 break
         if not stack:  # the outermost import: nested ones are part of it
+            self._stacks.pop(threading.get_ident(), None)
             t1 = time.time_ns()
             if t1 - t0 >= IMPORT_MIN_NS:
                 name = frame.f_locals.get("name") or getattr(result, "__name__", "?")
@@ -167,7 +168,12 @@ class RetroSpans:
 
             if sysmon.available():  # Python >= 3.12: importlib's own function, watched; no frame of ours
                 watcher = _FramelessImports(self)
-                if sysmon.events().watch(bootstrap._find_and_load.__code__, watcher):
+                try:
+                    watched = sysmon.events().watch(bootstrap._find_and_load.__code__, watcher)
+                except Exception:  # noqa: BLE001 - then the wrapper below
+                    failed(SPANS, "the import watcher (sys.monitoring)")
+                    watched = False
+                if watched:
                     self._frameless = watcher
                     return
             self._bootstrap, self._find_and_load = bootstrap, bootstrap._find_and_load

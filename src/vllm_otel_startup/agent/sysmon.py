@@ -7,6 +7,7 @@ no free tool id: each falls back to its wrapper.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import types
@@ -33,7 +34,9 @@ class Events:
 
     def __init__(self) -> None:
         self.tool: int | None = None
-        self._handlers: dict[types.CodeType, Any] = {}
+        # id(code) -> (code, handler): a code object hashes by its whole content (tens of us for a module's), an id
+        # does not; the code kept in the value keeps its id from being reused
+        self._handlers: dict[int, tuple[types.CodeType, Any]] = {}
         self._unwinding = 0
         self._lock = threading.Lock()
 
@@ -41,13 +44,13 @@ class Events:
         """PY_START and PY_RETURN of ``code`` to ``handler``; False: no free tool id here."""
         if not self._tool():
             return False
-        self._handlers[code] = handler
+        self._handlers[id(code)] = (code, handler)
         events = sys.monitoring.events
         sys.monitoring.set_local_events(self.tool, code, events.PY_START | events.PY_RETURN)
         return True
 
     def unwatch(self, code: types.CodeType) -> None:
-        if self._handlers.pop(code, None) is not None and self.tool is not None:
+        if self._handlers.pop(id(code), None) is not None and self.tool is not None:
             sys.monitoring.set_local_events(self.tool, code, 0)
         if not self._handlers and self.tool is not None:  # the tool id is given back
             mon = sys.monitoring
@@ -64,45 +67,58 @@ class Events:
             if self.tool is not None and (before == 0) != (self._unwinding == 0):
                 sys.monitoring.set_events(self.tool, sys.monitoring.events.PY_UNWIND if self._unwinding else 0)
 
-    def _tool(self) -> bool:
+    def forked(self) -> None:
+        """A forked child: its calls in flight are the parent's (it never returns through them as ours), its locks
+        may have been held by a thread it does not have. PY_UNWIND goes off."""
+        self._lock = threading.Lock()
+        self._unwinding = 0
         if self.tool is not None:
-            return True
-        mon = sys.monitoring
-        for tool in TOOL_IDS:
-            if mon.get_tool(tool) is None:
-                mon.use_tool_id(tool, TOOL_NAME)
+            sys.monitoring.set_events(self.tool, 0)
+
+    def _tool(self) -> bool:
+        with self._lock:
+            if self.tool is not None:
+                return True
+            mon = sys.monitoring
+            for tool in TOOL_IDS:
+                if mon.get_tool(tool) is not None:
+                    continue
+                try:
+                    mon.use_tool_id(tool, TOOL_NAME)
+                except ValueError:  # taken meanwhile by another tool
+                    continue
                 self.tool = tool
                 mon.register_callback(tool, mon.events.PY_START, self._start)
                 mon.register_callback(tool, mon.events.PY_RETURN, self._return)
                 mon.register_callback(tool, mon.events.PY_UNWIND, self._unwind)
                 return True
-        _log.info("vllm-otel-startup: no free sys.monitoring tool id; patch points are wrapped")
-        return False
+            _log.info("vllm-otel-startup: no free sys.monitoring tool id; patch points are wrapped")
+            return False
 
     # run by the interpreter in the caller's thread, at the call's start and end
     def _start(self, code: types.CodeType, offset: int) -> Any:
-        handler = self._handlers.get(code)
-        if handler is not None:
+        entry = self._handlers.get(id(code))
+        if entry is not None and entry[0] is code:
             try:
-                handler.started(code, sys._getframe(1))
+                entry[1].started(code, sys._getframe(1))
             except Exception:  # noqa: BLE001 - ours never raises into vLLM
                 failed(HOOKS, "sys.monitoring PY_START")
         return None
 
     def _return(self, code: types.CodeType, offset: int, result: Any) -> Any:
-        handler = self._handlers.get(code)
-        if handler is not None:
+        entry = self._handlers.get(id(code))
+        if entry is not None and entry[0] is code:
             try:
-                handler.returned(code, sys._getframe(1), result)
+                entry[1].returned(code, sys._getframe(1), result)
             except Exception:  # noqa: BLE001
                 failed(HOOKS, "sys.monitoring PY_RETURN")
         return None
 
     def _unwind(self, code: types.CodeType, offset: int, exc: BaseException) -> Any:
-        handler = self._handlers.get(code)  # every function's unwinding comes here while on: the rest return at once
-        if handler is not None:
+        entry = self._handlers.get(id(code))  # every function's unwinding comes here while on: the rest return at once
+        if entry is not None and entry[0] is code:
             try:
-                handler.unwound(code, exc)
+                entry[1].unwound(code, exc)
             except Exception:  # noqa: BLE001
                 failed(HOOKS, "sys.monitoring PY_UNWIND")
         return None
@@ -117,3 +133,19 @@ def events() -> Events:
     if _EVENTS is None:
         _EVENTS = Events()
     return _EVENTS
+
+
+_FORK_HOOKS: list[Any] = []  # what else resets itself in a forked child (frameless.Monitor, weakly)
+
+
+def _after_fork_in_child() -> None:
+    for hook in [*_FORK_HOOKS]:
+        obj = hook()
+        if obj is not None:
+            obj.forked()
+    if _EVENTS is not None:
+        _EVENTS.forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -22,8 +22,10 @@ from __future__ import annotations
 import inspect
 import threading
 import types
+import weakref
 from typing import Any
 
+from vllm_otel_startup.agent import sysmon
 from vllm_otel_startup.agent.patching.guard import HOOKS, failed
 from vllm_otel_startup.agent.patching.wrappers import BUILDERS, Call, Hook, Steps
 from vllm_otel_startup.agent.sysmon import events
@@ -50,10 +52,10 @@ def own_function(raw: Any, module: str, qualname: str, depth: int = 4) -> types.
 
 
 class _Row:
-    __slots__ = ("bound", "hook", "steps")
+    __slots__ = ("bound", "code", "hook", "steps")
 
-    def __init__(self, hook: Hook, steps: Steps, bound: bool) -> None:
-        self.hook, self.steps, self.bound = hook, steps, bound
+    def __init__(self, code: types.CodeType, hook: Hook, steps: Steps, bound: bool) -> None:
+        self.code, self.hook, self.steps, self.bound = code, hook, steps, bound
 
 
 class _Open:
@@ -67,10 +69,17 @@ class Monitor:
     """An Installer's monitored rows: code object -> the row's steps; per thread, the calls now running."""
 
     def __init__(self) -> None:
-        self._rows: dict[types.CodeType, _Row] = {}
+        self._rows: dict[int, _Row] = {}  # id(code) -> row (the row keeps its code: the id is not reused)
         self._stacks: dict[int, list[_Open]] = {}
         self._running = 0  # calls running in all threads (PY_UNWIND is on while there is one)
         self._lock = threading.Lock()
+        sysmon._FORK_HOOKS.append(weakref.ref(self))
+
+    def forked(self) -> None:
+        """A forked child: the calls in flight are the parent's."""
+        self._lock = threading.Lock()
+        self._stacks.clear()
+        self._running = 0
 
     @property
     def tool(self) -> int | None:
@@ -85,27 +94,29 @@ class Monitor:
         if fn is None:
             return False
         code = fn.__code__
-        if code in self._rows:  # the same function under two rows: the first one's
+        if id(code) in self._rows:  # the same function under two rows: the first one's
             return True
         bound = not isinstance(raw, staticmethod) and "." in point.qualname and code.co_argcount > 0
+        row = _Row(code, hook, BUILDERS[point.hook](hook), bound)
         if not events().watch(code, self):
             return False
-        self._rows[code] = _Row(hook, BUILDERS[point.hook](hook), bound)
+        self._rows[id(code)] = row
         return True
 
     def remove_all(self) -> None:
         """Stop every event (uninstrument); calls running now end no span of ours."""
         ev = events()
-        for code in list(self._rows):
-            ev.unwatch(code)
-        ev.unwinding(-self._running)
-        self._running = 0
-        self._rows.clear()
-        self._stacks.clear()
+        for row in list(self._rows.values()):
+            ev.unwatch(row.code)
+        with self._lock:
+            running, self._running = self._running, 0
+            self._rows.clear()
+            self._stacks.clear()
+        ev.unwinding(-running)
 
     # ---- the handler: at the call's start and end, in vLLM's thread --------------------------------------------
     def started(self, code: types.CodeType, frame: types.FrameType) -> None:
-        row = self._rows.get(code)
+        row = self._rows.get(id(code))
         if row is None:
             return
         call = Call(None, (), {})
