@@ -118,10 +118,7 @@ class _FramelessImports:
                 break
         if not stack:  # the outermost import: nested ones are part of it
             self._stacks.pop(threading.get_ident(), None)
-            t1 = time.time_ns()
-            if t1 - t0 >= IMPORT_MIN_NS:
-                name = frame.f_locals.get("name") or getattr(result, "__name__", "?")
-                self.retro._record(trace.get_current_span(), sc.IMPORT_SPAN, t0, t1, {sc.IMPORT_MODULE: name})
+            self.retro.imported(frame.f_locals.get("name") or getattr(result, "__name__", "?"), t0)
 
     def unwound(self, code: Any, exc: BaseException) -> None:  # (PY_UNWIND is on only while a patch point runs)
         stack = self._stacks.get(threading.get_ident())
@@ -265,11 +262,15 @@ class RetroSpans:
             tid, depth, t0 = token
             self._depth[tid] = depth
             if ok and depth == 0:  # the outermost import: nested ones are part of it
-                t1 = time.time_ns()
-                if t1 - t0 >= IMPORT_MIN_NS:
-                    self._record(trace.get_current_span(), sc.IMPORT_SPAN, t0, t1, {sc.IMPORT_MODULE: name})
+                self.imported(name, t0)
         except Exception:  # noqa: BLE001
             failed(SPANS, "the import watcher")
+
+    def imported(self, name: str, t0: int) -> None:
+        """An outermost import that returned, begun at ``t0``: a span of the current one if it took long enough."""
+        t1 = time.time_ns()
+        if t1 - t0 >= IMPORT_MIN_NS:
+            self._record(trace.get_current_span(), sc.IMPORT_SPAN, t0, t1, {sc.IMPORT_MODULE: name})
 
     # ---- emission -------------------------------------------------------------------------------------
     def emit_loose(self, process_span: Any, named: list[tuple[int, int]], tags: dict[str, Any]) -> None:

@@ -26,8 +26,7 @@ import weakref
 from typing import Any
 
 from vllm_otel_startup.agent import sysmon
-from vllm_otel_startup.agent.patching.guard import HOOKS, failed
-from vllm_otel_startup.agent.patching.wrappers import BUILDERS, Call, Hook, Steps
+from vllm_otel_startup.agent.patching.wrappers import BUILDERS, Call, Hook, Steps, run_after, run_before
 from vllm_otel_startup.agent.sysmon import events
 
 KINDS = frozenset({"span", "ready", "guard", "enrich"})  # kinds whose steps are only "before" and "after" the call
@@ -59,10 +58,10 @@ class _Row:
 
 
 class _Open:
-    __slots__ = ("call", "code", "row")
+    __slots__ = ("call", "row")
 
-    def __init__(self, code: types.CodeType, row: _Row, call: Call) -> None:
-        self.code, self.row, self.call = code, row, call
+    def __init__(self, row: _Row, call: Call) -> None:
+        self.row, self.call = row, call
 
 
 class Monitor:
@@ -123,14 +122,10 @@ class Monitor:
         if row.hook.point.probe:  # the probe reads the call's arguments, as the wrapper gave them
             call = _arguments(frame, code, row.bound)
         with self._lock:
-            self._stacks.setdefault(threading.get_ident(), []).append(_Open(code, row, call))
+            self._stacks.setdefault(threading.get_ident(), []).append(_Open(row, call))
             self._running += 1
         events().unwinding(+1)
-        for step in row.steps.before:
-            try:
-                step(row.hook, call)
-            except Exception:  # noqa: BLE001 - ours never raises into vLLM
-                failed(HOOKS, step)
+        run_before(row.hook, row.steps, call)
 
     def returned(self, code: types.CodeType, frame: types.FrameType, result: Any) -> None:
         self._end(code, result, None)
@@ -141,24 +136,20 @@ class Monitor:
     def _end(self, code: types.CodeType, result: Any, exc: BaseException | None) -> None:
         with self._lock:
             stack = self._stacks.get(threading.get_ident())
-            if not stack or all(o.code is not code for o in stack):
+            if not stack or all(o.row.code is not code for o in stack):
                 return  # a call that began before the row was monitored
             ended = []
             while stack:  # LIFO; anything above the call is one that never reported its end (none expected)
                 ended.append(stack.pop())
-                if ended[-1].code is code:
+                if ended[-1].row.code is code:
                     break
             if not stack:
                 del self._stacks[threading.get_ident()]
             self._running -= len(ended)
         events().unwinding(-len(ended))
         for o in ended:
-            mine = o.code is code
-            for step in o.row.steps.after:
-                try:
-                    step(o.row.hook, o.call, result if mine else None, exc if mine else None)
-                except Exception:  # noqa: BLE001
-                    failed(HOOKS, step)
+            mine = o.row.code is code
+            run_after(o.row.hook, o.row.steps, o.call, result if mine else None, exc if mine else None)
 
 
 def _arguments(frame: types.FrameType, code: types.CodeType, bound: bool) -> Call:

@@ -99,12 +99,13 @@ def build(hook: Hook) -> Wrapper:
     return _async(hook, steps) if hook.is_async else _sync(hook, steps)
 
 
-def _before(h: Hook, steps: Steps, c: Call) -> None:
+def run_before(h: Hook, steps: Steps, c: Call) -> None:
+    """Our steps before vLLM's call, each guarded on its own (the wrappers here; frameless.py's callbacks)."""
     for step in steps.before:
         safe(HOOKS, step, h, c)
 
 
-def _after(h: Hook, steps: Steps, c: Call, result: Any, exc: BaseException | None) -> Any:
+def run_after(h: Hook, steps: Steps, c: Call, result: Any, exc: BaseException | None) -> Any:
     """Our steps after vLLM's call; what its caller gets (the result, or the ``wrap`` step's stand-in)."""
     for step in steps.after:
         safe(HOOKS, step, h, c, result, exc)
@@ -116,13 +117,13 @@ def _after(h: Hook, steps: Steps, c: Call, result: Any, exc: BaseException | Non
 def _sync(h: Hook, steps: Steps) -> Wrapper:
     def wrapper(wrapped, instance, args, kwargs):
         c = Call(instance, args, kwargs)
-        _before(h, steps, c)
+        run_before(h, steps, c)
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            _after(h, steps, c, None, exc)
+            run_after(h, steps, c, None, exc)
             raise
-        return _after(h, steps, c, result, None)
+        return run_after(h, steps, c, result, None)
     return wrapper
 
 
@@ -130,13 +131,13 @@ def _async(h: Hook, steps: Steps) -> Wrapper:
     """vLLM's coroutine is made at the call, as unpatched; our steps run around its await."""
     async def run(coro, instance, args, kwargs):
         c = Call(instance, args, kwargs)
-        _before(h, steps, c)
+        run_before(h, steps, c)
         try:
             result = await coro
         except BaseException as exc:
-            _after(h, steps, c, None, exc)
+            run_after(h, steps, c, None, exc)
             raise
-        return _after(h, steps, c, result, None)
+        return run_after(h, steps, c, result, None)
 
     def wrapper(wrapped, instance, args, kwargs):
         return run(wrapped(*args, **kwargs), instance, args, kwargs)
