@@ -2,7 +2,7 @@
 CI machine's CPU) is seen *while it is still in that phase* — its in-progress series in VictoriaMetrics (OTLP) and
 in Prometheus (scraping the opt-in status endpoint), the status endpoint answering with that phase, the
 VllmStartupStuckInPhase alert evaluated by a real vmalert and delivered by a real Alertmanager to a webhook
-receiver here, naming the phase — all before the server is ready; then the start completes and the alert resolves.
+receiver here, naming the phase — all before the server is ready; then the phase ends and the alert resolves.
 
 The start under test (a fresh cache root: a cold compile) has this node's history: the local start file of the
 session's cold compiled start (conftest's ``compiled_cold``, same model and configuration), from which its readiness
@@ -31,6 +31,8 @@ from dashboards import alerts
 from dashboards import queries as dq
 from support import ci, harness
 from support.plans import Session, plan
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli import report
 
 pytestmark = pytest.mark.e2e
 
@@ -275,14 +277,23 @@ def test_dashboard_and_alert_queries_over_the_in_progress_series_answer_while_st
         assert result, f"{source}: no data while starting"
 
 
-def test_the_alert_fired_naming_pod_model_and_phase_and_resolved_after_ready(live):
+def test_the_alert_fired_naming_pod_model_and_phase_and_resolved_once_the_phase_ended(live):
+    """The alert is about the phase, so it resolves when the worker leaves torch.compile, which on this CPU is
+    0-10 s before the server is ready (KV-cache profiling and warm-up follow): its resolution is timed against the
+    phase span's end in the start's own recorded trace, not against readiness."""
     firing = live["watch"].seen["firing"]["value"]
     labels = firing[0][1]["labels"]
     assert labels["k8s_pod_name"] == "live-held" and labels["vllm_model"] == "tiny-model"
     assert labels["vllm_startup_phase"] == PHASE and labels["vllm_startup_process_kind"] == "worker"
     assert PHASE in firing[0][1]["annotations"]["summary"] and "live-held" in firing[0][1]["annotations"]["summary"]
+    st = live["start"]
+    ended = [s.end for f in sorted(st.trace_file_dir.glob("*.jsonl")) for s in report.load(str(f))
+             if s.attrs.get(sc.PHASE) == PHASE
+             and (s.attrs.get(sc.PROCESS_KIND) or s.resource.get(sc.PROCESS_KIND)) == "worker"]
+    assert ended, "no worker torch.compile span in the start's recorded trace"
     resolved = live["alerting"].webhook.alerts("resolved")
-    assert resolved and resolved[-1][0] * 1e9 > live["start"].ready_ns
+    assert resolved and resolved[-1][0] * 1e9 > max(ended)
+    assert firing[0][0] * 1e9 < max(ended)  # it fired while the phase was open
 
 
 def test_the_trace_store_shows_the_unfinished_start(live):
