@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): installs what it needs (tests/{e2e,fleet,report,compat}/bootstrap.sh, tests/e2e/bootstrap_*.sh,
-# tests/unit/bootstrap_py312.sh), then lint, the unit tier on Python >= 3.12 (frameless patch points), unit,
-# fleet (dashboards, alerts, deployment) and end-to-end tests. Extra arguments go to pytest, e.g. `bash tests/run.sh tests/unit`.
+# tests/unit/bootstrap_py312.sh), then lint, unit (also on Python >= 3.12, where patch points run frameless:
+# tests/py312/), fleet (dashboards, alerts, deployment) and end-to-end tests.
+# Extra arguments go to pytest, e.g. `bash tests/run.sh tests/unit`.
 # Last it prints where the time went: each step, each test tier, every real `vllm serve` start (support/run_summary.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,24 +22,12 @@ step "bootstrap loaders" bash tests/e2e/bootstrap_loaders.sh >/dev/null
 step "bootstrap compat" bash tests/compat/bootstrap.sh >/dev/null
 V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"
 step "ruff" "$V/bin/python" -m ruff check src tests scripts dashboards support
-t0=$SECONDS
-P312=$(bash tests/unit/bootstrap_py312.sh)
-echo "bootstrap py3.12 $((SECONDS - t0))" >> "$STEPS"
+step "bootstrap py3.12" bash tests/unit/bootstrap_py312.sh >/dev/null  # the unit tier's second Python (tests/py312/)
 JUNIT=$(mktemp -t vos-junit.XXXXXX.xml)
 # (a VOS_START_LEDGER of the caller's is kept: its starts, a line each)
 KEEP_LEDGER=${VOS_START_LEDGER:+1}
 export VOS_START_LEDGER="${VOS_START_LEDGER:-$(mktemp -t vos-starts.XXXXXX.jsonl)}"
 rc=0
-if [ $# -eq 0 ]; then  # the whole run: the unit tier once more on Python >= 3.12, where frameless rows run
-  if [ -n "$P312" ]; then
-    t0=$SECONDS
-    echo "== unit tier on $("$P312" -c 'import sys; print("Python", sys.version.split()[0])') =="
-    "$P312" -m pytest -q -p no:cacheprovider tests/unit || rc=$?
-    echo "unit-py3.12 $((SECONDS - t0))" >> "$STEPS"
-  else
-    echo "== unit tier on Python >= 3.12: SKIPPED, this host has no such interpreter (tests/unit/bootstrap_py312.sh) =="
-  fi
-fi
 t0=$SECONDS
 "$V/bin/python" -m pytest -rA -v --junitxml="$JUNIT" "${@:-tests}" || rc=$?
 echo "pytest $((SECONDS - t0))" >> "$STEPS"
