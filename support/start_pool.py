@@ -19,40 +19,10 @@ a tier's tests read are submitted to a :class:`StartPool` before the first of th
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
-
-# tests/run.sh builds the compat tier's environments in the background (nice, idle I/O class) while the other
-# bootstraps, lint, pytest's own setup (backends, tiny model) and fast tests run, holding this lock (flock -x)
-BOOTSTRAP_LOCK = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e")) / ".bootstrap.lock"
-BOOTSTRAP_WAIT_S = 3600
-_bootstrapped = threading.Event()
-
-
-def wait_for_bootstrap(timeout: float = BOOTSTRAP_WAIT_S) -> None:
-    """Return once no background bootstrap holds BOOTSTRAP_LOCK (at once when none does). Every real start waits for
-    it (``Slots``: nothing a start measures shares the machine with an install writing gigabytes), and so does the
-    compat tier before it reads an environment; a lock held past ``timeout`` is an error, not a skip."""
-    if _bootstrapped.is_set() or not BOOTSTRAP_LOCK.exists():
-        return
-    deadline = time.monotonic() + timeout
-    with open(BOOTSTRAP_LOCK) as f:
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"a background bootstrap (tests/run.sh) still held {BOOTSTRAP_LOCK} after "
-                                       f"{timeout:.0f} s") from None
-                time.sleep(1)
-        fcntl.flock(f, fcntl.LOCK_UN)
-    _bootstrapped.set()
 
 
 def default_parallel() -> int:
@@ -92,7 +62,6 @@ class Slots:
 
     @contextlib.contextmanager
     def one(self) -> Iterator[None]:
-        wait_for_bootstrap()
         me = threading.get_ident()
         with self._cond:
             if self._owner != me:  # alone()'s holder makes its own starts without waiting on itself
@@ -107,7 +76,6 @@ class Slots:
 
     @contextlib.contextmanager
     def alone(self) -> Iterator[None]:
-        wait_for_bootstrap()
         with self._cond:
             self._waiting_alone += 1
             self._cond.wait_for(lambda: self._owner is None and self._busy == 0)

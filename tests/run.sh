@@ -19,21 +19,20 @@ step "bootstrap report" bash tests/report/bootstrap.sh >/dev/null
 step "bootstrap remote" bash tests/e2e/bootstrap_remote.sh >/dev/null
 step "bootstrap ecosystem" bash tests/e2e/bootstrap_ecosystem.sh >/dev/null
 step "bootstrap loaders" bash tests/e2e/bootstrap_loaders.sh >/dev/null
-# The compat tier's environments (2.5-5.9 min on a fresh machine) are built in the background, nice and in the idle
-# I/O class: after the other bootstraps (loaders and report install into the environment its last probe imports),
-# beside lint, the Python 3.12 bootstrap and pytest's own setup and fast tests. It holds a lock every real start
-# waits on (support/start_pool.py: wait_for_bootstrap): nothing a start measures shares the machine with an install.
-# Its failure fails the run, with its log. Without flock and setsid it runs here, first.
+# The compat tier's environments are built beside the rest of the run (2.5-5.9 min on a fresh machine, before pytest
+# until 2026-11-29): nice, in the idle I/O class, holding a lock the tier waits on before it reads them
+# (tests/compat/compat_facts.py: wait_for_bootstrap). Its failure fails the run, with its log. Without flock: first.
 E2E_HOME="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}"
 COMPAT_LOG=$(mktemp -t vos-compat-bootstrap.XXXXXX.log)
 COMPAT_PID=
 if command -v flock >/dev/null && command -v setsid >/dev/null; then
   LOW=(nice -n 19)
   ionice -c 3 true 2>/dev/null && LOW+=(ionice -c 3)
-  exec 9>"$E2E_HOME/.bootstrap.lock"
+  mkdir -p "$E2E_HOME/compat"
+  exec 9>"$E2E_HOME/compat/.bootstrap.lock"
   flock -x 9  # taken before pytest can look; the job's copy of fd 9 holds it until the job ends
   setsid bash -c 't0=$SECONDS; rc=0; "${@:2}" >/dev/null || rc=$?
-                  echo "bootstrap compat (in the background) $((SECONDS - t0))" >> "$1"; exit "$rc"' \
+                  echo "bootstrap compat (beside the run) $((SECONDS - t0))" >> "$1"; exit "$rc"' \
     _ "$STEPS" "${LOW[@]}" bash tests/compat/bootstrap.sh 2>"$COMPAT_LOG" &
   COMPAT_PID=$!
   exec 9>&-

@@ -7,16 +7,7 @@ import time
 
 import pytest
 
-from support import start_pool
 from support.start_pool import Later, Slots, StartPool, default_parallel, parallel_from_env
-
-
-@pytest.fixture(autouse=True)
-def _no_background_bootstrap(tmp_path, monkeypatch):
-    """These slots hold stand-in starts: they never wait for tests/run.sh's background bootstrap, except where a test
-    holds a lock of its own."""
-    monkeypatch.setattr(start_pool, "BOOTSTRAP_LOCK", tmp_path / "no-bootstrap.lock")
-    monkeypatch.setattr(start_pool, "_bootstrapped", threading.Event())
 
 
 class Meter:
@@ -157,44 +148,3 @@ def test_a_start_after_another_waits_for_it_without_holding_a_worker():
     assert second.result() == "second" and first.result() == "first"
     assert order == ["other", "first", "second"]
     pool.close()
-
-
-def test_no_start_begins_while_a_background_bootstrap_holds_the_lock(tmp_path, monkeypatch):
-    """tests/run.sh builds the compat tier's environments in the background holding the lock (`flock -x`): a slot, alone
-    or not, is given only once it let go (nothing a start measures shares the machine with an install), and a lock
-    held past the timeout is an error, not a skip."""
-    import subprocess
-
-    lock = tmp_path / ".bootstrap.lock"
-    lock.touch()
-    monkeypatch.setattr(start_pool, "BOOTSTRAP_LOCK", lock)
-    monkeypatch.setattr(start_pool, "_bootstrapped", threading.Event())
-    holder = subprocess.Popen(["flock", "-x", str(lock), "sleep", "2"])
-    try:
-        time.sleep(0.5)  # the holder has it
-        with pytest.raises(TimeoutError, match="still held"):
-            start_pool.wait_for_bootstrap(timeout=0.2)
-        slots, got = Slots(2), []
-
-        def take(cm) -> None:
-            with cm():
-                got.append(holder.poll())  # the holder's exit status when the slot came: it had ended
-
-        for cm in (slots.one, slots.alone):
-            t = threading.Thread(target=take, args=(cm,))
-            t.start()
-            t.join(10)
-        assert got == [0, 0]
-    finally:
-        holder.kill()
-        holder.wait()
-    t0 = time.monotonic()
-    start_pool.wait_for_bootstrap()  # once let go: at once, from then on
-    assert time.monotonic() - t0 < 0.1
-
-
-def test_without_a_background_bootstrap_nothing_waits():
-    t0 = time.monotonic()
-    with Slots(1).alone():
-        pass
-    assert time.monotonic() - t0 < 0.1
