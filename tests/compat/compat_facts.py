@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import time
 from pathlib import Path
 
 import compat_probe
@@ -68,36 +66,7 @@ def cpu_kind(flags: dict[str, bool]) -> str | None:
     return "avx2" if flags.get("avx2") else None
 
 
-BOOTSTRAP_LOCK = COMPAT_HOME / ".bootstrap.lock"  # held by tests/run.sh's background tests/compat/bootstrap.sh
-BOOTSTRAP_WAIT_S = 3600
-_bootstrapped = False
-
-
-def wait_for_bootstrap(timeout: float = BOOTSTRAP_WAIT_S) -> None:
-    """Return once no tests/compat/bootstrap.sh is building the environments. tests/run.sh runs it beside the run's
-    first starts (nice, idle I/O class: on a fresh machine it was 2.5-5.9 min before pytest began) and holds
-    BOOTSTRAP_LOCK while it does; the tier reads the environments only after that (at once when nothing holds it)."""
-    global _bootstrapped
-    if _bootstrapped or not BOOTSTRAP_LOCK.exists():
-        return
-    deadline = time.monotonic() + timeout
-    with open(BOOTSTRAP_LOCK) as f:
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"tests/compat/bootstrap.sh still held {BOOTSTRAP_LOCK} after "
-                                       f"{timeout:.0f} s") from None
-                time.sleep(1)
-        fcntl.flock(f, fcntl.LOCK_UN)
-    _bootstrapped = True
-
-
 def venv_path(release: str) -> Path:
-    """A release's environment, once the bootstrap that builds it is done."""
-    wait_for_bootstrap()
     return E2E_VENV if release == E2E_RELEASE else COMPAT_HOME / f"venv-{release}"
 
 

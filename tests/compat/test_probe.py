@@ -124,29 +124,3 @@ def test_a_test_run_starts_the_older_releases_compiled_as_no_recorded_eager_star
     started = set(cf.STARTS)
     assert {(r, "compiled") for r in cf.STARTED} <= started
     assert cf.RECORDING or {m for _, m in started} == {"compiled"}
-
-
-def test_the_tier_reads_the_environments_only_once_the_background_bootstrap_let_go(tmp_path, monkeypatch):
-    """tests/run.sh builds the environments beside the run's first starts, holding the lock with `flock -x`; the
-    tier's first look at an environment waits for it, and a held lock past the timeout is an error, not a skip."""
-    import subprocess
-    import time
-
-    lock = tmp_path / ".bootstrap.lock"
-    lock.touch()
-    monkeypatch.setattr(cf, "BOOTSTRAP_LOCK", lock)
-    monkeypatch.setattr(cf, "_bootstrapped", False)
-    holder = subprocess.Popen(["flock", "-x", str(lock), "sleep", "2"])
-    try:
-        time.sleep(0.5)  # the holder has it
-        with pytest.raises(TimeoutError, match="still held"):
-            cf.wait_for_bootstrap(timeout=0.2)
-        t0 = time.monotonic()
-        cf.wait_for_bootstrap(timeout=30)
-        assert time.monotonic() - t0 >= 0.5 and holder.poll() is not None  # returned only once the holder ended
-    finally:
-        holder.kill()
-        holder.wait()
-    t0 = time.monotonic()
-    cf.venv_path("0.20.2")  # once done, at once
-    assert time.monotonic() - t0 < 0.1
