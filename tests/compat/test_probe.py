@@ -124,3 +124,19 @@ def test_a_test_run_starts_the_older_releases_compiled_as_no_recorded_eager_star
     started = set(cf.STARTS)
     assert {(r, "compiled") for r in cf.STARTED} <= started
     assert cf.RECORDING or {m for _, m in started} == {"compiled"}
+
+
+@pytest.mark.parametrize(("probe_facts", "floor"), [
+    ({"emulated_cpu": "avx2", "host_flags": {"avx2": True, "avx512f": True}}, 0.80),
+    ({"emulated_cpu": None, "host_flags": {"avx2": True, "avx512f": False}}, 0.80),  # a real AVX2-only host
+    ({"emulated_cpu": None, "host_flags": {"avx2": True, "avx512f": True, "avx512_bf16": True}}, 0.85),
+    (None, 0.85),  # not probed here: the tier's floor
+])
+def test_a_leaf_floor_follows_the_cpu_kind_the_probe_found(monkeypatch, probe_facts, floor):
+    """0.11.0's compiled start leaves more of PyTorch's own compile time outside its regions on the AVX2 path (83.1 %
+    measured): its floor there is that kind's, on every other kind the tier's; a release without a kind's entry keeps
+    its own."""
+    monkeypatch.setattr(cf, "probed", lambda release: probe_facts)
+    assert cf.leaf_floor("0.11.0", "compiled") == floor
+    assert cf.leaf_floor("0.15.1", "compiled") == cf.LEAF_FLOOR[("0.15.1", "compiled")]
+    assert cf.leaf_floor("0.26.0", "compiled") == cf.GOAL

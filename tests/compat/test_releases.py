@@ -64,7 +64,7 @@ def test_explained_share_on_the_critical_path_and_without_waiting_spans(compat, 
     busy, _, _ = report.coverage(obs.root, obs.spans, skip_waiting=True)
     print(f"{release} {mode}: {cp.headline(5)}; leaf spans without waiting {busy:.4f}")
     assert cp.share >= cf.CP_FLOOR.get((release, mode), GOAL), cp.headline(8)  # a documented shortfall where set
-    floor = cf.LEAF_FLOOR.get((release, mode), GOAL)  # a documented shortfall (compat_facts.LEAF_FLOOR)
+    floor = cf.leaf_floor(release, mode)  # documented shortfalls, per CPU kind (compat_facts)
     assert busy >= floor, f"{100 * busy:.2f}% without waiting spans"
 
 

@@ -121,9 +121,15 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
         wrapped = False  # no launcher: the injected sitecustomize instruments the process
 
     def read_metrics(proc) -> None:
-        # the launcher's spans reach the spool just after the last API server is ready: give it a moment, then
+        # the launcher's spans reach the spool just after the last API server is ready (the first /health 200 may
+        # be the other one's): wait up to 30 s for the start's series (every API server reads the same spool), then
         # read /metrics as a scraper would, several times (several API servers share the port)
-        time.sleep(1.5)
+        deadline = time.monotonic() + 30
+        while instrument and time.monotonic() < deadline:
+            code, body = harness.http_get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+            if code == 200 and b"vllm_startup_last_start_duration_seconds" in body:
+                break
+            time.sleep(0.25)
         for _ in range(METRICS_READS):
             code, body = harness.http_get(f"http://127.0.0.1:{port}/metrics", timeout=10)
             if code == 200:
