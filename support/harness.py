@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from support.start_pool import SLOTS, label
-from vllm_otel_startup.cli.report import Span
+from vllm_otel_startup.cli.report import Span, load
 
 E2E_HOME = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e"))
 VENV = E2E_HOME / "venv-vllm"
@@ -312,6 +312,11 @@ class Start:
     namespace: str = "vllm"  # k8s.namespace.name: a fleet
     scraped_at: float | None = None  # when Prometheus scraped its /metrics (unix s)
     ended_ns: int = 0  # when the server had stopped: spawn -> ended is the start's cost to the suite
+
+
+def local_spans(start: Start) -> list[Span]:
+    """Every span in the start's recorded-start files (its local copy of the trace, whatever reached a store)."""
+    return [s for f in sorted(start.trace_file_dir.glob("*.jsonl")) for s in load(str(f))]
 
 
 _SEEDS: dict[Path, Path | None] = {}

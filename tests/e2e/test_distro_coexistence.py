@@ -19,7 +19,6 @@ import pytest
 from support import ci, harness
 from support.plans import Session, plan
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.cli import report
 
 pytestmark = pytest.mark.e2e
 DISTRO = harness.E2E_HOME / "otel-distro"
@@ -87,7 +86,7 @@ def test_a_vendor_distro_stays_in_charge_our_hooks_still_run_and_one_line_says_s
     spans = backends.trace_of_root(start.pid)
     assert {"api_server", "engine_core", "worker"} <= {s.attrs.get(sc.PROCESS_KIND) for s in spans}
     assert len([s for s in spans if s.name == sc.ROOT_SPAN]) == 1
-    local = [s for p in sorted(start.trace_file_dir.glob("*.jsonl")) for s in report.load(str(p))]
+    local = harness.local_spans(start)
     distros = {s.resource.get("telemetry.distro.name") for s in local}
     assert distros == {"elastic"}, distros  # every process configured by EDOT, ours by none
     assert "vLLM startup: ready in" in start.log
@@ -123,7 +122,7 @@ def test_a_ratio_sampler_that_keeps_nothing_still_leaves_the_whole_start(e2e, ba
     def phases(name: str) -> set[tuple[str, str]]:
         start = e2e.later(f"distro/{name}").result()
         # wait for the store to hold every span the start recorded locally (not a trace still arriving)
-        expect = sum(1 for p in start.trace_file_dir.glob("*.jsonl") for _ in report.load(str(p)))
+        expect = len(harness.local_spans(start))
         return {(s.attrs.get(sc.PROCESS_KIND), s.name) for s in backends.trace_of_root(start.pid, expect=expect)
                 if s.attrs.get(sc.PHASE) not in sc.DETAIL_PHASES and s.name != sc.PROGRESS_SPAN}
     sampled, default = phases("ours-first"), phases("distro-first")

@@ -36,7 +36,6 @@ from support.plans import Session, plan
 from support.start_pool import Later
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.cli import report
 
 pytestmark = pytest.mark.e2e
 RESULTS: dict[str, dict] = {}
@@ -74,7 +73,7 @@ class Run:
         self.handover = {r["kind"]: round(r["handover_ms"], 2) for r in measured}
         self.run_queue = {r["kind"]: round(r["run_queue_ms"], 2) for r in measured}
         assert len(measured) == len(self.waits), measured  # one ready point per process
-        self.spans = [s for f in sorted(start.trace_file_dir.glob("*.jsonl")) for s in report.load(str(f))]
+        self.spans = harness.local_spans(start)
 
     def assert_waits_bounded(self) -> None:
         """Each ready point waits at most FLUSH_MS (25 ms), so a start of three processes at most 3 x 25 = 75 ms,

@@ -32,7 +32,6 @@ from dashboards import queries as dq
 from support import ci, harness
 from support.plans import Session, plan
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.cli import report
 
 pytestmark = pytest.mark.e2e
 
@@ -288,8 +287,7 @@ def test_the_alert_fired_naming_pod_model_and_phase_and_resolved_once_the_phase_
     assert labels["vllm_startup_phase"] == PHASE and labels["vllm_startup_process_kind"] == "worker"
     assert PHASE in firing[0][1]["annotations"]["summary"] and "live-held" in firing[0][1]["annotations"]["summary"]
     st = live["start"]
-    ended = [s.end for f in sorted(st.trace_file_dir.glob("*.jsonl")) for s in report.load(str(f))
-             if s.attrs.get(sc.PHASE) == PHASE
+    ended = [s.end for s in harness.local_spans(st) if s.attrs.get(sc.PHASE) == PHASE
              and (s.attrs.get(sc.PROCESS_KIND) or s.resource.get(sc.PROCESS_KIND)) == "worker"]
     assert ended, "no worker torch.compile span in the start's recorded trace"
     resolved = live["alerting"].webhook.alerts("resolved")
