@@ -177,8 +177,27 @@ def per_start(rows: list[dict]) -> list[dict]:
                 row.update(capture_s=round(b - a, 2), capture_minflt=round(ends["minflt"][1] - ends["minflt"][0]),
                            capture_user_s=round(ends["user_s"][1] - ends["user_s"][0], 2))
         row["capture_full_it_s"] = figures(r["log"]).get("capture_full_it_s")
+        row.update(api_at_first_line(snap, first_lines(r["log"], r["spawn_ns"]).get("APIServer")))
         out.append(row)
     return out
+
+
+def api_at_first_line(snap: dict, first_line_s: float | None) -> dict[str, float]:
+    """The API server's main thread at its first log line (its interpreter start and imports, all of them on the
+    critical path): CPU seconds and minor page faults, interpolated in the 2 Hz timeline. The API server is the
+    launched process (it keeps the interpreter's name: no vLLM title)."""
+    pid = next((proc["pid"] for proc in snap.get("at_ready", [])
+                if " serve " in proc["cmd"] and "py-spy" not in proc["cmd"] and not _kind(proc["comm"])), None)
+    points = [(e["t"], pr) for e in snap.get("timeline") or [] for pr in e["procs"] if pr.get("tid") == pid]
+    if pid is None or first_line_s is None or not points or not points[0][0] <= first_line_s <= points[-1][0]:
+        return {}
+    for (t0, a), (t1, b) in zip(points, points[1:], strict=False):
+        if t0 <= first_line_s <= t1:
+            f = (first_line_s - t0) / (t1 - t0) if t1 > t0 else 0.0
+            return {"api_first_line_s": round(first_line_s, 2),
+                    "api_main_cpu_s": round(a["cpu_s"] + (b["cpu_s"] - a["cpu_s"]) * f, 2),
+                    "api_main_minflt": round(a["minflt"] + (b["minflt"] - a["minflt"]) * f)}
+    return {}
 
 
 def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
@@ -319,6 +338,13 @@ def report(rows: list[dict]) -> dict:
             print(f"  {x['pair']:>4} {x['arm']:<19}" + "".join(
                 f" {'-':>{w}}" if v is None else f" {v:>{w}.{d}f}"
                 for v, (w, d) in zip(cells, [(8, 1), (9, 0), (7, 2), (9, 2), (8, 0), (7, 2), (9, 1)], strict=True)))
+    if any(x.get("api_main_minflt") for x in starts):
+        print("\nper start: the API server main thread at its first log line (interpreter start and imports)")
+        print(f"  {'pair arm':<24} {'line s':>8} {'CPU s':>7} {'faults':>9}")
+        for x in sorted(starts, key=lambda x: (x["pair"], x["arm"] != "plain", x["arm"])):
+            if x.get("api_main_minflt") is not None:
+                print(f"  {x['pair']:>4} {x['arm']:<19} {x['api_first_line_s']:8.2f} {x['api_main_cpu_s']:7.2f} "
+                      f"{x['api_main_minflt']:9d}")
     names = sorted({k for m in per_arm.values() for k in m}, key=lambda k: (k.count("."), k))
     print("\nmedian per start" + "".join(f" | {a:>14}" for a in arms) + (" | instr-plain" if "instr" in arms else ""))
     for k in names:

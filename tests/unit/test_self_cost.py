@@ -172,6 +172,23 @@ def test_the_engine_cores_main_thread_cpu_is_read_between_two_lines_from_the_dri
     assert capture["extra_s"] == 0 and capture["engine_core_main_cpu_extra_s"] == 2.0  # 4 s at 1 core against 0.5
 
 
+def test_the_api_servers_main_thread_is_read_at_its_first_log_line_from_the_drivers_timeline():
+    """The launched process keeps the interpreter's name; its main thread's faults at its first line are the
+    bisect measure for its interpreter start and imports (issue 25: +65,000 with the agent, to 0.3 % in each arm)."""
+    snap = {"at_ready": [
+        {"pid": 10, "comm": "python3", "cmd": "python3 /tmp/vx/bin/vllm serve /tmp/vx/model --port 8100",
+         "threads": []},
+        {"pid": 12, "comm": "VLLM::EngineCor", "cmd": "VLLM::EngineCore", "threads": []}],
+        "timeline": [{"t": t / 2, "procs": [
+            {"pid": 10, "tid": 10, "comm": "python3", "cpu_s": t / 2, "minflt": 1000 * t},
+            {"pid": 12, "tid": 12, "comm": "VLLM::EngineCor", "cpu_s": 0.0, "minflt": 7}]} for t in range(0, 41)]}
+    assert overhead_pairs.api_at_first_line(snap, 10.25) == {"api_first_line_s": 10.25, "api_main_cpu_s": 10.25,
+                                                             "api_main_minflt": 20_500}
+    assert overhead_pairs.api_at_first_line(snap, 99.0) == {}  # outside the timeline
+    assert overhead_pairs.api_at_first_line(snap, None) == {}  # no first line
+    assert overhead_pairs.api_at_first_line({"at_ready": snap["at_ready"][1:], "timeline": snap["timeline"]}, 5) == {}
+
+
 def test_a_gpu_queue_runs_its_tail_arms_in_turn_so_a_call_cut_short_still_compares_every_arm():
     q = overhead_pairs.gpu_queue(1, {}, lanes=2, tail={"a": {"X": "1"}, "b": {"Y": "1"}}, tail_pairs=2)
     arms = [e["arm"] for e in q[1:] if e["arm"] != "plain"]
