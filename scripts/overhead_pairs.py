@@ -10,8 +10,9 @@ prints ratios measured side by side in one run.
         the same plan as a start queue for ../shared/gpu/driver.py (DRIVER_QUEUE=...): a cold instrumented start
         (fills the compile cache, not counted), then the pairs (8B shape, warm). With the driver patched by
         scripts/gpu_driver_lanes.diff: --once NAME=K=V (one plain start and one start of each such arm, nothing
-        else: a bisect read by the EngineCore main thread's page faults, which repeat to ~0.1 % within an arm),
-        --lanes 2 (a pair's two starts at once, one per GPU), --profile (first a
+        else: a bisect read by the EngineCore main thread's page faults at ready, or the API server's at its first
+        log line, which repeat to ~0.1 % and ~0.3 % within an arm), --lanes 2 (a pair's two starts at once, one
+        per GPU), --profile (first a
         pair under py-spy, carried as .gpu/tools/py-spy: profile.txt per start), --tail NAME=K=V (pairs of plain
         against that arm after the main ones, the arms in turn); every start leaves threads.json (per thread of
         each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU migrations
