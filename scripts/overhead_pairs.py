@@ -140,10 +140,21 @@ def main_cpu_at(timeline: list[dict], kind: str, t: float) -> float | None:
     return main_at(timeline, kind, t, "cpu_s")
 
 
+def _proc_kind(proc: dict) -> str | None:
+    """A process of the driver's snapshot: its vLLM title's kind, or ``api_server`` for the launched ``vllm serve``
+    (it keeps the interpreter's name), never py-spy's."""
+    cmd = proc["cmd"]
+    return _kind(proc["comm"]) or ("api_server" if " serve " in cmd and "py-spy" not in cmd else None)
+
+
 def main_at(timeline: list[dict], kind: str, t: float, key: str) -> float | None:
     """A /proc counter (``minflt``, ``user_s`` ...) of the ``kind`` process's main thread ``t`` seconds after the
     launch, interpolated in the 2 Hz timeline; None outside it."""
-    points = [(e["t"], sum(pr.get(key, 0) for pr in e["procs"] if _kind(pr["comm"]) == kind)) for e in timeline]
+    return _at([(e["t"], sum(pr.get(key, 0) for pr in e["procs"] if _kind(pr["comm"]) == kind)) for e in timeline], t)
+
+
+def _at(points: list[tuple[float, float]], t: float) -> float | None:
+    """(time, value) points interpolated at ``t``; None outside them."""
     if not points or t < points[0][0] or t > points[-1][0]:
         return None
     for (t0, c0), (t1, c1) in zip(points, points[1:], strict=False):
@@ -187,18 +198,15 @@ def api_at_first_line(snap: dict, first_line_s: float | None) -> dict[str, float
     """The API server's main thread at its first log line (its interpreter start and imports, all of them on the
     critical path): CPU seconds and minor page faults, interpolated in the 2 Hz timeline. The API server is the
     launched process (it keeps the interpreter's name: no vLLM title)."""
-    pid = next((proc["pid"] for proc in snap.get("at_ready", [])
-                if " serve " in proc["cmd"] and "py-spy" not in proc["cmd"] and not _kind(proc["comm"])), None)
-    points = [(e["t"], pr) for e in snap.get("timeline") or [] for pr in e["procs"] if pr.get("tid") == pid]
-    if pid is None or first_line_s is None or not points or not points[0][0] <= first_line_s <= points[-1][0]:
+    pid = next((proc["pid"] for proc in snap.get("at_ready", []) if _proc_kind(proc) == "api_server"), None)
+    if pid is None or first_line_s is None:
         return {}
-    for (t0, a), (t1, b) in zip(points, points[1:], strict=False):
-        if t0 <= first_line_s <= t1:
-            f = (first_line_s - t0) / (t1 - t0) if t1 > t0 else 0.0
-            return {"api_first_line_s": round(first_line_s, 2),
-                    "api_main_cpu_s": round(a["cpu_s"] + (b["cpu_s"] - a["cpu_s"]) * f, 2),
-                    "api_main_minflt": round(a["minflt"] + (b["minflt"] - a["minflt"]) * f)}
-    return {}
+    seen = [(e["t"], pr) for e in snap.get("timeline") or [] for pr in e["procs"] if pr.get("tid") == pid]
+    cpu, faults = (_at([(t, pr[key]) for t, pr in seen], first_line_s) for key in ("cpu_s", "minflt"))
+    if cpu is None or faults is None:
+        return {}
+    return {"api_first_line_s": round(first_line_s, 2), "api_main_cpu_s": round(cpu, 2),
+            "api_main_minflt": round(faults)}
 
 
 def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
@@ -254,8 +262,7 @@ def thread_stats(snapshot: dict) -> dict[str, float]:
     the host's /proc/vmstat deltas over the start (NUMA hinting faults, page migrations)."""
     out: dict[str, float] = {}
     for proc in snapshot.get("at_ready", []):
-        cmd = proc["cmd"]
-        kind = _kind(proc["comm"]) or ("api_server" if " serve " in cmd and "py-spy" not in cmd else None)
+        kind = _proc_kind(proc)
         if kind is None:
             continue
         main = next((t for t in proc["threads"] if t["tid"] == proc["pid"]), None)
