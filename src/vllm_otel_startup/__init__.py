@@ -92,8 +92,7 @@ def _watch_for_an_engine(instrumentor: VllmStartupInstrumentor, info: Any, kwarg
     """A post-import hook on vLLM's engine front ends (nothing else happens in a program that never imports them):
     the first import makes this process the root of a start, from its creation, until the engine is ready
     (``LLM.__init__`` or ``AsyncLLM.__init__`` returns)."""
-    import wrapt
-
+    from vllm_otel_startup.agent.patching import post_import
     from vllm_otel_startup.agent.process import EMBEDDED_TRIGGERS
 
     def embed(module: Any) -> None:
@@ -106,7 +105,7 @@ def _watch_for_an_engine(instrumentor: VllmStartupInstrumentor, info: Any, kwarg
             _log.warning("vllm-otel-startup: setup failed; startup tracing disabled", exc_info=True)
 
     for module in EMBEDDED_TRIGGERS:
-        wrapt.register_post_import_hook(embed, module)
+        post_import.register(embed, module)
 
 
 _AT_FORK: list[bool] = []

@@ -258,7 +258,7 @@ def test_without_phase_spans_only_the_hooks_a_start_cannot_do_without_are_instal
 
     st = start("worker")
     monkeypatch.setenv(settings.OFF.name, "phase_spans,helper_env,compile_stages")
-    monkeypatch.setattr(hooks.wrapt, "register_post_import_hook", lambda fn, module: fn(None))
+    monkeypatch.setattr(hooks.post_import, "register", lambda fn, module: fn(None))
     inst = hooks.Installer(st.rt, st.rt.tracer, version="0.26.0")
     applied: list = []
     monkeypatch.setattr(inst, "apply", lambda mod, pts: applied.extend(pts))
@@ -301,7 +301,7 @@ def test_a_child_can_be_left_without_hooks_or_without_the_agent(start, otel, mon
     from vllm_otel_startup.agent.process import ProcessInfo
 
     registered: list[str] = []
-    monkeypatch.setattr(hooks.wrapt, "register_post_import_hook", lambda fn, module: registered.append(module))
+    monkeypatch.setattr(hooks.post_import, "register", lambda fn, module: registered.append(module))
     monkeypatch.setenv(settings.OFF.name, "child_hooks")
     start("api_server")
     assert "vllm.entrypoints.cli.main" in registered

@@ -192,7 +192,7 @@ class RetroSpans:
             with contextlib.suppress(Exception):
                 import importlib._bootstrap as bootstrap
 
-                sysmon.events().unwatch(bootstrap._find_and_load.__code__)
+                sysmon.events().unwatch(bootstrap._find_and_load.__code__, self._frameless)
             self._frameless = None
         b = self._bootstrap
         if b is not None and getattr(b, "_find_and_load", None) is self._wrapper:

@@ -34,23 +34,38 @@ class Events:
 
     def __init__(self) -> None:
         self.tool: int | None = None
-        # id(code) -> (code, handler): a code object hashes by its whole content (tens of us for a module's), an id
-        # does not; the code kept in the value keeps its id from being reused
-        self._handlers: dict[int, tuple[types.CodeType, Any]] = {}
+        # id(code) -> (code, handlers): a code object hashes by its whole content (tens of us for a module's), an id
+        # does not; the code kept in the value keeps its id from being reused. importlib's _find_and_load has two
+        # (the import watcher of retro_spans.py, the post-import hooks of patching/post_import.py)
+        self._handlers: dict[int, tuple[types.CodeType, tuple[Any, ...]]] = {}
         self._unwinding = 0
         self._lock = threading.Lock()
 
     def watch(self, code: types.CodeType, handler: Any) -> bool:
-        """PY_START and PY_RETURN of ``code`` to ``handler``; False: no free tool id here."""
+        """PY_START and PY_RETURN of ``code`` to ``handler`` (beside any other handler of it); False: no free tool
+        id here."""
         if not self._tool():
             return False
-        self._handlers[id(code)] = (code, handler)
-        events = sys.monitoring.events
-        sys.monitoring.set_local_events(self.tool, code, events.PY_START | events.PY_RETURN)
+        with self._lock:
+            _, handlers = self._handlers.get(id(code), (code, ()))
+            if handler in handlers:
+                return True
+            self._handlers[id(code)] = (code, (*handlers, handler))  # a new tuple: callbacks read it unlocked
+        if not handlers:
+            events = sys.monitoring.events
+            sys.monitoring.set_local_events(self.tool, code, events.PY_START | events.PY_RETURN)
         return True
 
-    def unwatch(self, code: types.CodeType) -> None:
-        if self._handlers.pop(id(code), None) is not None and self.tool is not None:
+    def unwatch(self, code: types.CodeType, handler: Any = None) -> None:
+        """Stop ``handler``'s events of ``code`` (None: every handler's); the code's events end with its last."""
+        with self._lock:
+            entry = self._handlers.get(id(code))
+            left = () if entry is None or handler is None else tuple(h for h in entry[1] if h is not handler)
+            if left:
+                self._handlers[id(code)] = (code, left)
+            else:
+                self._handlers.pop(id(code), None)
+        if entry is not None and not left and self.tool is not None:
             sys.monitoring.set_local_events(self.tool, code, 0)
         if not self._handlers and self.tool is not None:  # the tool id is given back
             mon = sys.monitoring
@@ -99,28 +114,33 @@ class Events:
     def _start(self, code: types.CodeType, offset: int) -> Any:
         entry = self._handlers.get(id(code))
         if entry is not None and entry[0] is code:
-            try:
-                entry[1].started(code, sys._getframe(1))
-            except Exception:  # noqa: BLE001 - ours never raises into vLLM
-                failed(HOOKS, "sys.monitoring PY_START")
+            frame = sys._getframe(1)
+            for handler in entry[1]:
+                try:
+                    handler.started(code, frame)
+                except Exception:  # noqa: BLE001 - ours never raises into vLLM
+                    failed(HOOKS, "sys.monitoring PY_START")
         return None
 
     def _return(self, code: types.CodeType, offset: int, result: Any) -> Any:
         entry = self._handlers.get(id(code))
         if entry is not None and entry[0] is code:
-            try:
-                entry[1].returned(code, sys._getframe(1), result)
-            except Exception:  # noqa: BLE001
-                failed(HOOKS, "sys.monitoring PY_RETURN")
+            frame = sys._getframe(1)
+            for handler in entry[1]:
+                try:
+                    handler.returned(code, frame, result)
+                except Exception:  # noqa: BLE001
+                    failed(HOOKS, "sys.monitoring PY_RETURN")
         return None
 
     def _unwind(self, code: types.CodeType, offset: int, exc: BaseException) -> Any:
         entry = self._handlers.get(id(code))  # every function's unwinding comes here while on: the rest return at once
         if entry is not None and entry[0] is code:
-            try:
-                entry[1].unwound(code, exc)
-            except Exception:  # noqa: BLE001
-                failed(HOOKS, "sys.monitoring PY_UNWIND")
+            for handler in entry[1]:
+                try:
+                    handler.unwound(code, exc)
+                except Exception:  # noqa: BLE001
+                    failed(HOOKS, "sys.monitoring PY_UNWIND")
         return None
 
 

@@ -106,7 +106,7 @@ class Monitor:
         """Stop every event (uninstrument); calls running now end no span of ours."""
         ev = events()
         for row in list(self._rows.values()):
-            ev.unwatch(row.code)
+            ev.unwatch(row.code, self)
         with self._lock:
             running, self._running = self._running, 0
             self._rows.clear()

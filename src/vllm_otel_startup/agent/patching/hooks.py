@@ -1,4 +1,5 @@
-"""Resolution of the patch-point table into wrapt wrappers, lazily, when each target module is imported.
+"""Resolution of the patch-point table into wrapt wrappers, lazily, when each target module is imported
+(patching/post_import.py: no frame of ours under the module's own import).
 
 A target that vLLM already traces itself gets no second span (only its side effects: ready, spawn);
 a target inherited from a base class is left to the base's row; a target absent from a version that
@@ -14,13 +15,12 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-import wrapt
 from opentelemetry import trace
 
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import causes, helper_env, proctitle, sysmon
 from vllm_otel_startup.agent.compile_stages import CompileStages
-from vllm_otel_startup.agent.patching import frameless
+from vllm_otel_startup.agent.patching import frameless, post_import
 from vllm_otel_startup.agent.patching.guard import HOOKS, safe
 from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint, by_module
 from vllm_otel_startup.agent.patching.wrappers import Hook, at_native_end, build
@@ -160,13 +160,13 @@ class Installer:
                 points = [p for p in points if p.hook in SKELETON_HOOKS]
                 if not points:
                     continue
-            wrapt.register_post_import_hook(lambda mod, pts=points: self.apply(mod, pts), module)
+            post_import.register(lambda mod, pts=points: self.apply(mod, pts), module)
         if not settings.off("helper_env"):
-            wrapt.register_post_import_hook(self._install_helper_env, helper_env.MODULE)
+            post_import.register(self._install_helper_env, helper_env.MODULE)
         if settings.off("compile_stages"):
             return
         self.compile_stages = CompileStages(self.rt, self.tracer)
-        wrapt.register_post_import_hook(self._install_compile_stages, "torch._dynamo.utils")
+        post_import.register(self._install_compile_stages, "torch._dynamo.utils")
 
     def _install_helper_env(self, module: Any) -> None:
         if self.enabled:
@@ -182,6 +182,7 @@ class Installer:
 
     def uninstall(self) -> None:
         self.enabled = False
+        safe(HOOKS, post_import.reset)
         if self.compile_stages is not None:
             self.compile_stages.uninstall()
         for parent, name, original in reversed(self._undo):

@@ -1,0 +1,142 @@
+"""Post-import hooks (agent/patching/post_import.py): a patch point's module gets its hook once it is imported, with
+wrapt's rules (at once if imported already, once, never for a failed import), and on Python >= 3.12 with no frame of
+ours or wrapt's under the module's own execution: a frame there shifts the stack of everything the import runs, and
+CPython maps and unmaps a data-stack chunk at each call landing on a chunk boundary (issue 25).
+
+Run by the unit tier on the project's interpreter (3.11: wrapt's hooks, the fallback) and under CPython 3.12
+(tests/py312), where ``sys.monitoring`` carries them."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+from vllm_otel_startup.agent import sysmon
+from vllm_otel_startup.agent.patching import post_import
+
+monitoring = pytest.mark.skipif(not sysmon.available(), reason="sys.monitoring: Python >= 3.12")
+
+# a module that records, while it executes, which frames of ours or wrapt's are under it
+BODY = '''
+import sys
+
+def _under():
+    f, out = sys._getframe(1), []
+    while f is not None:
+        name = f.f_code.co_filename
+        if "/vllm_otel_startup/" in name or "/wrapt/" in name:
+            out.append(f.f_code.co_name)
+        f = f.f_back
+    return out
+
+UNDER = _under()
+{extra}
+DONE = True
+'''
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """A fresh importable package name with modules written on demand; hooks and modules forgotten after."""
+    name = f"pi_{uuid.uuid4().hex[:8]}"
+    root = tmp_path / name
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(module: str, extra: str = "") -> str:
+        (root / f"{module}.py").write_text(BODY.format(extra=textwrap.dedent(extra)))
+        return f"{name}.{module}"
+
+    yield write
+    post_import.reset()
+    for m in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[m]
+
+
+def test_a_hook_runs_once_when_its_module_has_been_imported(package):
+    target = package("target")
+    seen: list = []
+    post_import.register(lambda m: seen.append((m.__name__, getattr(m, "DONE", False))), target)
+    assert seen == []
+    __import__(target)
+    __import__(target)
+    assert seen == [(target, True)]  # after the module's whole execution, once
+
+
+def test_a_module_imported_already_gets_its_hook_at_once(package):
+    target = package("already")
+    __import__(target)
+    seen: list = []
+    post_import.register(seen.append, target)
+    assert [m.__name__ for m in seen] == [target]
+
+
+@monitoring
+def test_no_frame_of_ours_or_wrapts_is_under_the_modules_execution(package):
+    target = package("deep", extra="from . import nested  # a nested import, hooked too\n")
+    nested = package("nested")
+    seen: list = []
+    post_import.register(seen.append, target)
+    post_import.register(seen.append, nested)
+    module = __import__(target, fromlist=["UNDER"])
+    assert module.UNDER == [] and sys.modules[nested].UNDER == []
+    assert [m.__name__ for m in seen] == [nested, target]  # each as its own import returns
+
+
+@monitoring
+def test_a_circular_imports_partial_module_waits_for_its_own_import(package):
+    a = package("a", extra="from . import b\n")
+    package("b", extra=f"import {a.rsplit('.', 1)[0]}.a as _partial  # a is still executing here\n")
+    seen: list = []
+    post_import.register(lambda m: seen.append(getattr(m, "DONE", False)), a)
+    __import__(a)
+    assert seen == [True]
+
+
+def test_a_failed_import_runs_no_hook_and_a_later_one_does(package, tmp_path):
+    target = package("flaky", extra="raise ImportError('not yet')\n")
+    seen: list = []
+    post_import.register(seen.append, target)
+    with pytest.raises(ImportError):
+        __import__(target)
+    assert seen == []
+    package("flaky")  # fixed
+    sys.modules.pop(target, None)
+    import importlib
+
+    importlib.invalidate_caches()
+    __import__(target)
+    assert [m.__name__ for m in seen] == [target]
+
+
+@monitoring
+def test_a_hook_that_raises_never_reaches_the_import_and_the_others_still_run(package, caplog):
+    target = package("raising")
+    seen: list = []
+
+    def bad(module):
+        raise RuntimeError("a bug of ours")
+
+    post_import.register(bad, target)
+    post_import.register(seen.append, target)
+    module = __import__(target, fromlist=["DONE"])
+    assert module.DONE and [m.__name__ for m in seen] == [target]
+
+
+@monitoring
+def test_reset_forgets_the_hooks_not_run_and_stops_watching_imports(package):
+    target = package("never")
+    seen: list = []
+    post_import.register(seen.append, target)
+    watched = post_import._IMPORTS
+    post_import.reset()
+    __import__(target)
+    assert seen == [] and post_import._IMPORTS is None
+    import importlib._bootstrap as bootstrap
+
+    handlers = sysmon.events()._handlers.get(id(bootstrap._find_and_load.__code__), (None, ()))[1]
+    assert watched not in handlers
