@@ -140,3 +140,44 @@ def test_reset_forgets_the_hooks_not_run_and_stops_watching_imports(package):
 
     handlers = sysmon.events()._handlers.get(id(bootstrap._find_and_load.__code__), (None, ()))[1]
     assert watched not in handlers
+
+
+@monitoring
+def test_handlers_of_different_kinds_share_a_code_object_and_one_of_a_kind_replaces_the_last():
+    """sysmon.Events: importlib's _find_and_load has the import watcher and the post-import hooks; a second handler of
+    a kind (a forked child's new import watcher) takes the first one's place rather than doubling its events."""
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def started(self, code, frame):
+            self.n += 1
+
+        def returned(self, code, frame, result):
+            return None
+
+        def unwound(self, code, exc):
+            return None
+
+    class Other(Counter):
+        pass
+
+    def target():
+        return 1
+
+    ev = sysmon.events()
+    first, second, other = Counter(), Counter(), Other()
+    try:
+        assert ev.watch(target.__code__, first) and ev.watch(target.__code__, other)
+        target()
+        assert (first.n, other.n) == (1, 1)
+        ev.watch(target.__code__, second)
+        target()
+        assert (first.n, second.n, other.n) == (1, 1, 2)
+        ev.unwatch(target.__code__, other)
+        target()
+        assert (second.n, other.n) == (2, 2)
+    finally:
+        ev.unwatch(target.__code__)
+    target()
+    assert second.n == 2

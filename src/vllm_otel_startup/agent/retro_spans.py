@@ -94,49 +94,36 @@ class _FramelessImports:
     """The import watcher on Python >= 3.12 (sysmon.py): the start and return of importlib's own
     ``_find_and_load``, seen through ``sys.monitoring``. Replacing that function put a frame of ours under every
     module being loaded, nested imports one more each: 44,000 of the EngineCore's page faults on the H200 (issue 25).
-    An import that fails reports no return: its entry is dropped at the next import of its thread, as no longer
-    among the frames that called it."""
+    Only a thread's outermost import in progress is kept (a nested one is part of it): a nested import's start
+    checks that the outermost one is still among its callers, its return is one comparison. An import that fails
+    reports no return: the next import of its thread finds it no longer among its callers and takes its place."""
 
     def __init__(self, retro: RetroSpans) -> None:
         self.retro = retro
-        self._stacks: dict[int, list[tuple[Any, int]]] = {}  # thread -> (frame, start) of the imports in progress
+        self._outer: dict[int, tuple[Any, int]] = {}  # thread -> (frame, start) of its outermost import in progress
 
     def started(self, code: Any, frame: Any) -> None:
         self.retro.imports += 1
-        stack = self._stacks.setdefault(threading.get_ident(), [])
-        if stack:
-            _drop_unwound(stack, frame)
-        stack.append((frame, time.time_ns()))
+        tid = threading.get_ident()
+        outer = self._outer.get(tid)
+        if outer is not None:
+            top, f = outer[0], frame.f_back
+            while f is not None:
+                if f is top:
+                    return  # nested in the outermost import
+                f = f.f_back
+        self._outer[tid] = (frame, time.time_ns())  # the first, or the outermost one failed
 
     def returned(self, code: Any, frame: Any, result: Any) -> None:
-        stack = self._stacks.get(threading.get_ident())
-        if not stack or not any(f is frame for f, _ in stack):
-            return  # began before we watched
-        while stack:
-            f, t0 = stack.pop()
-            if f is frame:
-                break
-        if not stack:  # the outermost import: nested ones are part of it
-            self._stacks.pop(threading.get_ident(), None)
-            self.retro.imported(frame.f_locals.get("name") or getattr(result, "__name__", "?"), t0)
+        tid = threading.get_ident()
+        outer = self._outer.get(tid)
+        if outer is None or outer[0] is not frame:
+            return  # a nested import's, or one begun before we watched
+        del self._outer[tid]
+        self.retro.imported(frame.f_locals.get("name") or getattr(result, "__name__", "?"), outer[1])
 
-    def unwound(self, code: Any, exc: BaseException) -> None:  # (PY_UNWIND is on only while a patch point runs)
-        stack = self._stacks.get(threading.get_ident())
-        if stack:
-            stack.pop()
-
-
-def _drop_unwound(stack: list[tuple[Any, int]], frame: Any) -> None:
-    """Drop the imports of ``stack`` whose frame is no longer among ``frame``'s callers (they failed)."""
-    f, seen = frame.f_back, set()
-    top = stack[-1][0]
-    while f is not None and f is not top:
-        seen.add(id(f))
-        f = f.f_back
-    if f is top:
-        return
-    while stack and id(stack[-1][0]) not in seen:  # we hold the frames we compare: their ids are not reused
-        stack.pop()
+    def unwound(self, code: Any, exc: BaseException) -> None:
+        return None  # (PY_UNWIND is on only while a patch point runs) a failed import is found at the next one
 
 
 class RetroSpans:

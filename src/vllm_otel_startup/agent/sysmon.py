@@ -42,15 +42,14 @@ class Events:
         self._lock = threading.Lock()
 
     def watch(self, code: types.CodeType, handler: Any) -> bool:
-        """PY_START and PY_RETURN of ``code`` to ``handler`` (beside any other handler of it); False: no free tool
-        id here."""
+        """PY_START and PY_RETURN of ``code`` to ``handler``, beside the handlers of other kinds (classes) and in
+        place of one of its own kind (a later import watcher replaces an earlier one); False: no free tool id here."""
         if not self._tool():
             return False
         with self._lock:
             _, handlers = self._handlers.get(id(code), (code, ()))
-            if handler in handlers:
-                return True
-            self._handlers[id(code)] = (code, (*handlers, handler))  # a new tuple: callbacks read it unlocked
+            others = tuple(h for h in handlers if type(h) is not type(handler))
+            self._handlers[id(code)] = (code, (*others, handler))  # a new tuple: callbacks read it unlocked
         if not handlers:
             events = sys.monitoring.events
             sys.monitoring.set_local_events(self.tool, code, events.PY_START | events.PY_RETURN)
