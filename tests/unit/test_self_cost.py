@@ -242,3 +242,19 @@ def test_one_start_per_arm_is_read_by_the_engine_cores_page_faults_at_ready_and_
     assert by["plain"]["ec_main_minflt"] == 10_000 and by["skeleton"]["ec_main_minflt"] == 15_000
     assert by["plain"]["capture_s"] == 4.0 and by["plain"]["capture_minflt"] == 4_000
     assert by["skeleton"]["capture_minflt"] == 6_000 and by["skeleton"]["capture_user_s"] == 2.0
+
+
+def test_the_api_server_first_line_bench_reads_its_arms_and_compares_each_with_plain():
+    """scripts/api_first_line.py (no GPU: vLLM's CUDA wheel up to the API server's first line): ``plain`` runs without
+    opentelemetry-instrument, every other arm with its environment; the table gives each arm's medians against plain."""
+    import api_first_line
+
+    arms = api_first_line.parse_arms(["plain", "instr", "nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers;A=1"])
+    assert arms == {"plain": None, "instr": {}, "nowatch": {"OTEL_PYTHON_VLLM_STARTUP_OFF": "watchers", "A": "1"}}
+    rows = [{"arm": "plain", "user_s": 5.8, "sys_s": 0.8, "faults": 170_100},
+            {"arm": "plain", "user_s": 5.9, "sys_s": 0.8, "faults": 170_300},
+            {"arm": "instr", "user_s": 6.0, "sys_s": 0.9, "faults": 177_100},
+            {"arm": "instr", "chunk_maps": 28_099, "wall_s": 9.0}]
+    table = api_first_line.summary(rows, ["plain", "instr"]).splitlines()
+    assert table[1].split()[:7] == ["plain", "2", "6.65", "+0.00", "170200", "+0", "200"]
+    assert table[2].split() == ["instr", "1", "6.90", "+0.25", "177100", "+6900", "0", "28099"]

@@ -1,0 +1,177 @@
+"""The API server's interpreter start and imports, plain against instrumented, on a host with no GPU (issue 25).
+
+vLLM's GPU build imports the same modules before its first log line whether or not a GPU is there, so its API
+server's cost up to that line can be measured on any host, many times over, with no GPU time: main-thread CPU
+seconds and minor page faults at the first line, arms in turn (order flipped every round). Faults repeat to ~0.01 %
+within an arm, so they tell apart what the ±0.2 s of CPU cannot. Never asserted in tests.
+
+    python scripts/api_first_line.py setup VENV
+        makes VENV (a venv of Python >= 3.12 with vLLM's CUDA wheel and its dependencies, e.g. the wheels
+        ../shared/gpu/fetch_wheels.sh fetches, plus OpenTelemetry and this project) start here: a stub
+        ``libcuda.so.1`` (every driver call says "no device"; built with gcc into VENV/cudastub) and a vLLM platform
+        plugin naming vLLM's own CUDA platform (no NVML here to detect one).
+    python scripts/api_first_line.py run VENV MODEL_DIR [--rounds 5] [--strace] ARM ...
+        ARM: ``plain``, or NAME or NAME=K=V;K=V (opentelemetry-instrument with those environment variables, e.g.
+        ``instr`` or ``nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers``). ``--strace``: one more start per arm under
+        strace, counting the 16 KiB anonymous mappings CPython's data-stack chunks are (cpython#142183).
+
+Measured this way (2026-11-29, vLLM 0.26.0, CPython 3.12.1, 2-core AMD EPYC): see docs/results-log.md, issue 25.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FIRST_LINE = "api_utils.py:345"  # vLLM 0.26's first line of `vllm serve` (its banner)
+PLUGIN = '''def plugin():  # no GPU, no NVML here: vLLM's CUDA platform anyway (the import chain of a GPU host)
+    return "vllm.platforms.cuda.CudaPlatform"
+'''
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def setup(venv: Path) -> None:
+    py = venv / "bin" / "python"
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "vos_fakecuda.py").write_text(PLUGIN)
+    dist = site / "vos_fakecuda-0.1.dist-info"
+    dist.mkdir(exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: vos-fakecuda\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[vllm.platform_plugins]\nvos_fakecuda = vos_fakecuda:plugin\n")
+    (dist / "RECORD").write_text("")
+    symbols: set[str] = set()
+    for lib in site.rglob("*.so*"):
+        needed = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True).stdout
+        if "libcuda.so.1" not in needed:
+            continue
+        undefined = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True).stdout
+        symbols.update(m.group(1) for m in re.finditer(r"\s(cu[A-Z]\w*?)(?:@\S*)?$", undefined, re.M))
+    stub = venv / "cudastub"
+    stub.mkdir(exist_ok=True)
+    (stub / "stub.c").write_text("".join(f"int {s}(void) {{ return 100; }}\n" for s in sorted(symbols)))
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(stub / "libcuda.so.1"), "-Wl,-soname,libcuda.so.1",
+                    str(stub / "stub.c")], check=True)
+    print(f"{venv}: platform plugin in {site}, stub driver with {len(symbols)} symbols in {stub}")
+
+
+def parse_arms(specs: list[str]) -> dict[str, dict[str, str] | None]:
+    """``plain`` -> None (no opentelemetry-instrument); NAME[=K=V;K=V] -> its extra environment."""
+    arms: dict[str, dict[str, str] | None] = {}
+    for spec in specs:
+        name, _, kv = spec.partition("=")
+        if name == "plain":
+            arms[name] = None
+            continue
+        arms[name] = dict(x.split("=", 1) for x in kv.split(";")) if kv else {}
+    return arms
+
+
+def _env(venv: Path, extra: dict[str, str] | None, work: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", CUDA_VISIBLE_DEVICES="", VLLM_LOGGING_LEVEL="INFO",
+               LD_LIBRARY_PATH=str(venv / "cudastub"), VLLM_PLUGINS="vos_fakecuda")
+    if extra is not None:
+        env.update(OTEL_PYTHON_VLLM_STARTUP_DIR=work, OTEL_PYTHON_VLLM_STARTUP_SUMMARY="false", **extra)
+    return env
+
+
+def _main_thread(pid: int) -> tuple[float, float, int]:
+    """(user s, system s, minor faults) of the process's main thread."""
+    with open(f"/proc/{pid}/task/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / TICK, int(fields[12]) / TICK, int(fields[7])
+
+
+def one(venv: Path, model: str, arm: str, extra: dict[str, str] | None, work: str, strace: str | None = None) -> dict:
+    cmd = [str(venv / "bin" / "vllm"), "serve", model, "--port", "18123"]
+    if extra is not None:
+        cmd = [str(venv / "bin" / "opentelemetry-instrument"), *cmd]
+    if strace:
+        cmd = ["strace", "-o", strace, "-e", "trace=mmap,munmap", *cmd]
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=_env(venv, extra, work), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, start_new_session=True)
+    row: dict = {"arm": arm}
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:
+            if FIRST_LINE in line:
+                row["wall_s"] = time.monotonic() - t0
+                if not strace:
+                    row["user_s"], row["sys_s"], row["faults"] = _main_thread(p.pid)
+                break
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    if "wall_s" not in row:
+        raise SystemExit(f"{arm}: no first line ({FIRST_LINE}) before the process ended: is {venv} set up?")
+    if strace:
+        text = Path(strace).read_text()
+        row["chunk_maps"] = len(re.findall(r"^mmap\(NULL, 16384, PROT_READ\|PROT_WRITE, MAP_PRIVATE\|MAP_ANONYMOUS",
+                                           text, re.M))
+    return row
+
+
+def summary(rows: list[dict], arms: list[str]) -> str:
+    plain = [r for r in rows if r["arm"] == "plain" and "faults" in r]
+    base = statistics.median(r["user_s"] + r["sys_s"] for r in plain) if plain else None
+    base_f = statistics.median(r["faults"] for r in plain) if plain else None
+    out = ["arm              n  CPU s (median)  vs plain   faults (median)  vs plain   spread   chunk maps"]
+    for arm in arms:
+        xs = [r for r in rows if r["arm"] == arm and "faults" in r]
+        maps = [r["chunk_maps"] for r in rows if r["arm"] == arm and "chunk_maps" in r]
+        if not xs:
+            continue
+        cpu = statistics.median(r["user_s"] + r["sys_s"] for r in xs)
+        flt = statistics.median(r["faults"] for r in xs)
+        spread = max(r["faults"] for r in xs) - min(r["faults"] for r in xs)
+        d_cpu = f"{cpu - base:+8.2f}" if base is not None else " " * 8
+        d_flt = f"{flt - base_f:+9.0f}" if base_f is not None else " " * 9
+        out.append(f"{arm:15s} {len(xs):2d} {cpu:14.2f} {d_cpu}   {flt:15.0f} {d_flt}  {spread:7.0f}   "
+                   f"{maps[0] if maps else '-'}")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("setup")
+    s.add_argument("venv", type=Path)
+    r = sub.add_parser("run")
+    r.add_argument("venv", type=Path)
+    r.add_argument("model")
+    r.add_argument("arms", nargs="+")
+    r.add_argument("--rounds", type=int, default=5)
+    r.add_argument("--strace", action="store_true")
+    r.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    if a.cmd == "setup":
+        setup(a.venv)
+        return
+    arms = parse_arms(a.arms)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="vos-first-line-") as work:
+        for rnd in range(a.rounds):
+            for arm in list(arms) if rnd % 2 == 0 else list(arms)[::-1]:
+                rows.append({**one(a.venv, a.model, arm, arms[arm], work), "round": rnd})
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        if a.strace:
+            for arm in arms:
+                rows.append(one(a.venv, a.model, arm, arms[arm], work, strace=f"{work}/strace.{arm}"))
+    if a.out:
+        a.out.write_text(json.dumps(rows, indent=1))
+    print(summary(rows, list(arms)))
+
+
+if __name__ == "__main__":
+    main()
