@@ -181,3 +181,29 @@ def test_handlers_of_different_kinds_share_a_code_object_and_one_of_a_kind_repla
         ev.unwatch(target.__code__)
     target()
     assert second.n == 2
+
+
+@monitoring
+def test_a_module_a_hook_imports_gets_its_own_hook_though_no_event_reports_that_import(package):
+    """CPython reports no event inside a sys.monitoring callback: a module imported by a hook (or by a frameless row's
+    steps) is found as the callback ends (post_import.sweep)."""
+    first, second = package("first"), package("second")
+    seen: list = []
+    post_import.register(lambda m: (seen.append(m.__name__), __import__(second)), first)
+    post_import.register(lambda m: seen.append(m.__name__), second)
+    __import__(first)
+    assert seen == [first, second]
+
+
+@monitoring
+def test_sweep_runs_the_hooks_of_modules_imported_unseen_and_only_once(package):
+    target = package("unseen")
+    seen: list = []
+    post_import.register(seen.append, target)
+    post_import.sweep()
+    assert seen == []
+    module = type(sys)(target)
+    sys.modules[target] = module  # as an import inside a callback of ours leaves it: no event came
+    post_import.sweep()
+    post_import.sweep()
+    assert seen == [module]

@@ -26,6 +26,7 @@ import weakref
 from typing import Any
 
 from vllm_otel_startup.agent import sysmon
+from vllm_otel_startup.agent.patching import post_import
 from vllm_otel_startup.agent.patching.wrappers import BUILDERS, Call, Hook, Steps, run_after, run_before
 from vllm_otel_startup.agent.sysmon import events
 
@@ -126,6 +127,7 @@ class Monitor:
             self._running += 1
         events().unwinding(+1)
         run_before(row.hook, row.steps, call)
+        post_import.sweep()  # a module our steps imported (no events inside this callback) gets its hooks
 
     def returned(self, code: types.CodeType, frame: types.FrameType, result: Any) -> None:
         self._end(code, result, None)
@@ -150,6 +152,7 @@ class Monitor:
         for o in ended:
             mine = o.row.code is code
             run_after(o.row.hook, o.row.steps, o.call, result if mine else None, exc if mine else None)
+        post_import.sweep()
 
 
 def _arguments(frame: types.FrameType, code: types.CodeType, bound: bool) -> Call:

@@ -11,7 +11,8 @@ Here a module's hooks run instead when importlib's ``_find_and_load`` returns it
 while the module executes, and no finder of ours is asked about every import. A module returned while it still
 initializes (a circular import's partial module) waits for its own import's end. An older interpreter, no free tool
 id or ``OTEL_PYTHON_VLLM_STARTUP_OFF=frameless`` keep wrapt's hooks. As with wrapt, a module imported already gets its
-hook at once, a failed import gets none, and a hook runs once.
+hook at once, a failed import gets none, and a hook runs once. A module imported inside a callback of ours, where
+CPython reports no event, gets its hook as that callback ends (``sweep``).
 """
 
 from __future__ import annotations
@@ -45,8 +46,12 @@ class _Imports:
         name = getattr(module, "__name__", None)
         if name not in self.waiting:  # every import of the process comes here: a dict lookup
             return
-        if getattr(getattr(module, "__spec__", None), "_initializing", False):
+        if _initializing(module):
             return  # a circular import's partial module: its own import returns later
+        self.run(name, module)
+        sweep()  # what the hooks imported themselves (no events inside this callback)
+
+    def run(self, name: str, module: Any) -> None:
         with self.lock:
             hooks = self.waiting.pop(name, ())
         for hook in hooks:
@@ -54,6 +59,23 @@ class _Imports:
                 hook(module)
             except Exception:  # noqa: BLE001 - a hook of ours never raises into vLLM's import
                 failed(HOOKS, f"a post-import hook of {name}")
+
+
+def _initializing(module: Any) -> bool:
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def sweep() -> None:
+    """Run the hooks of the modules imported while ``sys.monitoring`` reported nothing: CPython suspends every event
+    of a thread while one of its callbacks runs, so an import inside a callback of ours (a hook here, a frameless
+    row's steps) never reaches ``returned``. Called as such a callback ends; a few dict lookups."""
+    imports = _IMPORTS
+    if imports is None or not imports.waiting:
+        return
+    for name in [n for n in list(imports.waiting) if n in sys.modules]:
+        module = sys.modules.get(name)
+        if module is not None and not _initializing(module):
+            imports.run(name, module)
 
 
 _IMPORTS: _Imports | None = None
