@@ -207,3 +207,20 @@ def test_sweep_runs_the_hooks_of_modules_imported_unseen_and_only_once(package):
     post_import.sweep()
     post_import.sweep()
     assert seen == [module]
+
+
+@monitoring
+def test_a_forked_child_gets_a_fresh_lock(package):
+    """The hooks' lock may be held by another thread at a fork (VLLM_WORKER_MULTIPROC_METHOD=fork): the child's is
+    new (sysmon's after-fork hooks)."""
+    post_import.register(lambda m: None, package("forked"))
+    imports = post_import._IMPORTS
+    assert any(ref() is imports for ref in sysmon._FORK_HOOKS)
+    held = imports.lock
+    held.acquire()
+    try:
+        sysmon._after_fork_in_child()
+        assert imports.lock is not held and imports.lock.acquire(timeout=1)
+        imports.lock.release()
+    finally:
+        held.release()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,11 @@ class _Imports:
         self.waiting: dict[str, list[Hook]] = {}  # module name -> hooks not run yet
         self.lock = threading.Lock()
         self.code: Any = None
+        self.modules_seen = 0  # len(sys.modules) at the last sweep
+
+    def forked(self) -> None:
+        """A forked child: the lock may have been held by a thread it does not have (sysmon._FORK_HOOKS)."""
+        self.lock = threading.Lock()
 
     def started(self, code: Any, frame: Any) -> None:
         return None
@@ -70,8 +76,9 @@ def sweep() -> None:
     of a thread while one of its callbacks runs, so an import inside a callback of ours (a hook here, a frameless
     row's steps) never reaches ``returned``. Called as such a callback ends; a few dict lookups."""
     imports = _IMPORTS
-    if imports is None or not imports.waiting:
-        return
+    if imports is None or not imports.waiting or len(sys.modules) == imports.modules_seen:
+        return  # nothing imported since the last sweep
+    imports.modules_seen = len(sys.modules)
     for name in [n for n in list(imports.waiting) if n in sys.modules]:
         module = sys.modules.get(name)
         if module is not None and not _initializing(module):
@@ -91,6 +98,7 @@ def _imports() -> _Imports | None:
         imports.code = bootstrap._find_and_load.__code__
         if sysmon.events().watch(imports.code, imports):
             _IMPORTS = imports
+            sysmon._FORK_HOOKS.append(weakref.ref(imports))
     return _IMPORTS
 
 
