@@ -94,36 +94,59 @@ class _FramelessImports:
     """The import watcher on Python >= 3.12 (sysmon.py): the start and return of importlib's own
     ``_find_and_load``, seen through ``sys.monitoring``. Replacing that function put a frame of ours under every
     module being loaded, nested imports one more each: 44,000 of the EngineCore's page faults on the H200 (issue 25).
-    Only a thread's outermost import in progress is kept (a nested one is part of it): a nested import's start
-    checks that the outermost one is still among its callers, its return is one comparison. An import that fails
-    reports no return: the next import of its thread finds it no longer among its callers and takes its place."""
+    Per thread, the frames of the imports in progress: a nested import's start walks its callers only up to the
+    innermost of them (a few frames: the enclosing module's execution), its return is one comparison with the last.
+    An import that fails reports no return: the next import of its thread finds it no longer among its callers and
+    drops it."""
 
     def __init__(self, retro: RetroSpans) -> None:
         self.retro = retro
-        self._outer: dict[int, tuple[Any, int]] = {}  # thread -> (frame, start) of its outermost import in progress
+        self._stacks: dict[int, list[Any]] = {}  # thread -> frames of its imports in progress, the outermost first
+        self._t0: dict[int, int] = {}  # thread -> start of its outermost import in progress
 
     def started(self, code: Any, frame: Any) -> None:
         self.retro.imports += 1
         tid = threading.get_ident()
-        outer = self._outer.get(tid)
-        if outer is not None:
-            top, f = outer[0], frame.f_back
-            while f is not None:
-                if f is top:
-                    return  # nested in the outermost import
+        stack = self._stacks.get(tid)
+        if stack:
+            top, f = stack[-1], frame.f_back
+            while f is not None and f is not top:
                 f = f.f_back
-        self._outer[tid] = (frame, time.time_ns())  # the first, or the outermost one failed
+            if f is None:  # the innermost one is not among our callers: it failed
+                _drop_unwound(stack, frame)
+        if not stack:
+            stack = self._stacks[tid] = []
+            self._t0[tid] = time.time_ns()
+        stack.append(frame)
 
     def returned(self, code: Any, frame: Any, result: Any) -> None:
         tid = threading.get_ident()
-        outer = self._outer.get(tid)
-        if outer is None or outer[0] is not frame:
-            return  # a nested import's, or one begun before we watched
-        del self._outer[tid]
-        self.retro.imported(frame.f_locals.get("name") or getattr(result, "__name__", "?"), outer[1])
+        stack = self._stacks.get(tid)
+        if not stack:
+            return  # one begun before we watched
+        if stack[-1] is frame:
+            stack.pop()
+        elif any(f is frame for f in stack):  # the ones above it failed
+            while stack.pop() is not frame:
+                pass
+        else:
+            return
+        if not stack:  # the outermost import: nested ones are part of it
+            del self._stacks[tid]
+            self.retro.imported(frame.f_locals.get("name") or getattr(result, "__name__", "?"), self._t0.pop(tid))
 
     def unwound(self, code: Any, exc: BaseException) -> None:
         return None  # (PY_UNWIND is on only while a patch point runs) a failed import is found at the next one
+
+
+def _drop_unwound(stack: list[Any], frame: Any) -> None:
+    """Drop the imports of ``stack`` no longer among ``frame``'s callers (they failed); the whole stack walked once."""
+    callers, f = set(), frame.f_back
+    while f is not None:
+        callers.add(id(f))
+        f = f.f_back
+    while stack and id(stack[-1]) not in callers:  # we hold the frames we compare: their ids are not reused
+        stack.pop()
 
 
 class RetroSpans:
