@@ -32,10 +32,10 @@ Hook = Callable[[Any], None]
 class _Imports:
     """The sysmon handler of ``_find_and_load``: a module's import returned, its hooks run."""
 
-    def __init__(self) -> None:
+    def __init__(self, code: Any) -> None:
+        self.code = code  # importlib._bootstrap._find_and_load's
         self.waiting: dict[str, list[Hook]] = {}  # module name -> hooks not run yet
         self.lock = threading.Lock()
-        self.code: Any = None
         self.modules_seen = 0  # len(sys.modules) at the last sweep
 
     def forked(self) -> None:
@@ -94,8 +94,7 @@ def _imports() -> _Imports | None:
     if _IMPORTS is None and sysmon.available():
         import importlib._bootstrap as bootstrap
 
-        imports = _Imports()
-        imports.code = bootstrap._find_and_load.__code__
+        imports = _Imports(bootstrap._find_and_load.__code__)
         if sysmon.events().watch(imports.code, imports):
             _IMPORTS = imports
             sysmon._FORK_HOOKS.append(weakref.ref(imports))
