@@ -189,24 +189,36 @@ def per_start(rows: list[dict]) -> list[dict]:
                 row.update(capture_s=round(b - a, 2), capture_minflt=round(ends["minflt"][1] - ends["minflt"][0]),
                            capture_user_s=round(ends["user_s"][1] - ends["user_s"][0], 2))
         row["capture_full_it_s"] = figures(r["log"]).get("capture_full_it_s")
-        row.update(api_at_first_line(snap, first_lines(r["log"], r["spawn_ns"]).get("APIServer")))
+        lines = first_lines(r["log"], r["spawn_ns"])
+        row.update(at_first_line(snap, "api_server", lines.get("APIServer")))
+        row.update(at_first_line(snap, "engine_core", lines.get("EngineCore")))
         out.append(row)
     return out
 
 
-def api_at_first_line(snap: dict, first_line_s: float | None) -> dict[str, float]:
-    """The API server's main thread at its first log line (its interpreter start and imports, all of them on the
-    critical path): CPU seconds and minor page faults, interpolated in the 2 Hz timeline. The API server is the
-    launched process (it keeps the interpreter's name: no vLLM title)."""
-    pid = next((proc["pid"] for proc in snap.get("at_ready", []) if _proc_kind(proc) == "api_server"), None)
+def at_first_line(snap: dict, kind: str, first_line_s: float | None) -> dict[str, float]:
+    """A process's main thread from its start to its first log line (its interpreter start and imports, on the
+    critical path), interpolated in the driver's 2 Hz timeline: seconds, CPU seconds, minor page faults, voluntary
+    context switches and the seconds it was off the CPU (``waiting_s``: seconds - CPU; a CPU-bound import phase
+    waits only for the GIL, the disk or the page cache). ``api_server`` is the launched process (it keeps the
+    interpreter's name), timed from the launch; ``engine_core`` from the first timeline point that shows its pid
+    (up to 0.5 s after its spawn, in both arms alike). Keys are prefixed ``api_`` / ``ec_``."""
+    pid = next((proc["pid"] for proc in snap.get("at_ready", []) if _proc_kind(proc) == kind), None)
     if pid is None or first_line_s is None:
         return {}
     seen = [(e["t"], pr) for e in snap.get("timeline") or [] for pr in e["procs"] if pr.get("tid") == pid]
-    cpu, faults = (_at([(t, pr[key]) for t, pr in seen], first_line_s) for key in ("cpu_s", "minflt"))
-    if cpu is None or faults is None:
+    if not seen:
         return {}
-    return {"api_first_line_s": round(first_line_s, 2), "api_main_cpu_s": round(cpu, 2),
-            "api_main_minflt": round(faults)}
+    t0 = 0.0 if kind == "api_server" else seen[0][0]
+    got = {key: _at([(t, pr.get(key, 0)) for t, pr in seen], first_line_s) for key in ("cpu_s", "minflt", "vcsw")}
+    if any(v is None for v in got.values()):
+        return {}
+    base = {key: 0.0 if kind == "api_server" else seen[0][1].get(key, 0) for key in got}
+    wall, cpu = first_line_s - t0, got["cpu_s"] - base["cpu_s"]
+    pre = "api" if kind == "api_server" else "ec"
+    return {f"{pre}_first_line_s": round(wall, 2), f"{pre}_main_cpu_s": round(cpu, 2),
+            f"{pre}_main_minflt": round(got["minflt"] - base["minflt"]),
+            f"{pre}_main_vcsw": round(got["vcsw"] - base["vcsw"]), f"{pre}_waiting_s": round(wall - cpu, 2)}
 
 
 def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
@@ -346,13 +358,22 @@ def report(rows: list[dict]) -> dict:
             print(f"  {x['pair']:>4} {x['arm']:<19}" + "".join(
                 f" {'-':>{w}}" if v is None else f" {v:>{w}.{d}f}"
                 for v, (w, d) in zip(cells, [(8, 1), (9, 0), (7, 2), (9, 2), (8, 0), (7, 2), (9, 1)], strict=True)))
-    if any(x.get("api_main_minflt") for x in starts):
-        print("\nper start: the API server main thread at its first log line (interpreter start and imports)")
-        print(f"  {'pair arm':<24} {'line s':>8} {'CPU s':>7} {'faults':>9}")
+    for pre, who in (("api", "the API server main thread, launch"), ("ec", "the EngineCore main thread, spawn")):
+        if not any(x.get(f"{pre}_main_minflt") is not None for x in starts):
+            continue
+        print(f"\nper start: {who} to its first log line (interpreter start and imports; waiting = seconds - CPU)")
+        print(f"  {'pair arm':<24} {'line s':>8} {'CPU s':>7} {'waiting':>7} {'faults':>9} {'vcsw':>6}")
         for x in sorted(starts, key=lambda x: (x["pair"], x["arm"] != "plain", x["arm"])):
-            if x.get("api_main_minflt") is not None:
-                print(f"  {x['pair']:>4} {x['arm']:<19} {x['api_first_line_s']:8.2f} {x['api_main_cpu_s']:7.2f} "
-                      f"{x['api_main_minflt']:9d}")
+            if x.get(f"{pre}_main_minflt") is not None:
+                print(f"  {x['pair']:>4} {x['arm']:<19} {x[f'{pre}_first_line_s']:8.2f} {x[f'{pre}_main_cpu_s']:7.2f} "
+                      f"{x[f'{pre}_waiting_s']:7.2f} {x[f'{pre}_main_minflt']:9d} {x[f'{pre}_main_vcsw']:6d}")
+        for arm in arms:
+            xs = [x for x in starts if x["arm"] == arm and x.get(f"{pre}_main_minflt") is not None]
+            if xs:
+                med = {k: statistics.median(x[f"{pre}_{k}"] for x in xs)
+                       for k in ("first_line_s", "main_cpu_s", "waiting_s", "main_vcsw")}
+                print(f"  median {arm:<17} {med['first_line_s']:8.2f} {med['main_cpu_s']:7.2f} "
+                      f"{med['waiting_s']:7.2f} {'':>9} {med['main_vcsw']:6.0f}")
     names = sorted({k for m in per_arm.values() for k in m}, key=lambda k: (k.count("."), k))
     print("\nmedian per start" + "".join(f" | {a:>14}" for a in arms) + (" | instr-plain" if "instr" in arms else ""))
     for k in names:

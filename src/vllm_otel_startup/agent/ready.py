@@ -169,7 +169,12 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
 
     t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
     t0 = time.monotonic()
-    t.start()
+    try:
+        t.start()
+    except RuntimeError:  # at interpreter shutdown Python >= 3.12 starts no thread: the local hand-over here,
+        if before is not None:  # the export with the SDK's own shutdown, which comes next
+            safe(READY, before)
+        return
     started = time.monotonic() - t0
     if handover_s > 0:  # a failing start: its local hand-over first (capped), then the export's wait as at ready
         handed_over.wait(handover_s)
