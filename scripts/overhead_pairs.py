@@ -19,7 +19,9 @@ prints ratios measured side by side in one run.
         and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
     python scripts/overhead_pairs.py rows WORKDIR/rows.json   (a cpu run's starts again)
     python scripts/overhead_pairs.py gpu RUNS_DIR [RUNS_DIR ...]
-        the analysis of such a queue's runs (each run dir: serve.log, stopwatch.json).
+        the analysis of such a queue's runs (each run dir: serve.log, stopwatch.json; with threads.json also, per
+        start, the API server's and the EngineCore's main thread from its start to its first log line: seconds,
+        CPU, waiting = seconds - CPU, faults, voluntary context switches).
 
 For every start it reads vLLM's own log lines, never our spans: its reported durations (weights, model loading,
 torch.compile, CUDA-graph capture, init engine), the CUDA-graph capture rate (tqdm's it/s at 100 %, per mode), and
