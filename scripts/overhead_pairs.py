@@ -14,7 +14,8 @@ prints ratios measured side by side in one run.
         log line, which repeat to ~0.1 % and ~0.3 % within an arm), --lanes 2 (a pair's two starts at once, one
         per GPU), --profile (first a
         pair under py-spy, carried as .gpu/tools/py-spy: profile.txt per start), --tail NAME=K=V (pairs of plain
-        against that arm after the main ones, the arms in turn); every start leaves threads.json (per thread of
+        against that arm after the main ones, the arms in turn), --first-pair N (more pairs for a warm machine whose
+        queue is done: no cold start; remove /tmp/vx/queue.json there first); every start leaves threads.json (per thread of
         each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU migrations
         and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
     python scripts/overhead_pairs.py rows WORKDIR/rows.json   (a cpu run's starts again)
@@ -442,16 +443,20 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
 # ---- the GPU form -----------------------------------------------------------------------------------------
 def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, profile: bool = False,
               tail: dict[str, dict[str, str]] | None = None, tail_pairs: int = 2,
-              once: dict[str, dict[str, str]] | None = None) -> list[dict]:
+              once: dict[str, dict[str, str]] | None = None, first_pair: int = 1) -> list[dict]:
     """Entries for ../shared/gpu/driver.py (its keys; ``env``: extra environment of that start; ``gpu``: with two
     lanes, the GPU of each start: two consecutive starts of a pair run at the same time, one per GPU, the GPUs
     swapped every pair). ``profile``: first a pair under py-spy (``profile``: the driver's patched form,
     scripts/gpu_driver_lanes.diff), not counted. ``tail``: after the pairs, ``tail_pairs`` pairs of each named arm
     against plain, one pair of each arm in turn (an arm's ratio then comes from those pairs only). ``once``: instead
-    of all that, one plain start and one start of each named arm (pair 1), read by their page faults (per_start)."""
+    of all that, one plain start and one start of each named arm (pair 1), read by their page faults (per_start).
+    ``first_pair`` > 1: more pairs for a machine that has run a queue already (its compile cache filled): no cold
+    start, pairs numbered from there, each pair's order as it would have been in one long queue."""
     log_cfg = {"VLLM_LOGGING_CONFIG_PATH": f"@tools/{LOGGING.name}"}  # the driver's folder there
     q = [dict(name="cold_otlp", instr=True, export="otlp", drop=True, est=200, limit=330, env={**log_cfg, **DEBUG})]
-    if lanes > 1:
+    if first_pair > 1:
+        q.clear()
+    elif lanes > 1:
         q[0]["gpu"] = 0
 
     def add(pair: int, arms: list[tuple[str, dict[str, str] | None]], label: str = "pair", **extra: object) -> None:
@@ -473,9 +478,9 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
         return q
     if profile:
         add(0, arms_of(0, {}), label="profile", profile=True)
-    for pair in range(1, pairs + 1):
+    for pair in range(first_pair, first_pair + pairs):
         add(pair, arms_of(pair, variants))
-    n = pairs
+    n = first_pair + pairs - 1
     for rnd in range(tail_pairs):  # round robin: a queue cut short still has pairs of every arm; each arm's order
         for name, env in (tail or {}).items():  # (and with two lanes its GPU) flips from one round to the next
             n += 1
@@ -513,6 +518,8 @@ def main() -> None:
     q.add_argument("--tail", action="append", default=[], help="NAME=K=V,...: after the pairs, pairs of plain "
                    "against this arm (--tail-pairs of each)")
     q.add_argument("--tail-pairs", type=int, default=2)
+    q.add_argument("--first-pair", type=int, default=1, help="N > 1: more pairs on a machine that ran a queue "
+                   "already (no cold start; remove /tmp/vx/queue.json there first, the driver resumes it otherwise)")
     q.add_argument("--once", action="append", default=[], help="NAME=K=V,...: instead of pairs, one plain start and "
                    "one start of each such arm (a bisect by the EngineCore main thread's page faults)")
     g = sub.add_parser("gpu")
@@ -528,7 +535,8 @@ def main() -> None:
         if a.out is None:
             raise SystemExit("gpu-queue: --out FILE (e.g. .gpu/tools/overhead_queue.json)")
         a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant), a.lanes, a.profile,
-                                           parse_variants(a.tail), a.tail_pairs, parse_variants(a.once)),
+                                           parse_variants(a.tail), a.tail_pairs, parse_variants(a.once),
+                                           a.first_pair),
                                  indent=1))
         print(f"{a.out}: {a.pairs} pairs; copy {LOGGING.name} beside it (the driver reads @tools/ as its own folder)")
         return

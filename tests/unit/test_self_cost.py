@@ -267,3 +267,14 @@ def test_the_api_server_first_line_bench_reads_its_arms_and_compares_each_with_p
     table = api_first_line.summary(rows, ["plain", "instr"]).splitlines()
     assert table[1].split()[:7] == ["plain", "2", "6.65", "+0.00", "170200", "+0", "200"]
     assert table[2].split() == ["instr", "1", "6.90", "+0.25", "177100", "+6900", "0", "28099"]
+
+
+def test_more_pairs_continue_a_queue_without_a_cold_start_in_the_order_one_long_queue_has():
+    """gpu-queue --first-pair 9 --pairs 3: the three pairs a machine that ran pairs 1-8 can still fit (issue 25's
+    eleven pairs), numbered on, each pair's order flipped as in one queue of eleven."""
+    long = overhead_pairs.gpu_queue(11, {})
+    more = overhead_pairs.gpu_queue(3, {}, first_pair=9)
+    assert [e["name"] for e in more] == ["pair9_plain", "pair9_instr", "pair10_instr", "pair10_plain",
+                                         "pair11_plain", "pair11_instr"]
+    assert more == long[-6:]
+    assert overhead_pairs.gpu_queue(2, {})[0]["name"] == "cold_otlp"
