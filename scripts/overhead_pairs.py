@@ -15,9 +15,9 @@ prints ratios measured side by side in one run.
         per GPU), --profile (first a
         pair under py-spy, carried as .gpu/tools/py-spy: profile.txt per start), --tail NAME=K=V (pairs of plain
         against that arm after the main ones, the arms in turn), --first-pair N (more pairs for a warm machine whose
-        queue is done: no cold start; remove /tmp/vx/queue.json there first); every start leaves threads.json (per thread of
-        each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU migrations
-        and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
+        queue is done: no cold start; remove /tmp/vx/queue.json there first); every start leaves threads.json (per
+        thread of each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU
+        migrations and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
     python scripts/overhead_pairs.py rows WORKDIR/rows.json   (a cpu run's starts again)
     python scripts/overhead_pairs.py gpu RUNS_DIR [RUNS_DIR ...]
         the analysis of such a queue's runs (each run dir: serve.log, stopwatch.json; with threads.json also, per
@@ -202,26 +202,27 @@ def per_start(rows: list[dict]) -> list[dict]:
 def at_first_line(snap: dict, kind: str, first_line_s: float | None) -> dict[str, float]:
     """A process's main thread from its start to its first log line (its interpreter start and imports, on the
     critical path), interpolated in the driver's 2 Hz timeline: seconds, CPU seconds, minor page faults, voluntary
-    context switches and the seconds it was off the CPU (``waiting_s``: seconds - CPU; a CPU-bound import phase
-    waits only for the GIL, the disk or the page cache). ``api_server`` is the launched process (it keeps the
-    interpreter's name), timed from the launch; ``engine_core`` from the first timeline point that shows its pid
-    (up to 0.5 s after its spawn, in both arms alike). Keys are prefixed ``api_`` / ``ec_``."""
+    context switches (the counters run from the process's creation) and the seconds it was off the CPU
+    (``waiting_s``: seconds - CPU; a CPU-bound import phase waits only for the GIL, the disk or the page cache).
+    ``api_server`` is the launched process (it keeps the interpreter's name), timed from the launch; an
+    ``engine_core`` from its start estimated as the first timeline point that shows its pid (up to 0.5 s after its
+    spawn) less the CPU it had used by then (it runs on a CPU from its first instant: interpreter start). Keys are
+    prefixed ``api_`` / ``ec_``."""
     pid = next((proc["pid"] for proc in snap.get("at_ready", []) if _proc_kind(proc) == kind), None)
     if pid is None or first_line_s is None:
         return {}
     seen = [(e["t"], pr) for e in snap.get("timeline") or [] for pr in e["procs"] if pr.get("tid") == pid]
     if not seen:
         return {}
-    t0 = 0.0 if kind == "api_server" else seen[0][0]
+    t0 = 0.0 if kind == "api_server" else seen[0][0] - seen[0][1].get("cpu_s", 0.0)
     got = {key: _at([(t, pr.get(key, 0)) for t, pr in seen], first_line_s) for key in ("cpu_s", "minflt", "vcsw")}
     if any(v is None for v in got.values()):
         return {}
-    base = {key: 0.0 if kind == "api_server" else seen[0][1].get(key, 0) for key in got}
-    wall, cpu = first_line_s - t0, got["cpu_s"] - base["cpu_s"]
+    wall, cpu = first_line_s - t0, got["cpu_s"]
     pre = "api" if kind == "api_server" else "ec"
     return {f"{pre}_first_line_s": round(wall, 2), f"{pre}_main_cpu_s": round(cpu, 2),
-            f"{pre}_main_minflt": round(got["minflt"] - base["minflt"]),
-            f"{pre}_main_vcsw": round(got["vcsw"] - base["vcsw"]), f"{pre}_waiting_s": round(wall - cpu, 2)}
+            f"{pre}_main_minflt": round(got["minflt"]), f"{pre}_main_vcsw": round(got["vcsw"]),
+            f"{pre}_waiting_s": round(wall - cpu, 2)}
 
 
 def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
@@ -361,7 +362,7 @@ def report(rows: list[dict]) -> dict:
             print(f"  {x['pair']:>4} {x['arm']:<19}" + "".join(
                 f" {'-':>{w}}" if v is None else f" {v:>{w}.{d}f}"
                 for v, (w, d) in zip(cells, [(8, 1), (9, 0), (7, 2), (9, 2), (8, 0), (7, 2), (9, 1)], strict=True)))
-    for pre, who in (("api", "the API server main thread, launch"), ("ec", "the EngineCore main thread, spawn")):
+    for pre, who in (("api", "the API server main thread, launch"), ("ec", "the EngineCore main thread, its start")):
         if not any(x.get(f"{pre}_main_minflt") is not None for x in starts):
             continue
         print(f"\nper start: {who} to its first log line (interpreter start and imports; waiting = seconds - CPU)")

@@ -277,3 +277,18 @@ def test_config_key_ignores_host_and_port_only():
     b = estimate.config_key(["vllm", "serve", "m", "--port=9000", "--dtype", "f32"])
     assert a == b == ("serve", "m", "--dtype", "f32")
     assert estimate.config_key(["vllm", "serve", "m", "--dtype", "f16"]) != a
+
+
+def test_a_start_that_exits_closes_its_status_server_even_at_interpreter_shutdown(start, monkeypatch):
+    """Python >= 3.12 starts no thread at shutdown, where a start that exits before ready is finished: the status
+    server is closed on the exiting thread instead of a thread of its own (agent/threads.py)."""
+    from vllm_otel_startup.agent import threads
+
+    port = free_port()
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_STATUS_PORT", f"127.0.0.1:{port}")
+    s = start("api_server")
+    assert get(f"http://127.0.0.1:{port}/status")[0] == 200
+    monkeypatch.setattr(threads, "start", lambda thread: False)  # what the interpreter says at shutdown
+    s.rt.live.stop("exited")
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        get(f"http://127.0.0.1:{port}/status")  # closed by the time stop() returned

@@ -71,3 +71,40 @@ atexit.register(at_exit)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert "handed over" in out.stdout and "exit hook done" in out.stdout
+
+
+def _refused(message: str):
+    def start(self: threading.Thread) -> None:
+        raise RuntimeError(message)
+
+    return start
+
+
+def test_at_interpreter_shutdown_the_hand_over_runs_on_the_calling_thread_and_nothing_waits(monkeypatch):
+    """The same on any Python: Thread.start refused as 3.12 refuses it at shutdown."""
+    monkeypatch.setattr(threading.Thread, "start", _refused("can't create new thread at interpreter shutdown"))
+    handed, exported = [], []
+    rt = SimpleNamespace(provider=SimpleNamespace(force_flush=lambda timeout: exported.append(1)),
+                         info=SimpleNamespace(kind="worker"))
+    t0 = time.perf_counter()
+    ready.flush(rt, 5.0, before=lambda: handed.append(1), handover_s=5.0)
+    assert handed == [1] and exported == []  # the export goes with the SDK's own shutdown
+    assert time.perf_counter() - t0 < 1.0
+
+    printed = []
+    monkeypatch.setattr(ready, "print_summary", lambda rt: printed.append(rt))
+    ready.print_summary_later(rt)
+    assert printed == [rt]  # a start that exits still prints its breakdown, on the exiting thread
+
+
+def test_a_thread_refused_for_any_other_reason_is_raised_as_before(monkeypatch):
+    """A process at its thread limit: the caller's guard reports it (one warning); nothing runs in its place."""
+    import pytest
+
+    monkeypatch.setattr(threading.Thread, "start", _refused("can't start new thread"))
+    handed = []
+    rt = SimpleNamespace(provider=SimpleNamespace(force_flush=lambda timeout: None),
+                         info=SimpleNamespace(kind="worker"))
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        ready.flush(rt, 0.025, before=lambda: handed.append(1))
+    assert handed == []

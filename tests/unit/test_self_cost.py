@@ -175,22 +175,22 @@ def test_the_engine_cores_main_thread_cpu_is_read_between_two_lines_from_the_dri
 def test_each_process_main_thread_is_read_at_its_first_log_line_from_the_drivers_timeline():
     """The launched process keeps the interpreter's name; its main thread's faults at its first line are the
     bisect measure for its interpreter start and imports (issue 25: +65,000 with the agent, to 0.3 % in each arm).
-    The EngineCore is timed from the first point that shows it; ``waiting_s`` (seconds - CPU) tells a CPU-bound
-    import phase from one kept off the CPU (the GIL, the disk), with its voluntary context switches."""
+    The EngineCore is timed from its estimated start (first seen, less the CPU it had used); ``waiting_s`` (seconds -
+    CPU) tells a CPU-bound import phase from one kept off the CPU (the GIL, the disk), with its voluntary switches."""
     snap = {"at_ready": [
         {"pid": 10, "comm": "python3", "cmd": "python3 /tmp/vx/bin/vllm serve /tmp/vx/model --port 8100",
          "threads": []},
         {"pid": 12, "comm": "VLLM::EngineCor", "cmd": "VLLM::EngineCore", "threads": []}],
         "timeline": [{"t": t / 2, "procs": [
             {"pid": 10, "tid": 10, "comm": "python3", "cpu_s": t / 2, "minflt": 1000 * t, "vcsw": t},
-            *([{"pid": 12, "tid": 12, "comm": "python3" if t < 30 else "VLLM::EngineCor", "cpu_s": (t - 20) / 4,
+            *([{"pid": 12, "tid": 12, "comm": "python3" if t < 30 else "VLLM::EngineCor", "cpu_s": 0.5 + (t - 20) / 4,
                 "minflt": 100 * t, "vcsw": 3 * t}] if t >= 20 else [])]} for t in range(0, 41)]}
     assert overhead_pairs.at_first_line(snap, "api_server", 10.25) == {
         "api_first_line_s": 10.25, "api_main_cpu_s": 10.25, "api_main_minflt": 20_500, "api_main_vcsw": 20,
         "api_waiting_s": 0.0}
-    # spawned at ~10 s (first seen there, before its title), a core half the time: half its seconds waiting
+    # first seen at 10 s (before its title) with 0.5 s of CPU used: started at 9.5 s; then a core half the time
     assert overhead_pairs.at_first_line(snap, "engine_core", 16.0) == {
-        "ec_first_line_s": 6.0, "ec_main_cpu_s": 3.0, "ec_main_minflt": 1_200, "ec_main_vcsw": 36,
+        "ec_first_line_s": 6.5, "ec_main_cpu_s": 3.5, "ec_main_minflt": 3_200, "ec_main_vcsw": 96,
         "ec_waiting_s": 3.0}
     assert overhead_pairs.at_first_line(snap, "api_server", 99.0) == {}  # outside the timeline
     assert overhead_pairs.at_first_line(snap, "api_server", None) == {}  # no first line

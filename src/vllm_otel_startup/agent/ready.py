@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent import threads
 from vllm_otel_startup.agent.patching.guard import READY, failed, safe
 from vllm_otel_startup.agent.process import API_SERVER, ProcessInfo
 
@@ -94,7 +95,9 @@ def print_summary_later(rt: ReadyHost) -> None:
     """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread
     of its own started once the ready point's wait is over: the rendering never competes with the main thread for
     the GIL while it waits (under load the fault matrix's three waits reached 95-100 ms when it did)."""
-    threading.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary", daemon=True).start()
+    if not threads.start(threading.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary",
+                                          daemon=True)):
+        print_summary(rt)  # interpreter shutdown (a start that exits): nothing left to compete with
 
 
 def print_summary(rt: ReadyHost) -> None:
@@ -169,11 +172,10 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
 
     t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
     t0 = time.monotonic()
-    try:
-        t.start()
-    except RuntimeError:  # at interpreter shutdown Python >= 3.12 starts no thread: the local hand-over here,
-        if before is not None:  # the export with the SDK's own shutdown, which comes next
+    if not threads.start(t):  # interpreter shutdown: the local hand-over on this thread, the export with the
+        if before is not None:  # SDK's own shutdown, which comes next
             safe(READY, before)
+        _log.debug("flush at interpreter shutdown: local hand-over only")
         return
     started = time.monotonic() - t0
     if handover_s > 0:  # a failing start: its local hand-over first (capped), then the export's wait as at ready

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent import threads
 from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, WAITING_SPANS
 from vllm_otel_startup.agent.process import API_SERVER, ProcessInfo
 
@@ -221,7 +222,9 @@ class Live:
             spool.remove_live(self.rt.trace_id(), self._spool_name())
         if self.server is not None:
             server, self.server = self.server, None
-            threading.Thread(target=server.close, name="vllm-otel-startup-status-close", daemon=True).start()
+            closing = threading.Thread(target=server.close, name="vllm-otel-startup-status-close", daemon=True)
+            if not threads.start(closing):  # interpreter shutdown: closed here (its loop ends within its poll)
+                server.close()
 
     def forget_in_child(self) -> None:
         """A forked child: the parent's status socket is not ours (close our copy), its thread is gone."""
