@@ -535,6 +535,8 @@ def main() -> None:
     if a.cmd == "gpu-queue":
         if a.out is None:
             raise SystemExit("gpu-queue: --out FILE (e.g. .gpu/tools/overhead_queue.json)")
+        if a.first_pair < 1:
+            raise SystemExit(f"gpu-queue: --first-pair {a.first_pair}: pairs are numbered from 1")
         a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant), a.lanes, a.profile,
                                            parse_variants(a.tail), a.tail_pairs, parse_variants(a.once),
                                            a.first_pair),

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import types
+import weakref
 from typing import Any
 
 from vllm_otel_startup import settings
@@ -154,7 +155,13 @@ def events() -> Events:
     return _EVENTS
 
 
-_FORK_HOOKS: list[Any] = []  # what else resets itself in a forked child (frameless.Monitor, weakly)
+_FORK_HOOKS: list[Any] = []  # what else resets itself in a forked child, weakly (reset_in_forked_child)
+
+
+def reset_in_forked_child(obj: Any) -> None:
+    """``obj.forked()`` runs in a forked child, before our events go on there (``obj`` held weakly): a frameless
+    Monitor, the post-import hooks."""
+    _FORK_HOOKS.append(weakref.ref(obj))
 
 
 def _after_fork_in_child() -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import inspect
 import threading
 import types
-import weakref
 from typing import Any
 
 from vllm_otel_startup.agent import sysmon
@@ -73,7 +72,7 @@ class Monitor:
         self._stacks: dict[int, list[_Open]] = {}
         self._running = 0  # calls running in all threads (PY_UNWIND is on while there is one)
         self._lock = threading.Lock()
-        sysmon._FORK_HOOKS.append(weakref.ref(self))
+        sysmon.reset_in_forked_child(self)
 
     def forked(self) -> None:
         """A forked child: the calls in flight are the parent's."""

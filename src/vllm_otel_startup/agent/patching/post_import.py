@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +38,7 @@ class _Imports:
         self.modules_seen = 0  # len(sys.modules) at the last sweep
 
     def forked(self) -> None:
-        """A forked child: the lock may have been held by a thread it does not have (sysmon._FORK_HOOKS)."""
+        """A forked child: the lock may have been held by a thread it does not have (sysmon.reset_in_forked_child)."""
         self.lock = threading.Lock()
 
     def started(self, code: Any, frame: Any) -> None:
@@ -79,7 +78,7 @@ def sweep() -> None:
     if imports is None or not imports.waiting or len(sys.modules) == imports.modules_seen:
         return  # nothing imported since the last sweep
     imports.modules_seen = len(sys.modules)
-    for name in [n for n in list(imports.waiting) if n in sys.modules]:
+    for name in list(imports.waiting):
         module = sys.modules.get(name)
         if module is not None and not _initializing(module):
             imports.run(name, module)
@@ -97,7 +96,7 @@ def _imports() -> _Imports | None:
         imports = _Imports(bootstrap._find_and_load.__code__)
         if sysmon.events().watch(imports.code, imports):
             _IMPORTS = imports
-            sysmon._FORK_HOOKS.append(weakref.ref(imports))
+            sysmon.reset_in_forked_child(imports)
     return _IMPORTS
 
 
