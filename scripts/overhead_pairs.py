@@ -15,7 +15,8 @@ prints ratios measured side by side in one run.
         per GPU), --profile (first a
         pair under py-spy, carried as .gpu/tools/py-spy: profile.txt per start), --tail NAME=K=V (pairs of plain
         against that arm after the main ones, the arms in turn), --first-pair N (more pairs for a warm machine whose
-        queue is done: no cold start; remove /tmp/vx/queue.json there first); every start leaves threads.json (per
+        queue is done: no cold start; remove /tmp/vx/queue.json there first), --imports N (N pairs with
+        PYTHONPROFILEIMPORTTIME=1, not counted: scripts/overhead_where.py imports); every start leaves threads.json (per
         thread of each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU
         migrations and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
     python scripts/overhead_pairs.py rows WORKDIR/rows.json   (a cpu run's starts again)
@@ -50,6 +51,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 LOGGING = HERE / "overhead_logging.json"
 DEBUG = {"OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1"}
+IMPORTTIME = {"PYTHONPROFILEIMPORTTIME": "1"}  # every interpreter's imports, to its stderr (serve.log)
 
 # ---- vLLM's own log lines ------------------------------------------------------------------------------------
 FIGURES = {  # name -> a line's pattern whose group 1 is seconds (the largest match per start: the slowest rank)
@@ -444,7 +446,7 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
 # ---- the GPU form -----------------------------------------------------------------------------------------
 def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, profile: bool = False,
               tail: dict[str, dict[str, str]] | None = None, tail_pairs: int = 2,
-              once: dict[str, dict[str, str]] | None = None, first_pair: int = 1) -> list[dict]:
+              once: dict[str, dict[str, str]] | None = None, first_pair: int = 1, imports: int = 0) -> list[dict]:
     """Entries for ../shared/gpu/driver.py (its keys; ``env``: extra environment of that start; ``gpu``: with two
     lanes, the GPU of each start: two consecutive starts of a pair run at the same time, one per GPU, the GPUs
     swapped every pair). ``profile``: first a pair under py-spy (``profile``: the driver's patched form,
@@ -452,7 +454,8 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
     against plain, one pair of each arm in turn (an arm's ratio then comes from those pairs only). ``once``: instead
     of all that, one plain start and one start of each named arm (pair 1), read by their page faults (per_start).
     ``first_pair`` > 1: more pairs for a machine that has run a queue already (its compile cache filled): no cold
-    start, pairs numbered from there, each pair's order as it would have been in one long queue."""
+    start, pairs numbered from there, each pair's order as it would have been in one long queue. ``imports``: after
+    the profile, that many pairs with ``PYTHONPROFILEIMPORTTIME=1`` in both arms (not counted: read by ``imports``)."""
     log_cfg = {"VLLM_LOGGING_CONFIG_PATH": f"@tools/{LOGGING.name}"}  # the driver's folder there
     q = [dict(name="cold_otlp", instr=True, export="otlp", drop=True, est=200, limit=330, env={**log_cfg, **DEBUG})]
     if first_pair > 1:
@@ -460,9 +463,11 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
     elif lanes > 1:
         q[0]["gpu"] = 0
 
-    def add(pair: int, arms: list[tuple[str, dict[str, str] | None]], label: str = "pair", **extra: object) -> None:
+    def add(pair: int, arms: list[tuple[str, dict[str, str] | None]], label: str = "pair",
+            common: dict[str, str] | None = None, **extra: object) -> None:
         for i, (arm, env) in enumerate(arms):
             instr = env is not None
+            env = {**(common or {}), **(env or {})}
             # an empty endpoint: the local start file only (the driver starts no sink and sets no endpoint)
             local = instr and env.get("OTEL_EXPORTER_OTLP_ENDPOINT") == ""
             env = {k: v for k, v in (env or {}).items() if not (local and k == "OTEL_EXPORTER_OTLP_ENDPOINT")}
@@ -479,6 +484,8 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
         return q
     if profile:
         add(0, arms_of(0, {}), label="profile", profile=True)
+    for pair in range(1, imports + 1):
+        add(pair, arms_of(pair, {}), label="imports", common=IMPORTTIME)
     for pair in range(first_pair, first_pair + pairs):
         add(pair, arms_of(pair, variants))
     n = first_pair + pairs - 1
@@ -523,6 +530,8 @@ def main() -> None:
                    "already (no cold start; remove /tmp/vx/queue.json there first, the driver resumes it otherwise)")
     q.add_argument("--once", action="append", default=[], help="NAME=K=V,...: instead of pairs, one plain start and "
                    "one start of each such arm (a bisect by the EngineCore main thread's page faults)")
+    q.add_argument("--imports", type=int, default=0, help="N: after the profile, N pairs with "
+                   "PYTHONPROFILEIMPORTTIME=1 in both arms (not counted; read by the imports command)")
     g = sub.add_parser("gpu")
     g.add_argument("runs", type=Path, nargs="+")
     r = sub.add_parser("rows", help="the analysis of a cpu run's saved starts (WORKDIR/rows.json)")
@@ -539,7 +548,7 @@ def main() -> None:
             raise SystemExit(f"gpu-queue: --first-pair {a.first_pair}: pairs are numbered from 1")
         a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant), a.lanes, a.profile,
                                            parse_variants(a.tail), a.tail_pairs, parse_variants(a.once),
-                                           a.first_pair),
+                                           a.first_pair, a.imports),
                                  indent=1))
         print(f"{a.out}: {a.pairs} pairs; copy {LOGGING.name} beside it (the driver reads @tools/ as its own folder)")
         return
