@@ -26,6 +26,7 @@ HEADER = "import time: self [us] | cumulative | imported package"
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| ?( *)(\S+)\s*$")
 PROCESS_NAMES = ("api_server", "engine_core")
 OURS = ("vllm_otel_startup", "opentelemetry/", "wrapt/")
+PROCESS = re.compile(r'process (\d+):"([^"]*)";')
 RUN = re.compile(r"\d+_(imports|profile)(\d+)_(\w+)$")
 
 
@@ -118,11 +119,15 @@ def read_profile(path: Path) -> dict[str, collections.Counter]:
     out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for line in path.read_text(errors="replace").splitlines():
         stack, _, n = line.rpartition(" ")
-        parts = stack.split(";")
-        m = re.match(r'process (\d+):"(.*)"$', parts[0]) if parts else None
-        if not m or len(parts) < 2 or not n.isdigit() or parts[1] != f"thread ({m.group(1)})":
+        procs = list(PROCESS.finditer(stack))  # --subprocesses: the process's ancestors first (a command may hold ;)
+        if not procs or not n.isdigit():
+            continue
+        pid, cmd = procs[-1].group(1), procs[-1].group(2)
+        thread, _, rest = stack[procs[-1].end():].partition(";")
+        if not re.match(rf"thread \({pid}\)(:|$)", thread):
             continue  # main threads only: the thread whose id is the process's
-        c, count, frames = out[_kind(m.group(2))], int(n), parts[2:]
+        kind = "api_server" if len(procs) == 1 else _kind(cmd)  # the root: its command reads "" once exec'd
+        c, count, frames = out[kind], int(n), rest.split(";")
         c["samples"] += count
         if any(o in f for f in frames for o in OURS):
             c["ours"] += count

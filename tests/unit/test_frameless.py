@@ -247,6 +247,22 @@ def test_a_decorated_target_is_monitored_through_wrapped_and_never_the_decorator
 
 
 @monitoring
+def test_a_function_vllm_imports_from_another_module_is_monitored_as_the_same_code(installer, target, tmp_path):
+    """gpu_worker's ``from vllm.v1.worker.gpu.warmup import warmup_kernels`` (decorated there): the row names the
+    importing module; the code is the defining module's, and every call of it is the row's."""
+    (tmp_path / "frameless_user.py").write_text("from frameless_target import decorated\n")
+    user = importlib.import_module("frameless_user")
+    try:
+        st, inst = installer()
+        inst._apply_one(user, PatchPoint("frameless_user:decorated", "Decorated", "kernel_warmup", "any"))
+        assert st.rt.patch_frameless == 1 and user.decorated is target.decorated  # nothing replaced
+        assert user.decorated(2) == 4 and target.decorated(3) == 6
+        assert target.SEEN == [[], []] and len(st.spans("Decorated")) == 2
+    finally:
+        sys.modules.pop("frameless_user", None)
+
+
+@monitoring
 def test_generators_coroutines_and_aliases_keep_the_wrapper(installer, target):
     st, inst = installer()
     for qual in ("gen", "coro"):

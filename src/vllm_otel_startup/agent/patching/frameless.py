@@ -33,16 +33,17 @@ KINDS = frozenset({"span", "ready", "guard", "enrich"})  # kinds whose steps are
 _NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 
-def own_function(raw: Any, module: str, qualname: str, depth: int = 4) -> types.FunctionType | None:
+def own_function(raw: Any, qualname: str, depth: int = 4) -> types.FunctionType | None:
     """The plain function behind ``raw`` (a class ``__dict__`` entry or a module attribute) whose code is the row's
-    own, looked for through ``__wrapped__`` (decorators), or None."""
+    own, looked for through ``__wrapped__`` (decorators), or None. Its module may be another than the row's: a
+    function vLLM imports under its own name (``gpu_worker.warmup_kernels``) is the same code, and its calls from
+    anywhere are the row's (a wrapper saw only those through the row's module)."""
     fn = raw
     for _ in range(depth):
         fn = getattr(fn, "__func__", fn)  # staticmethod / classmethod
         if isinstance(fn, types.FunctionType):
             code = fn.__code__
-            if (getattr(code, "co_qualname", None) == qualname and fn.__module__ == module
-                    and not code.co_flags & _NOT_PLAIN):
+            if getattr(code, "co_qualname", None) == qualname and not code.co_flags & _NOT_PLAIN:
                 return fn
         fn = getattr(fn, "__wrapped__", None)
         if fn is None:
@@ -89,7 +90,7 @@ class Monitor:
         point = hook.point
         if point.hook not in KINDS or hook.is_async:
             return False
-        fn = own_function(raw, point.module, point.qualname)
+        fn = own_function(raw, point.qualname)
         if fn is None:
             return False
         code = fn.__code__
