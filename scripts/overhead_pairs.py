@@ -13,10 +13,11 @@ prints ratios measured side by side in one run.
         else: a bisect read by the EngineCore main thread's page faults at ready, or the API server's at its first
         log line, which repeat to ~0.1 % and ~0.3 % within an arm), --lanes 2 (a pair's two starts at once, one
         per GPU), --profile (first a
-        pair under py-spy, carried as .gpu/tools/py-spy: profile.txt per start), --tail NAME=K=V (pairs of plain
+        pair under py-spy, carried as .gpu/tools/py-spy, the binary in `pip download py-spy`'s wheel under
+        py_spy-*.data/scripts/: profile.txt per start), --tail NAME=K=V (pairs of plain
         against that arm after the main ones, the arms in turn), --first-pair N (more pairs for a warm machine whose
         queue is done: no cold start; remove /tmp/vx/queue.json there first), --imports N (N pairs with
-        PYTHONPROFILEIMPORTTIME=1, not counted: scripts/overhead_where.py imports); every start leaves threads.json (per
+        PYTHONPROFILEIMPORTTIME=1, not counted: scripts/import_diff.py); every start leaves threads.json (per
         thread of each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU
         migrations and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
     python scripts/overhead_pairs.py rows WORKDIR/rows.json   (a cpu run's starts again)
@@ -470,7 +471,7 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
             env = {**(common or {}), **(env or {})}
             # an empty endpoint: the local start file only (the driver starts no sink and sets no endpoint)
             local = instr and env.get("OTEL_EXPORTER_OTLP_ENDPOINT") == ""
-            env = {k: v for k, v in (env or {}).items() if not (local and k == "OTEL_EXPORTER_OTLP_ENDPOINT")}
+            env = {k: v for k, v in env.items() if not (local and k == "OTEL_EXPORTER_OTLP_ENDPOINT")}
             q.append(dict(name=f"{label}{pair}_{arm}", instr=instr, export="otlp" if instr and not local else "none",
                           drop=False, est=90, limit=170, pair=pair, arm=arm,
                           env={**log_cfg, **(DEBUG if instr else {}), **env}, **extra))

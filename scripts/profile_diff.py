@@ -3,7 +3,8 @@
 
     python scripts/profile_diff.py PLAIN/profile.txt INSTR/profile.txt [--process EngineCore] [--rate 100] [--top 30]
 
-Per thread of the process (named as Python names it): seconds sampled. For its main thread: the functions whose
+Per thread of the process (named as Python names it): seconds sampled; of the main thread's, those with a frame of
+ours (the agent, OpenTelemetry, wrapt) on its stack. For its main thread: the functions whose
 inclusive time (the function or anything it called) and whose own time (the innermost frame: where the thread was,
 running or waiting) differ most between the two, in seconds. With ``--idle`` a waiting thread is sampled at the
 Python frame it waits in, so a main thread that waits longer (for the GIL, a lock, the GPU driver) shows there.
@@ -19,6 +20,7 @@ from pathlib import Path
 LINE = re.compile(r"^(.*) (\d+)$")
 PROCESS = re.compile(r'process \d+:"[^"]*";?')
 THREAD = re.compile(r"^thread \((\d+)\): ?(.*)$")
+OURS = ("vllm_otel_startup/", "opentelemetry/", "wrapt/")  # (a wrapper's frame counts: vLLM's call runs under it)
 
 
 def _function(frame: str) -> str:
@@ -51,6 +53,8 @@ def load(path: Path, process: str) -> tuple[Counter, Counter, Counter]:
         stack = [_function(f) for f in rest[1:]]
         for fn in set(stack):
             inclusive[fn] += count
+        if any(o in f for f in stack for o in OURS):
+            threads["MainThread, a frame of ours on its stack"] += count
         own[stack[-1] if stack else "(no Python frame)"] += count
     return threads, inclusive, own
 

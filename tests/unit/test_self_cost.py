@@ -152,6 +152,27 @@ def test_profile_diff_reads_a_processes_threads_and_main_thread_functions_from_p
     assert inclusive["run (core.py)"] == 400 and own["capture (runner.py)"] == 300 and own["load (backends.py)"] == 100
 
 
+def test_import_times_are_split_per_interpreter_with_the_launcher_and_the_resource_tracker_set_aside():
+    import import_diff
+
+    head = import_diff.HEADER + "\n"
+
+    def line(us: int, mod: str) -> str:
+        return f"import time: {us:>9} | {us:>10} | {mod}\n"
+
+    log = (head + line(100, "opentelemetry.instrumentation") +  # opentelemetry-instrument, before it execs vllm
+           head + line(5000, "torch") + line(300, "vllm") + "INFO 12:00:00 vLLM API server\n" +
+           head + line(50, "multiprocessing.resource_tracker") +
+           head + line(7000, "torch") + line(400, "vllm") + line(20, "late_api_import") +
+           line(900, "vllm.v1.engine.core") + line(30, "late_api_import"))  # seen twice: the second is the API's
+    segs = import_diff.import_segments(log)
+    assert [sorted(s) for s in segs[2:]] == [["multiprocessing.resource_tracker"],
+                                             ["late_api_import", "torch", "vllm", "vllm.v1.engine.core"]]
+    assert segs[1]["late_api_import"] == 30  # given to the busiest earlier interpreter without it
+    api, core = import_diff.main_two(segs)
+    assert api == {"torch": 5000, "vllm": 300, "late_api_import": 30} and core["vllm.v1.engine.core"] == 900
+
+
 def test_the_engine_cores_main_thread_cpu_is_read_between_two_lines_from_the_drivers_timeline():
     def timeline(rate: float) -> list[dict]:  # the EngineCore's main thread using `rate` cores from 2 s on
         return [{"t": t / 2, "procs": [{"pid": 6, "comm": "VLLM::EngineCor" if t >= 4 else "python3",
