@@ -1,7 +1,9 @@
 """Our garbage-collection watcher never swallows a signal: vLLM's SIGTERM handler raises ``SystemExit`` once, and
 Python ignores what a ``gc`` callback raises. A pending signal's handler runs at the main thread's next bytecode
 boundary, which was often the entry of our callback: the worker then went on starting (4 of 6 runs of this test's
-child before the fix). Real signals, a real allocation-heavy loop, our real watcher."""
+child before the fix). The exception handed back to the main thread could land at a callback's entry again, every
+time in this loop (12 of 180 runs on a busy 2-core host before it waited for the main thread to be elsewhere, 0 of 180
+after). Real signals, a real allocation-heavy loop, our real watcher."""
 
 from __future__ import annotations
 

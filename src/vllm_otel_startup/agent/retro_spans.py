@@ -64,10 +64,10 @@ def hand_back(exc_type: type[BaseException]) -> None:
     be inside a ``gc`` callback (its very first one: the callback's entry, before any ``try`` of ours); Python
     ignores whatever a callback raises (it goes to ``sys.unraisablehook``), so vLLM's one-shot SIGTERM handler
     (``raise SystemExit``) was lost there and the process went on starting. A helper thread sets the same
-    exception type on the main thread (``PyThreadState_SetAsyncExc``) once it gets the GIL, i.e. after the
-    collection: the main thread raises it at its next bytecode boundary, as the handler's raise would have (the
-    type, not the instance: vLLM raises a bare ``SystemExit()``). Should it land in our callback again, it is
-    caught and handed back again."""
+    exception type on the main thread (``PyThreadState_SetAsyncExc``) at a moment the main thread, waiting for the
+    GIL, is in none of ours (not in a gc callback again): it raises it there as it takes the GIL back, as the
+    handler's raise would have (the type, not the instance: vLLM raises a bare ``SystemExit()``). Should it still
+    land in our callback, it is caught and handed back again."""
     tid = threading.get_ident()
     left = threading.Event()  # the hook is done: raising before would land in it, and be ignored there too
 
@@ -75,13 +75,30 @@ def hand_back(exc_type: type[BaseException]) -> None:
         import ctypes
 
         left.wait(1.0)
-        time.sleep(0.001)  # the GIL comes back to us after the collection, at the main thread's next switch
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(exc_type))
+        # This thread runs when the main thread lets go of the GIL, and it does so at its next check: often the very
+        # entry of a gc callback, right after a collection. Raised there, the exception is ignored once more (in a
+        # loop that allocates and calls nothing, every time: tests/unit/test_gc_signal.py). So it is set only while
+        # the main thread is somewhere else: it raises it there, as it takes the GIL back.
+        deadline = time.monotonic() + 2.0
+        while True:
+            time.sleep(0.0005)
+            if not _inside(sys._current_frames().get(tid), _HANDING) or time.monotonic() > deadline:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(exc_type))
+                return
 
     try:
         threading.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True).start()
     finally:
         left.set()
+
+
+def _inside(frame: Any, codes: tuple[Any, ...]) -> bool:
+    """Whether one of ``codes`` runs in ``frame`` or any frame under it."""
+    while frame is not None:
+        if any(frame.f_code is c for c in codes):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _import_wrapper(original: Any, enter: Any, exit_: Any) -> Any:
@@ -308,3 +325,7 @@ class RetroSpans:
         ctx = trace.set_span_in_context(parent)
         for name, t0, t1, attrs in found:
             self.tracer.start_span(name, context=ctx, start_time=t0, attributes=attrs).end(end_time=t1)
+
+
+# where a handed-back exception must not be raised: our gc callback, our unraisable hook, the hand-back itself
+_HANDING = (RetroSpans._gc.__code__, RetroSpans._unraisable.__code__, hand_back.__code__)
