@@ -17,7 +17,9 @@ prints ratios measured side by side in one run.
         py_spy-*.data/scripts/: profile.txt per start), --tail NAME=K=V (pairs of plain
         against that arm after the main ones, the arms in turn), --first-pair N (more pairs for a warm machine whose
         queue is done: no cold start; remove /tmp/vx/queue.json there first), --imports N (N pairs with
-        PYTHONPROFILEIMPORTTIME=1, not counted: scripts/import_diff.py); every start leaves threads.json (per
+        PYTHONPROFILEIMPORTTIME=1, not counted: scripts/import_diff.py); with scripts/vos_gccount.py installed on
+        the machine (its docstring), every full garbage collection of both arms is counted per process (full_gc.*);
+        every start leaves threads.json (per
         thread of each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU
         migrations and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
     python scripts/overhead_pairs.py rows WORKDIR/rows.json   (a cpu run's starts again)
@@ -66,6 +68,7 @@ FIGURES = {  # name -> a line's pattern whose group 1 is seconds (the largest ma
 CAPTURE = re.compile(r"Capturing CUDA graphs \((\w+)\):\s+100%\|[^|]*\|\s*(\d+)/\d+ \[[^<]*<[^,]*,\s*([\d.]+)it/s\]")
 STAMP = re.compile(r"^(?:\((\w+) pid=(\d+)\) )?\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) \[([^\]]+?) pid=(\d+)\]",
                    re.M)
+FULL_GC = re.compile(r"^vos-gc pid=(\d+) wall=[\d.]+ dur=([\d.]+) ", re.M)  # scripts/vos_gccount.py, both arms
 SELF_COST = re.compile(r"self-cost (\w+) pid \d+: process cpu ([\d.]+)s; agent threads ([\d.]+)s \(([^)]*)\); "
                        r"other threads ([\d.]+)s(?:; span processor (\d+) calls ([\d.]+)s)?"
                        r"(?:; gc callbacks (\d+) imports watched (\d+))?")
@@ -99,6 +102,23 @@ def first_lines(log: str, spawn_ns: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, dt in first.values():
         out[name] = max(dt, out.get(name, dt))
+    return out
+
+
+def full_gcs(log: str) -> dict[str, float]:
+    """Full collections per process and their seconds (``full_gc.EngineCore``, ``full_gc_s.EngineCore``), from the
+    lines scripts/vos_gccount.py writes in both arms; a process named by its vLLM log lines' pid (others: ``other``,
+    e.g. the resource tracker, opentelemetry-instrument's own interpreter). Empty without that module."""
+    names: dict[int, str] = {}
+    for m in STAMP.finditer(log):
+        prefix, _, _, _, pname, pid = m.groups()
+        name = prefix or pname
+        names.setdefault(int(pid), "launcher" if name == "MainProcess" else _process(name))
+    out: dict[str, float] = {}
+    for m in FULL_GC.finditer(log):
+        who = names.get(int(m.group(1)), "other")
+        out[f"full_gc.{who}"] = out.get(f"full_gc.{who}", 0) + 1
+        out[f"full_gc_s.{who}"] = round(out.get(f"full_gc_s.{who}", 0.0) + float(m.group(2)), 4)
     return out
 
 
@@ -337,7 +357,8 @@ def report(rows: list[dict]) -> dict:
         keys: dict[str, list[float]] = {"ready_s": [r["ready_s"] for r in starts]}
         for r in starts:
             lines = {f"first_line.{k}": v for k, v in first_lines(r["log"], r["spawn_ns"]).items()}
-            for src in (figures(r["log"]), lines, self_cost(r["log"]), thread_stats(r.get("threads") or {})):
+            for src in (figures(r["log"]), lines, self_cost(r["log"]), thread_stats(r.get("threads") or {}),
+                        full_gcs(r["log"])):
                 for k, v in src.items():
                     keys.setdefault(k, []).append(v)
         per_arm[arm] = {k: statistics.median(v) for k, v in keys.items()}

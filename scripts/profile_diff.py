@@ -28,19 +28,24 @@ def _function(frame: str) -> str:
     return re.sub(r":\d+\)$", ")", frame)
 
 
-def load(path: Path, process: str) -> tuple[Counter, Counter, Counter]:
-    """(samples per thread name, inclusive samples per main-thread function, own samples per main-thread function)
-    of the processes whose py-spy frame names ``process``."""
+LAUNCH = "launch"  # --process: the launched process itself (the API server; py-spy may read its title as "")
+
+
+def load(path: Path, process: str) -> tuple[Counter, Counter, Counter, Counter]:
+    """(samples per thread name, inclusive samples per main-thread function, own samples per main-thread function,
+    main-thread samples per outermost frame of ours) of the processes whose py-spy frame names ``process``
+    (``launch``: the launched process, under no other)."""
     threads: Counter = Counter()
     inclusive: Counter = Counter()
     own: Counter = Counter()
+    ours: Counter = Counter()
     for line in path.read_text(errors="replace").splitlines():
         m = LINE.match(line)
         if not m:
             continue
         stack_text, count = m.group(1), int(m.group(2))
         procs = PROCESS.findall(stack_text)  # a command line may hold ';' itself: the process frames come first
-        if not procs or process not in procs[-1]:
+        if not procs or (len(procs) > 1 if process == LAUNCH else process not in procs[-1]):
             continue
         rest = PROCESS.sub("", stack_text).lstrip(";").split(";")
         t = THREAD.match(rest[0])
@@ -53,21 +58,24 @@ def load(path: Path, process: str) -> tuple[Counter, Counter, Counter]:
         stack = [_function(f) for f in rest[1:]]
         for fn in set(stack):
             inclusive[fn] += count
-        if any(o in f for f in stack for o in OURS):
+        outermost = next((f for f in stack if any(o in f for o in OURS)), None)
+        if outermost is not None:
             threads["MainThread, a frame of ours on its stack"] += count
+            ours[outermost] += count
         own[stack[-1] if stack else "(no Python frame)"] += count
-    return threads, inclusive, own
+    return threads, inclusive, own, ours
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("plain", type=Path)
     ap.add_argument("instr", type=Path)
-    ap.add_argument("--process", default="EngineCore", help="a text of the process's py-spy frame (its title)")
+    ap.add_argument("--process", default="EngineCore", help="a text of the process's py-spy frame (its title); "
+                    f"{LAUNCH!r}: the launched process (the API server)")
     ap.add_argument("--rate", type=float, default=100.0, help="py-spy's sampling rate (samples a second)")
     ap.add_argument("--top", type=int, default=30)
     a = ap.parse_args()
-    (tp, ip, op), (ti, ii, oi) = load(a.plain, a.process), load(a.instr, a.process)
+    (tp, ip, op, _), (ti, ii, oi, ours) = load(a.plain, a.process), load(a.instr, a.process)
     if not tp or not ti:
         raise SystemExit(f"no samples of a process matching {a.process!r} in {a.plain if not tp else a.instr}")
     s = 1.0 / a.rate
@@ -78,6 +86,10 @@ def main() -> None:
         print(f"\nmain thread, {title}: largest differences (s)        plain    instr    delta")
         for fn in sorted(set(p) | set(i), key=lambda f: -abs(i[f] - p[f]))[:a.top]:
             print(f"  {fn[-70:]:<70} {p[fn] * s:8.2f} {i[fn] * s:8.2f} {(i[fn] - p[fn]) * s:+8.2f}")
+    if ours:
+        print("\nmain thread (instr), the outermost frame of ours on its stack (s): a wrapper under vLLM's call")
+        for fn, n in ours.most_common(a.top // 3 or 1):
+            print(f"  {fn[-70:]:<70} {n * s:8.2f}")
 
 
 if __name__ == "__main__":

@@ -146,10 +146,29 @@ def test_profile_diff_reads_a_processes_threads_and_main_thread_functions_from_p
         "thread (2): MainThread;run (core.py:11);load (backends.py:5) 100\n"
         'process 1:"vllm serve";process 2:"python3 -c from multiprocessing.spawn import spawn_main; spawn_main()";'
         "thread (3): vllm-otel-startup-sampler;_run (sampler.py:1) 50\n"
-        'process 1:"vllm serve";thread (1): MainThread;serve (api.py:1) 999\n')
-    threads, inclusive, own = profile_diff.load(raw, "spawn_main")
+        'process 1:"vllm serve";thread (1): MainThread;serve (api.py:1) 999\n'
+        'process 1:"vllm serve";thread (1): MainThread;<module> (vllm:5);wrapper (vllm_otel_startup/x/wrappers.py:1);'
+        "main (main.py:95);_find_and_load (<frozen importlib._bootstrap>:1) 7\n")
+    threads, inclusive, own, ours = profile_diff.load(raw, "spawn_main")
     assert threads == {"MainThread": 400, "vllm-otel-startup-sampler": 50}  # the API server's samples are not its
     assert inclusive["run (core.py)"] == 400 and own["capture (runner.py)"] == 300 and own["load (backends.py)"] == 100
+    assert not ours
+    # the launched process (py-spy may read its title as ""), and the wrapper of ours under vLLM's call in it
+    threads, inclusive, own, ours = profile_diff.load(raw, profile_diff.LAUNCH)
+    assert threads == {"MainThread": 1006, "MainThread, a frame of ours on its stack": 7}
+    assert ours == {"wrapper (vllm_otel_startup/x/wrappers.py)": 7}
+
+
+def test_full_collections_are_counted_per_process_from_the_gc_counter_lines_of_both_arms():
+    log = _log([("MainProcess", 1.0, "vLLM API server version 0.26.0"), ("EngineCore", 3.0, "Initializing")]) + (
+        "vos-gc pid=5 wall=1.0 dur=0.2000 n=100,10,1 collected=3 argv=/tmp/vx/bin/vllm\n"
+        "vos-gc pid=6 wall=2.0 dur=0.4000 n=90,9,1 collected=0 argv=-c\n"
+        "vos-gc pid=6 wall=3.0 dur=0.4500 n=190,19,2 collected=0 argv=-c\n"
+        "vos-gc pid=9 wall=3.0 dur=0.0010 n=5,0,1 collected=0 argv=-c\n")  # the resource tracker: no vLLM line
+    assert overhead_pairs.full_gcs(log) == {
+        "full_gc.launcher": 1, "full_gc_s.launcher": 0.2, "full_gc.EngineCore": 2, "full_gc_s.EngineCore": 0.85,
+        "full_gc.other": 1, "full_gc_s.other": 0.001}
+    assert overhead_pairs.full_gcs(log.replace("vos-gc", "other")) == {}
 
 
 def test_import_times_are_split_per_interpreter_with_the_launcher_and_the_resource_tracker_set_aside():
