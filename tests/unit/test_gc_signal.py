@@ -10,8 +10,11 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 CHILD = """
@@ -74,3 +77,24 @@ def test_what_our_callback_does_not_own_still_reaches_the_previous_hook(monkeypa
     finally:
         rs.uninstall()
     assert sys.unraisablehook == seen.append  # ours is gone again
+
+
+def test_at_interpreter_shutdown_nothing_is_handed_back_and_nothing_is_raised_into_the_hook(monkeypatch):
+    from vllm_otel_startup.agent import retro_spans
+
+    def refused(self):  # what Python >= 3.12 raises once the interpreter shuts down
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    retro_spans.hand_back(SystemExit)  # returns: no thread, no exception set, nothing raised into the hook
+
+
+def test_a_thread_limit_is_still_raised_from_the_hand_back(monkeypatch):
+    from vllm_otel_startup.agent import retro_spans
+
+    def limit(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", limit)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        retro_spans.hand_back(SystemExit)

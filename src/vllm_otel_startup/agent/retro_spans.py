@@ -25,7 +25,7 @@ from typing import Any
 from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import sysmon
+from vllm_otel_startup.agent import sysmon, threads
 from vllm_otel_startup.agent.patching.guard import SPANS, failed
 from vllm_otel_startup.model.intervals import merge, minus
 
@@ -67,7 +67,8 @@ def hand_back(exc_type: type[BaseException]) -> None:
     exception type on the main thread (``PyThreadState_SetAsyncExc``) at a moment the main thread, waiting for the
     GIL, is in none of ours (not in a gc callback again): it raises it there as it takes the GIL back, as the
     handler's raise would have (the type, not the instance: vLLM raises a bare ``SystemExit()``). Should it still
-    land in our callback, it is caught and handed back again."""
+    land in our callback, it is caught and handed back again. At interpreter shutdown (no new thread there) nothing
+    is handed back: the process is leaving already, as the handler's raise would have made it."""
     tid = threading.get_ident()
     left = threading.Event()  # the hook is done: raising before would land in it, and be ignored there too
 
@@ -87,7 +88,7 @@ def hand_back(exc_type: type[BaseException]) -> None:
                 return
 
     try:
-        threading.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True).start()
+        threads.start(threading.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True))
     finally:
         left.set()
 
