@@ -93,12 +93,11 @@ def first_lines(log: str, spawn_ns: int) -> dict[str, float]:
     several of one kind: the latest)."""
     first: dict[int, tuple[str, float]] = {}
     for m in STAMP.finditer(log):
-        prefix, _, stamp, ms, pname, pid = m.groups()
+        _, _, stamp, ms, _, pid = m.groups()
         pid = int(pid)
         if pid in first:
             continue
-        name = prefix or pname
-        first[pid] = ("launcher" if name == "MainProcess" else _process(name), _seconds(stamp, ms) - spawn_ns / 1e9)
+        first[pid] = (_stamp_process(m), _seconds(stamp, ms) - spawn_ns / 1e9)
     out: dict[str, float] = {}
     for name, dt in first.values():
         out[name] = max(dt, out.get(name, dt))
@@ -111,9 +110,7 @@ def full_gcs(log: str) -> dict[str, float]:
     e.g. the resource tracker, opentelemetry-instrument's own interpreter). Empty without that module."""
     names: dict[int, str] = {}
     for m in STAMP.finditer(log):
-        prefix, _, _, _, pname, pid = m.groups()
-        name = prefix or pname
-        names.setdefault(int(pid), "launcher" if name == "MainProcess" else _process(name))
+        names.setdefault(int(m.group(6)), _stamp_process(m))
     out: dict[str, float] = {}
     for m in FULL_GC.finditer(log):
         who = names.get(int(m.group(1)), "other")
@@ -133,6 +130,13 @@ def _seconds(stamp: str, ms: str) -> float:
 def _process(name: str) -> str:
     """A vLLM process name without its rank or index (``VllmWorker-0``, ``EngineCore_DP1``)."""
     return re.sub(r"[_-]?(DP)?\d+$", "", name)
+
+
+def _stamp_process(m: re.Match) -> str:
+    """The process a STAMP line comes from: its prefix's or its own name, rank dropped; vLLM's MainProcess is
+    ``launcher``."""
+    name = m.group(1) or m.group(5)
+    return "launcher" if name == "MainProcess" else _process(name)
 
 
 def line_times(log: str, spawn_ns: int, ready_s: float | None) -> dict[str, float]:
