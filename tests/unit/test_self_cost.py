@@ -294,12 +294,20 @@ def test_one_start_per_arm_is_read_by_the_engine_cores_page_faults_at_ready_and_
 
 
 def test_the_api_server_first_line_bench_reads_its_arms_and_compares_each_with_plain():
-    """scripts/api_first_line.py (no GPU: vLLM's CUDA wheel up to the API server's first line): ``plain`` runs without
-    opentelemetry-instrument, every other arm with its environment; the table gives each arm's medians against plain."""
+    """scripts/api_first_line.py (no GPU: vLLM's CUDA wheel up to the API server's first line): ``plain`` and any arm
+    named ``plain...`` run without opentelemetry-instrument, every other arm with it; each with its environment; the
+    table gives each arm's medians against plain."""
     import api_first_line
 
-    arms = api_first_line.parse_arms(["plain", "instr", "nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers;A=1"])
-    assert arms == {"plain": None, "instr": {}, "nowatch": {"OTEL_PYTHON_VLLM_STARTUP_OFF": "watchers", "A": "1"}}
+    arms = api_first_line.parse_arms(["plain", "instr", "nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers;A=1",
+                                      "plainsrc=PYTHONDONTWRITEBYTECODE=1"])
+    assert arms == {"plain": None, "instr": {}, "nowatch": {"OTEL_PYTHON_VLLM_STARTUP_OFF": "watchers", "A": "1"},
+                    "plainsrc": {"PYTHONDONTWRITEBYTECODE": "1"}}
+    assert [api_first_line.instrumented(a) for a in arms] == [False, True, True, False]
+    env = api_first_line._env(Path("/v"), "plainsrc", arms["plainsrc"], "/w")
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1" and "OTEL_PYTHON_VLLM_STARTUP_DIR" not in env
+    env = api_first_line._env(Path("/v"), "nowatch", arms["nowatch"], "/w")
+    assert env["OTEL_PYTHON_VLLM_STARTUP_OFF"] == "watchers" and env["OTEL_PYTHON_VLLM_STARTUP_DIR"] == "/w"
     rows = [{"arm": "plain", "user_s": 5.8, "sys_s": 0.8, "faults": 170_100},
             {"arm": "plain", "user_s": 5.9, "sys_s": 0.8, "faults": 170_300},
             {"arm": "instr", "user_s": 6.0, "sys_s": 0.9, "faults": 177_100},
