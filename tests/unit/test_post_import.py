@@ -224,3 +224,60 @@ def test_a_forked_child_gets_a_fresh_lock(package):
         imports.lock.release()
     finally:
         held.release()
+
+
+@monitoring
+def test_an_import_event_after_the_first_takes_no_id_call(package, monkeypatch):
+    """``id()`` raises an audit event, and vLLM's processes carry a Python audit hook (filelock's) that runs for each:
+    the handlers of importlib's ``_find_and_load`` are found by identity, never through ``id()``, once an event found
+    them; watching or unwatching any code forgets that, so a handler added later gets its events."""
+    ids: list[int] = []
+
+    def counting_id(obj):
+        ids.append(1)
+        return sys.modules["builtins"].id(obj)
+
+    seen: list[str] = []
+    post_import.register(lambda m: seen.append(m.__name__), first := package("first"))
+    __import__(first)
+    monkeypatch.setattr(sysmon, "id", counting_id, raising=False)
+    for i in range(5):
+        __import__(package(f"m{i}"))
+    assert ids == []
+    assert seen == [first]
+
+
+@monitoring
+def test_a_handler_watching_a_code_later_gets_its_events_the_identity_cache_dropped():
+    events = sysmon.events()
+
+    def target() -> int:
+        return 1
+
+    class First:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def started(self, code, frame) -> None:
+            self.calls += 1
+
+        def returned(self, code, frame, result) -> None:
+            pass
+
+    class Second(First):
+        pass
+
+    first, second = First(), Second()
+    try:
+        assert events.watch(target.__code__, first)
+        target()
+        target()  # the second event: found by identity
+        assert events.watch(target.__code__, second)
+        target()
+        events.unwatch(target.__code__, first)
+        target()
+        assert (first.calls, second.calls) == (3, 2)
+    finally:
+        events.unwatch(target.__code__)
+    target()
+    assert (first.calls, second.calls) == (3, 2)

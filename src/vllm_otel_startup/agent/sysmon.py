@@ -39,6 +39,10 @@ class Events:
         # does not; the code kept in the value keeps its id from being reused. importlib's _find_and_load has two
         # (the import watcher of retro_spans.py, the post-import hooks of patching/post_import.py)
         self._handlers: dict[int, tuple[types.CodeType, tuple[Any, ...]]] = {}
+        # the last code an event came for and its handlers, compared by identity: ``id()`` raises an audit event, and
+        # vLLM's processes have a Python audit hook (filelock's, imported with torch._inductor) that runs for each:
+        # importlib's _find_and_load, nearly every event here, never reaches the dict (16,000 hook calls a process)
+        self._last: tuple[Any, tuple[Any, ...]] = (None, ())
         self._unwinding = 0
         self._lock = threading.Lock()
 
@@ -51,6 +55,7 @@ class Events:
             _, handlers = self._handlers.get(id(code), (code, ()))
             others = tuple(h for h in handlers if type(h) is not type(handler))
             self._handlers[id(code)] = (code, (*others, handler))  # a new tuple: callbacks read it unlocked
+            self._last = (None, ())
         if not handlers:
             events = sys.monitoring.events
             sys.monitoring.set_local_events(self.tool, code, events.PY_START | events.PY_RETURN)
@@ -65,6 +70,7 @@ class Events:
                 self._handlers[id(code)] = (code, left)
             else:
                 self._handlers.pop(id(code), None)
+            self._last = (None, ())
         if entry is not None and not left and self.tool is not None:
             sys.monitoring.set_local_events(self.tool, code, 0)
         if not self._handlers and self.tool is not None:  # the tool id is given back
@@ -110,12 +116,23 @@ class Events:
             _log.info("vllm-otel-startup: no free sys.monitoring tool id; patch points are wrapped")
             return False
 
+    def _lookup(self, code: types.CodeType) -> tuple[Any, ...]:
+        """``code``'s handlers (none: not watched)."""
+        last = self._last
+        if last[0] is code:
+            return last[1]
+        entry = self._handlers.get(id(code))
+        if entry is None or entry[0] is not code:
+            return ()
+        self._last = entry  # one tuple, written whole: atomic under the GIL
+        return entry[1]
+
     # run by the interpreter in the caller's thread, at the call's start and end
     def _start(self, code: types.CodeType, offset: int) -> Any:
-        entry = self._handlers.get(id(code))
-        if entry is not None and entry[0] is code:
+        handlers = self._lookup(code)
+        if handlers:
             frame = sys._getframe(1)
-            for handler in entry[1]:
+            for handler in handlers:
                 try:
                     handler.started(code, frame)
                 except Exception:  # noqa: BLE001 - ours never raises into vLLM
@@ -123,10 +140,10 @@ class Events:
         return None
 
     def _return(self, code: types.CodeType, offset: int, result: Any) -> Any:
-        entry = self._handlers.get(id(code))
-        if entry is not None and entry[0] is code:
+        handlers = self._lookup(code)
+        if handlers:
             frame = sys._getframe(1)
-            for handler in entry[1]:
+            for handler in handlers:
                 try:
                     handler.returned(code, frame, result)
                 except Exception:  # noqa: BLE001
@@ -134,13 +151,12 @@ class Events:
         return None
 
     def _unwind(self, code: types.CodeType, offset: int, exc: BaseException) -> Any:
-        entry = self._handlers.get(id(code))  # every function's unwinding comes here while on: the rest return at once
-        if entry is not None and entry[0] is code:
-            for handler in entry[1]:
-                try:
-                    handler.unwound(code, exc)
-                except Exception:  # noqa: BLE001
-                    failed(HOOKS, "sys.monitoring PY_UNWIND")
+        # every function's unwinding comes here while on: the rest return at once
+        for handler in self._lookup(code):
+            try:
+                handler.unwound(code, exc)
+            except Exception:  # noqa: BLE001
+                failed(HOOKS, "sys.monitoring PY_UNWIND")
         return None
 
 
