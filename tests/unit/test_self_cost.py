@@ -317,6 +317,22 @@ def test_the_api_server_first_line_bench_reads_its_arms_and_compares_each_with_p
     assert table[2].split() == ["instr", "1", "6.90", "+0.25", "177100", "+6900", "0", "28099"]
 
 
+def test_the_child_form_starts_an_interpreter_as_a_spawned_engine_core_of_an_instrumented_server():
+    """``api_first_line.py child``: every arm's interpreter says it is a spawned EngineCore (multiprocessing's flag on
+    its command line, the kind in its environment); only instrumented arms get OpenTelemetry's sitecustomize first on
+    PYTHONPATH and our distro named, as a child of ``opentelemetry-instrument`` inherits them."""
+    import api_first_line
+
+    arms = api_first_line.parse_arms(["plain", "instr", "nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers"])
+    plain = api_first_line.child_env(Path("/v"), "plain", arms["plain"], "/w", "/site/auto")
+    instr = api_first_line.child_env(Path("/v"), "instr", arms["instr"], "/w", "/site/auto")
+    nowatch = api_first_line.child_env(Path("/v"), "nowatch", arms["nowatch"], "/w", "/site/auto")
+    assert plain["OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND"] == instr["OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND"] == "engine_core"
+    assert "/site/auto" not in plain.get("PYTHONPATH", "") and "OTEL_PYTHON_DISTRO" not in plain
+    assert instr["PYTHONPATH"].split(":")[0] == "/site/auto" and instr["OTEL_PYTHON_DISTRO"] == "vllm_startup"
+    assert nowatch["OTEL_PYTHON_VLLM_STARTUP_OFF"] == "watchers" and nowatch["PYTHONPATH"].startswith("/site/auto")
+
+
 def test_more_pairs_continue_a_queue_without_a_cold_start_in_the_order_one_long_queue_has():
     """gpu-queue --first-pair 9 --pairs 3: the three pairs a machine that ran pairs 1-8 can still fit (issue 25's
     eleven pairs), numbered on, each pair's order flipped as in one queue of eleven."""
