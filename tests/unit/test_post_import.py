@@ -272,7 +272,11 @@ def test_a_handler_watching_a_code_later_gets_its_events_the_identity_cache_drop
         assert events.watch(target.__code__, first)
         target()
         target()  # the second event: found by identity
+        stale = events._lookup(target.__code__)  # an event looked the code up while a watch() ran in another thread
+        generation = events._generation
         assert events.watch(target.__code__, second)
+        events._last = (target.__code__, stale, generation)  # ... and cached what it found after the watch() ended
+        assert events._lookup(target.__code__) == (first, second)
         target()
         events.unwatch(target.__code__, first)
         target()

@@ -42,7 +42,9 @@ class Events:
         # the last code an event came for and its handlers, compared by identity: ``id()`` raises an audit event, and
         # vLLM's processes have a Python audit hook (filelock's, imported with torch._inductor) that runs for each:
         # importlib's _find_and_load, nearly every event here, never reaches the dict (16,000 hook calls a process)
-        self._last: tuple[Any, tuple[Any, ...]] = (None, ())
+        # (a watch or unwatch in another thread while an event looks a code up: the generation tells the cache stale)
+        self._last: tuple[Any, tuple[Any, ...], int] = (None, (), 0)
+        self._generation = 0
         self._unwinding = 0
         self._lock = threading.Lock()
 
@@ -55,7 +57,7 @@ class Events:
             _, handlers = self._handlers.get(id(code), (code, ()))
             others = tuple(h for h in handlers if type(h) is not type(handler))
             self._handlers[id(code)] = (code, (*others, handler))  # a new tuple: callbacks read it unlocked
-            self._last = (None, ())
+            self._generation += 1
         if not handlers:
             events = sys.monitoring.events
             sys.monitoring.set_local_events(self.tool, code, events.PY_START | events.PY_RETURN)
@@ -70,7 +72,7 @@ class Events:
                 self._handlers[id(code)] = (code, left)
             else:
                 self._handlers.pop(id(code), None)
-            self._last = (None, ())
+            self._generation += 1
         if entry is not None and not left and self.tool is not None:
             sys.monitoring.set_local_events(self.tool, code, 0)
         if not self._handlers and self.tool is not None:  # the tool id is given back
@@ -118,13 +120,13 @@ class Events:
 
     def _lookup(self, code: types.CodeType) -> tuple[Any, ...]:
         """``code``'s handlers (none: not watched)."""
-        last = self._last
-        if last[0] is code:
+        last, generation = self._last, self._generation
+        if last[0] is code and last[2] == generation:
             return last[1]
         entry = self._handlers.get(id(code))
         if entry is None or entry[0] is not code:
             return ()
-        self._last = entry  # one tuple, written whole: atomic under the GIL
+        self._last = (code, entry[1], generation)  # one tuple, written whole: atomic under the GIL
         return entry[1]
 
     # run by the interpreter in the caller's thread, at the call's start and end
