@@ -431,3 +431,28 @@ def test_the_import_and_compile_watchers_never_raise_either(start, monkeypatch, 
     areas = [r.getMessage() for r in caplog.records if "internal error" in r.getMessage()]
     assert len(areas) == 2 and any(guard.SPANS in a for a in areas) and any(guard.HOOKS in a for a in areas)
     sys.modules.pop("guard_watched_mod", None)
+
+
+def test_a_report_made_while_a_report_runs_in_the_same_thread_never_waits():
+    """A collection can start inside ``failed`` (any allocation, even the record of which areas have warned) and run
+    our gc callback, whose own failure reports again from the same thread: that report returns (a lock held by the
+    first one hung the unit tier once). Here the first report's area reports from inside that record."""
+    guard.reset()
+    reported: list[str] = []
+
+    class Area(str):
+        def __hash__(self):  # the record looks the area up: a second report from inside the first
+            if not reported:
+                reported.append("inner")
+                try:
+                    raise ValueError("inner")
+                except ValueError:
+                    guard.failed(guard.SPANS, "inner step")
+            return str.__hash__(self)
+
+    try:
+        raise ValueError("outer")
+    except ValueError:
+        guard.failed(Area(guard.HOOKS), "outer step")
+    assert reported == ["inner"]
+    assert set(guard._warned) == {guard.HOOKS, guard.SPANS}

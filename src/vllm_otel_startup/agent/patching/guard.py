@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -29,17 +28,18 @@ SAMPLER = "resource sampler"  # its thread stopped on an error: the resource ser
 READY = "ready point"  # what a process publishes when its start ends: metrics, spool, /metrics, the printout
 EXIT = "exit"  # a process that leaves before its ready point (__init__._at_exit)
 
-_warned: set[str] = set()
-_lock = threading.Lock()
+# area -> the call that reported first. No lock: a collection can start inside this very function (any allocation)
+# and run our gc callback, whose own report would then wait for a lock its thread holds (a unit test hung there);
+# dict.setdefault with a str key is atomic under the GIL, so exactly one call per area sees its own token back
+_warned: dict[str, object] = {}
 
 
 def failed(area: str, what: Any = None) -> None:
     """Report the exception being handled (call it from an ``except`` block): WARNING the first time in this
     process for ``area``, DEBUG after. Never raises, even where logging itself fails."""
     try:
-        with _lock:
-            first = area not in _warned
-            _warned.add(area)
+        token = object()
+        first = _warned.setdefault(area, token) is token
         name = what if isinstance(what, str) else getattr(what, "__qualname__", None) or type(what).__name__
         if first:
             _log.warning("vllm-otel-startup: internal error in the %s (%s); that step was skipped and vLLM is "
@@ -62,8 +62,6 @@ def safe(area: str, fn: Callable[..., Any], *args: Any, default: Any = None, **k
 
 def reset() -> None:
     """Forget which areas have warned (a forked child; tests)."""
-    global _lock  # noqa: PLW0603 - a lock held by another thread at a fork stays held in the child
-    _lock = threading.Lock()
     _warned.clear()
 
 
