@@ -11,7 +11,7 @@ import pytest
 from support import harness
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, SEGMENT_SPANS
-from vllm_otel_startup.cli import report
+from vllm_otel_startup.cli import phase_tree, report
 from vllm_otel_startup.model import critical_path, intervals
 
 pytestmark = pytest.mark.e2e
@@ -26,10 +26,7 @@ def explained(obs, skip_waiting=False) -> tuple[float, float]:
 def not_covered(obs, top: int = 5) -> list[tuple[float, float, str | None]]:
     """The largest stretches no non-waiting leaf span covers: (seconds, offset from the root's start, the leaf
     that ended right before), for the failure message of the share without waiting spans."""
-    parents = {s.parent_id for s in obs.spans if s.parent_id}
-    leaves = [(s.start, s.end, s.name) for s in obs.spans
-              if s.span_id not in parents and s is not obs.root and not s.attrs.get(sc.WAITING)]
-    found = intervals.gaps(leaves, obs.root.start, obs.root.end)
+    found = intervals.gaps(phase_tree.leaves(obs.root, obs.spans, skip_waiting=True), obs.root.start, obs.root.end)
     return sorted((((b - a) / 1e9, (a - obs.root.start) / 1e9, after) for a, b, after in found), reverse=True)[:top]
 
 
@@ -114,7 +111,8 @@ def test_root_spans_process_creation_to_http_accepting(eager):
 def test_at_least_98_percent_of_the_start_is_explained_on_the_critical_path(which, request):
     """At each instant, by a non-waiting leaf span of the innermost live process (critical_path.py): the API
     server's wait on its EngineCore explains nothing while the EngineCore works, nor a parent's self time. And the
-    union of non-waiting leaf spans, the stricter figure here (a phase with `Module import` children is no leaf)."""
+    union of every process's non-waiting leaf spans, by the same leaf rule (a `Module import` or `Garbage collection`
+    inside a phase never makes it a parent): no instant that no process explains."""
     obs = request.getfixturevalue(which)
     cp = critical_path.analyse(obs.root, obs.spans)
     share, gap = explained(obs, skip_waiting=True)

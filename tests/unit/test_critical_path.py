@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.cli import report
 from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
 
@@ -85,6 +86,10 @@ def test_a_detail_span_covers_its_own_time_and_leaves_its_span_a_leaf():
     # a collection inside Load weights: Load weights is still a leaf (4-6 covered, not only the 0.5 s GC)
     gc = span("gc", "w", sc.GC_SPAN, 5, 5.5, kind="engine_core", phase="gc")
     assert start_with(gc).unexplained_s == pytest.approx(3.0)
+    # the same rule in the report's union of every process's leaves (adding detail never lowers a share)
+    imported = span("i", "http", sc.IMPORT_SPAN, 9.2, 9.4, phase="module_import")
+    detailed, plain = Start(spans_of(gc, imported)), Start(spans_of())
+    assert report.coverage(detailed.root, detailed.spans) == report.coverage(plain.root, plain.spans)
     # a structural child makes its parent's remaining time the parent's own: Load weights 4-6 minus 5-5.5
     part = span("p", "w", "Process weights after loading", 5, 5.5, kind="engine_core")
     assert start_with(part).unexplained_s == pytest.approx(4.5)
