@@ -41,7 +41,9 @@ VLLM_LOGGING_CONFIG_PATH, in both arms). With ``OTEL_PYTHON_VLLM_STARTUP_DEBUG=1
 collects the agent's own self-cost lines (agent/self_cost.py). ``--variant NAME=K=V,...`` adds a third arm per
 pair: instrumented with those environment variables (a component switched off: e.g.
 ``--variant nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes`` or ``--variant nosampler=..._SAMPLE_HZ=0``;
-settings.OFF lists the parts).
+settings.OFF lists the parts). A variant named ``env…`` (``--variant env=``: no extra variables) is activated the
+way deploy/adoption does it for an unchanged command, with no ``opentelemetry-instrument`` launcher: OpenTelemetry's
+sitecustomize folder on ``PYTHONPATH`` and ``OTEL_PYTHON_DISTRO`` / ``OTEL_PYTHON_CONFIGURATOR`` (cpu form only).
 """
 
 from __future__ import annotations
@@ -433,8 +435,8 @@ def parse_variants(specs: list[str]) -> dict[str, dict[str, str]]:
                 env[key] = value
             else:  # a list value's next item: OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes
                 env[key] += f",{kv}"
-        if not name or not env:
-            raise SystemExit(f"--variant {spec!r}: NAME=KEY=VALUE[,KEY=VALUE...]")
+        if not name or not (env or name.startswith("env")):  # an `env…` arm may add nothing
+            raise SystemExit(f"--variant {spec!r}: NAME=KEY=VALUE[,KEY=VALUE...] (or env…= alone)")
         out[name] = env
     return out
 
@@ -461,12 +463,22 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
     # `python -c` children pay the agent's bootstrap too, so a benchmark without it would flatter the agent
     base = {"VLLM_LOGGING_CONFIG_PATH": str(LOGGING), "TORCHINDUCTOR_VEC_ISA_OK": ""}
     rows: list[dict] = []
+    via_env = {}  # an `env…` arm: no launcher, what deploy/adoption sets for an unchanged command
+    if any(name.startswith("env") for name in variants):
+        sys.path.insert(0, str(HERE))
+        from api_first_line import _sitecustomize_dir
+
+        via_env = {"PYTHONPATH": _sitecustomize_dir(venv), "OTEL_PYTHON_DISTRO": "vllm_startup",
+                   "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"}
     try:
         for pair in range(pairs + 1):  # pair 0 warms every cache (modelinfo, inductor) and is not counted
             for arm, extra in arms_of(pair, variants):
                 instr = extra is not None
+                if instr and arm.startswith("env"):
+                    extra = {**via_env, **extra}
                 st = harness.serve(model, workdir / f"cache-{mode}", backends if instr else None, args=args,
-                                   instrument=instr, env={**base, **DEBUG, **(extra or {})} if instr else base,
+                                   instrument=instr and not arm.startswith("env"),
+                                   env={**base, **DEBUG, **(extra or {})} if instr else base,
                                    files=workdir / "starts", expect_ready=False, timeout=600, scrape=False,
                                    venv=venv)
                 ready = (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None

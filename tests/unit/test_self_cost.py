@@ -342,3 +342,11 @@ def test_more_pairs_continue_a_queue_without_a_cold_start_in_the_order_one_long_
                                          "pair11_plain", "pair11_instr"]
     assert more == long[-6:]
     assert overhead_pairs.gpu_queue(2, {})[0]["name"] == "cold_otlp"
+
+
+def test_a_variant_names_its_variables_and_only_an_env_arm_may_add_none():
+    """``env…`` arms run without the launcher (OpenTelemetry's sitecustomize on PYTHONPATH): nothing more to name."""
+    assert overhead_pairs.parse_variants(["nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes", "env="]) == {
+        "nowatch": {"OTEL_PYTHON_VLLM_STARTUP_OFF": "watchers,probes"}, "env": {}}
+    with pytest.raises(SystemExit):
+        overhead_pairs.parse_variants(["nowatch="])
