@@ -136,16 +136,15 @@ def test_reset_forgets_the_hooks_not_run_and_stops_watching_imports(package):
     post_import.reset()
     __import__(target)
     assert seen == [] and post_import._IMPORTS is None
-    import importlib._bootstrap as bootstrap
-
-    handlers = sysmon.events()._handlers.get(id(bootstrap._find_and_load.__code__), (None, ()))[1]
+    handlers = sysmon.events()._handlers.get(id(sysmon.import_code()), (None, ()))[1]
     assert watched not in handlers
 
 
 @monitoring
 def test_handlers_of_different_kinds_share_a_code_object_and_one_of_a_kind_replaces_the_last():
-    """sysmon.Events: importlib's _find_and_load has the import watcher and the post-import hooks; a second handler of
-    a kind (a forked child's new import watcher) takes the first one's place rather than doubling its events."""
+    """sysmon.Events: importlib's sysmon.import_code() has the import watcher and the post-import hooks; a second
+    handler of a kind (a forked child's new import watcher) takes the first one's place rather than doubling its
+    events."""
     class Counter:
         def __init__(self):
             self.n = 0
@@ -229,8 +228,8 @@ def test_a_forked_child_gets_a_fresh_lock(package):
 @monitoring
 def test_an_import_event_after_the_first_takes_no_id_call(package, monkeypatch):
     """``id()`` raises an audit event, and vLLM's processes carry a Python audit hook (filelock's) that runs for each:
-    the handlers of importlib's ``_find_and_load`` are found by identity, never through ``id()``, once an event found
-    them; watching or unwatching any code forgets that, so a handler added later gets its events."""
+    the handlers of importlib's ``sysmon.import_code()`` are found by identity, never through ``id()``, once an event
+    found them; watching or unwatching any code forgets that, so a handler added later gets its events."""
     ids: list[int] = []
 
     def counting_id(obj):

@@ -110,8 +110,9 @@ def _import_wrapper(original: Any, enter: Any, exit_: Any) -> Any:
 
 class _FramelessImports:
     """The import watcher on Python >= 3.12 (sysmon.py): the start and return of importlib's own
-    ``_find_and_load``, seen through ``sys.monitoring``. Replacing that function put a frame of ours under every
-    module being loaded, nested imports one more each: 44,000 of the EngineCore's page faults on the H200 (issue 25).
+    ``_find_and_load_unlocked`` (``sysmon.import_code``: a module not loaded yet), seen through ``sys.monitoring``.
+    Replacing ``_find_and_load`` put a frame of ours under every module being loaded, nested imports one more each:
+    44,000 of the EngineCore's page faults on the H200 (issue 25).
     Per thread, the frames of the imports in progress: a nested import's start walks its callers only up to the
     innermost of them (a few frames: the enclosing module's execution), its return is one comparison with the last.
     An import that fails reports no return: the next import of its thread finds it no longer among its callers and
@@ -194,7 +195,7 @@ class RetroSpans:
             if sysmon.available():  # Python >= 3.12: importlib's own function, watched; no frame of ours
                 watcher = _FramelessImports(self)
                 try:
-                    watched = sysmon.events().watch(bootstrap._find_and_load.__code__, watcher)
+                    watched = sysmon.events().watch(sysmon.import_code(), watcher)
                 except Exception:  # noqa: BLE001 - then the wrapper below
                     failed(SPANS, "the import watcher (sys.monitoring)")
                     watched = False
@@ -218,9 +219,7 @@ class RetroSpans:
         self._previous_hook = None
         if self._frameless is not None:
             with contextlib.suppress(Exception):
-                import importlib._bootstrap as bootstrap
-
-                sysmon.events().unwatch(bootstrap._find_and_load.__code__, self._frameless)
+                sysmon.events().unwatch(sysmon.import_code(), self._frameless)
             self._frameless = None
         b = self._bootstrap
         if b is not None and getattr(b, "_find_and_load", None) is self._wrapper:

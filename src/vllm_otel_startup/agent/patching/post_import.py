@@ -6,10 +6,11 @@ shifts the stack of everything those imports run, and CPython maps and unmaps a 
 call lands on a chunk boundary (cpython#142183: issue 25). Measured on vLLM 0.26's API server up to its first log line
 (Python 3.12, CUDA build): 26,300 such chunks plain, 49,000 under the agent, most of the difference from these loaders.
 
-Here a module's hooks run instead when importlib's ``_find_and_load`` returns it, seen through ``sys.monitoring``
-(agent/sysmon.py, the events the import watcher of retro_spans.py already asks for): nothing of ours is on the stack
-while the module executes, and no finder of ours is asked about every import. A module returned while it still
-initializes (a circular import's partial module) waits for its own import's end. An older interpreter, no free tool
+Here a module's hooks run instead when importlib has loaded it (``_find_and_load_unlocked`` returns it:
+``sysmon.import_code``), seen through ``sys.monitoring`` (agent/sysmon.py, the events the import watcher of
+retro_spans.py already asks for): nothing of ours is on the stack while the module executes, and no finder of ours is
+asked about every import. A module returned while it still initializes (a circular import's partial module, where an
+interpreter has only ``_find_and_load`` to watch) waits for its own import's end. An older interpreter, no free tool
 id or ``OTEL_PYTHON_VLLM_STARTUP_OFF=frameless`` keep wrapt's hooks. As with wrapt, a module imported already gets its
 hook at once, a failed import gets none, and a hook runs once. A module imported inside a callback of ours, where
 CPython reports no event, gets its hook as that callback ends (``sweep``).
@@ -29,10 +30,10 @@ Hook = Callable[[Any], None]
 
 
 class _Imports:
-    """The sysmon handler of ``_find_and_load``: a module's import returned, its hooks run."""
+    """The sysmon handler of ``sysmon.import_code()``: a module's import returned, its hooks run."""
 
     def __init__(self, code: Any) -> None:
-        self.code = code  # importlib._bootstrap._find_and_load's
+        self.code = code  # sysmon.import_code()
         self.waiting: dict[str, list[Hook]] = {}  # module name -> hooks not run yet
         self.lock = threading.Lock()
         self.modules_seen = 0  # len(sys.modules) at the last sweep
@@ -49,7 +50,7 @@ class _Imports:
 
     def returned(self, code: Any, frame: Any, module: Any) -> None:
         name = getattr(module, "__name__", None)
-        if name not in self.waiting:  # every import of the process comes here: a dict lookup
+        if name not in self.waiting:  # every module the process loads comes here: a dict lookup
             return
         if _initializing(module):
             return  # a circular import's partial module: its own import returns later
@@ -88,12 +89,10 @@ _IMPORTS: _Imports | None = None
 
 
 def _imports() -> _Imports | None:
-    """This process's handler, watching ``_find_and_load`` from the first call on; None: wrapt's hooks here."""
+    """This process's handler, watching importlib's loads from the first call on; None: wrapt's hooks here."""
     global _IMPORTS  # noqa: PLW0603 - one per process
     if _IMPORTS is None and sysmon.available():
-        import importlib._bootstrap as bootstrap
-
-        imports = _Imports(bootstrap._find_and_load.__code__)
+        imports = _Imports(sysmon.import_code())
         if sysmon.events().watch(imports.code, imports):
             _IMPORTS = imports
             sysmon.reset_in_forked_child(imports)
