@@ -4,20 +4,18 @@ then the explained share, observations and advice. ``report`` prints it, the wat
 from __future__ import annotations
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.model.facts import cause_labels, kind_of, phase_of, resource_labels
+from vllm_otel_startup.model.facts import cause_labels, kind_of, resource_labels
+from vllm_otel_startup.model.facts import leaves as leaf_spans
 from vllm_otel_startup.model.intervals import merge, uncovered
 from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
 
 
 def leaves(root: Span, spans: list[Span], skip_waiting: bool = False) -> list[tuple[int, int, str]]:
-    """The leaf spans of a linked start as (start, end, name): spans with no child but detail spans (a `Module import`
-    or `Garbage collection` inside a phase refines it and never makes it a parent: adding detail never lowers a
-    share; docs/telemetry.md, "Explained share"), detail spans themselves, never the root."""
-    parents = {s.parent_id for s in spans if s.parent_id and phase_of(s) not in sc.DETAIL_PHASES}
-    return [(s.start, s.end, s.name) for s in spans
-            if (s.span_id not in parents or phase_of(s) in sc.DETAIL_PHASES) and s is not root
-            and not (skip_waiting and s.attrs.get(sc.WAITING))]
+    """The leaf spans of a linked start (facts.leaves: detail spans never make a phase a parent) as (start, end,
+    name), never the root."""
+    return [(s.start, s.end, s.name) for s in leaf_spans(spans)
+            if s is not root and not (skip_waiting and s.attrs.get(sc.WAITING))]
 
 
 def coverage(root: Span, spans: list[Span], skip_waiting: bool = False) -> tuple[float, int, int]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.model.facts import Lane, lanes, phase_of
+from vllm_otel_startup.model.facts import leaves as leaf_spans
 from vllm_otel_startup.model.intervals import covers, merge, overlaps
 from vllm_otel_startup.model.spanmodel import Span
 
@@ -127,9 +128,8 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
     for ln in ls:
         on_front[id(ln)] = merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_FRONT_END)
         on_peers[id(ln)] = merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_PEERS)
-        parents = {s.parent_id for s in ln.spans if s is not ln.span and phase_of(s) not in sc.DETAIL_PHASES}
-        leaves = [s for s in ln.spans if s is not ln.span and s.end > s.start and not s.attrs.get(sc.WAITING)
-                  and (s.span_id not in parents or phase_of(s) in sc.DETAIL_PHASES)]
+        leaves = [s for s in leaf_spans(ln.spans) if s is not ln.span and s.end > s.start
+                  and not s.attrs.get(sc.WAITING)]
         info.append((ln, depth(ln), merge((s.start, s.end) for s in leaves),
                      sorted((s.end, s.name) for s in leaves)))
         own[id(ln)] = merge((s.start, s.end) for s in ln.spans if s is not ln.span and s.end > s.start)

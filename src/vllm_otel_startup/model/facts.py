@@ -17,8 +17,8 @@ from vllm_otel_startup.model.intervals import union_length
 from vllm_otel_startup.model.spanmodel import Span
 
 __all__ = ["KIND_LABEL", "Facts", "Lane", "cause_labels", "facts", "find_root", "folds_into", "human_bytes",
-           "key_causes", "kind_of", "lanes", "link", "no_aot_artifact_yet", "phase_of", "rank_of", "resource_labels",
-           "seconds"]
+           "key_causes", "kind_of", "lanes", "leaves", "link", "no_aot_artifact_yet", "phase_of", "rank_of",
+           "resource_labels", "seconds"]
 
 PROCESS_PHASES = ("startup", "engine_core_process", "worker_process", "api_server_process")
 KIND_LABEL = {"api_server": "API server", "engine_core": "EngineCore", "worker": "worker"}
@@ -31,6 +31,14 @@ CHAIN_SHARE = 0.95
 
 def phase_of(s: Span) -> str:
     return str(s.attrs.get(sc.PHASE) or "")
+
+
+def leaves(spans: list[Span]) -> list[Span]:
+    """The spans with no child but detail spans, and the detail spans themselves: a `Module import` or `Garbage
+    collection` inside a phase refines it and never makes it a parent, so adding detail never lowers an explained share
+    (docs/telemetry.md, "Explained share"). The callers leave out the spans that are no work of their own."""
+    parents = {s.parent_id for s in spans if phase_of(s) not in sc.DETAIL_PHASES}
+    return [s for s in spans if s.span_id not in parents or phase_of(s) in sc.DETAIL_PHASES]
 
 
 def kind_of(s: Span) -> str:
