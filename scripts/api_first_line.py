@@ -151,20 +151,26 @@ os._exit(0)
 """
 
 
-def _sitecustomize_dir(venv: Path) -> str:
+def sitecustomize_dir(venv: Path) -> str:
     """OpenTelemetry's auto-instrumentation folder in ``venv`` (its sitecustomize)."""
     return subprocess.run([str(venv / "bin" / "python"), "-c", "import os, opentelemetry.instrumentation."
                            "auto_instrumentation as a; print(os.path.dirname(a.__file__))"],
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+def activation(site: str, pythonpath: str | None = None) -> dict[str, str]:
+    """The agent switched on through the environment alone: what a child of `opentelemetry-instrument vllm serve`
+    inherits, and what deploy/adoption sets for an unchanged command (OpenTelemetry's sitecustomize folder first on
+    ``PYTHONPATH``, our distro and configurator)."""
+    return {"PYTHONPATH": os.pathsep.join(p for p in (site, pythonpath) if p), "OTEL_PYTHON_DISTRO": "vllm_startup",
+            "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"}
+
+
 def child_env(venv: Path, arm: str, extra: dict[str, str] | None, work: str, site: str) -> dict[str, str]:
     env = _env(venv, arm, extra, work)
     env["OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND"] = "engine_core"
-    if instrumented(arm):  # what a child of `opentelemetry-instrument vllm serve` inherits
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH")) if p)
-        env.setdefault("OTEL_PYTHON_DISTRO", "vllm_startup")
-        env.setdefault("OTEL_PYTHON_CONFIGURATOR", "vllm_startup")
+    if instrumented(arm):  # the sitecustomize first on PYTHONPATH; an arm's own distro or configurator wins
+        env = {**activation(site, env.get("PYTHONPATH")), **{k: v for k, v in env.items() if k != "PYTHONPATH"}}
     return env
 
 
@@ -225,7 +231,7 @@ def main() -> None:
         return
     arms = parse_arms(a.arms)
     rows: list[dict] = []
-    site = _sitecustomize_dir(a.venv) if a.cmd == "child" else ""
+    site = sitecustomize_dir(a.venv) if a.cmd == "child" else ""
     with tempfile.TemporaryDirectory(prefix="vos-first-line-") as work:
         for rnd in range(a.rounds):
             for arm in list(arms) if rnd % 2 == 0 else list(arms)[::-1]:

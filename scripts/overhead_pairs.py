@@ -466,18 +466,17 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
     via_env = {}  # an `env…` arm: no launcher, what deploy/adoption sets for an unchanged command
     if any(name.startswith("env") for name in variants):
         sys.path.insert(0, str(HERE))
-        from api_first_line import _sitecustomize_dir
+        from api_first_line import activation, sitecustomize_dir
 
-        via_env = {"PYTHONPATH": _sitecustomize_dir(venv), "OTEL_PYTHON_DISTRO": "vllm_startup",
-                   "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"}
+        via_env = activation(sitecustomize_dir(venv))
     try:
         for pair in range(pairs + 1):  # pair 0 warms every cache (modelinfo, inductor) and is not counted
             for arm, extra in arms_of(pair, variants):
-                instr = extra is not None
-                if instr and arm.startswith("env"):
+                instr, launcher = extra is not None, not arm.startswith("env")
+                if instr and not launcher:
                     extra = {**via_env, **extra}
                 st = harness.serve(model, workdir / f"cache-{mode}", backends if instr else None, args=args,
-                                   instrument=instr and not arm.startswith("env"),
+                                   instrument=instr and launcher,
                                    env={**base, **DEBUG, **(extra or {})} if instr else base,
                                    files=workdir / "starts", expect_ready=False, timeout=600, scrape=False,
                                    venv=venv)
