@@ -20,7 +20,8 @@ running parts is on. Arms alternate within every round (rotated order), so each 
   own (``--arms nvml_loaded``) and compare with processes that never load it (``--arms base``), alternating.
 
 Also timed: one per-span resource snapshot (``Sampler.snapshot``: CPU, I/O, this process's GPU memory) with a CUDA
-context, the cost the agent pays at each phase span's start and end.
+context, the cost the agent pays at each phase span's start and end. ``--nvml-only``: just that reading where NVML
+lists the process (an EngineCore's source), NVML's process list in one driver call against pynvml's own call.
 
 Runs where torch sees a GPU: ``PYTHONPATH=src python scripts/gpu_capture_bench.py [--rounds 6] [--out FILE]``
 (opentelemetry-api/-sdk/-instrumentation importable). Prints a table of each arm's median round time and its
@@ -220,6 +221,39 @@ def snapshot_cost(torch: Any, calls: int = 200) -> dict[str, float]:
     return {"snapshot_us": round(per * 1e6, 1), "gpu_source": str(s.gpu_memory_source.source)}
 
 
+def nvml_read_cost(torch: Any, calls: int = 300) -> dict[str, Any]:
+    """This process's GPU memory as NVML lists it (source ``nvml_process``, an EngineCore's reading at each span's
+    start and end): one driver call (``gpu.ComputeProcesses``) against pynvml's own call, alternating in blocks, and
+    whether both give the same figure; then a whole span snapshot with that source."""
+    from vllm_otel_startup.agent.resources import gpu
+    from vllm_otel_startup.agent.resources.sampler import Sampler
+
+    torch.zeros(1, device="cuda")  # a CUDA context: NVML lists this process from now on
+    one, pynvml_own = gpu.Nvml(), gpu.Nvml()
+    pynvml_own._procs = False
+    pid = os.getpid()
+    figures = {"one_call": one.process_memory(pid), "pynvml": pynvml_own.process_memory(pid)}
+    if not one._procs:
+        return {"error": "no one-call reading here", **figures}
+    per: dict[str, list[float]] = {"one_call": [], "pynvml": []}
+    for _ in range(6):
+        for name, reader in (("one_call", one), ("pynvml", pynvml_own)):
+            t0 = time.perf_counter()
+            for _ in range(calls // 6):
+                reader.process_memory(pid)
+            per[name].append((time.perf_counter() - t0) / (calls // 6) * 1e6)
+    s = Sampler(host=False)  # not started: the main thread's snapshots, as at a span's start and end
+    s.nvml = one
+    s.gpu_memory_source.fix(one)
+    s.snapshot()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        s.snapshot()
+    return {"bytes": figures, "same": figures["one_call"] == figures["pynvml"],
+            **{f"{k}_us": round(statistics.median(v), 1) for k, v in per.items()},
+            "snapshot_us": round((time.perf_counter() - t0) / calls * 1e6, 1), "source": s.gpu_memory_source.source}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=6)
@@ -229,12 +263,18 @@ def main() -> int:
     ap.add_argument("--pin", type=int, default=None,
                     help="run the capturing thread on this core alone (placement noise off; the parts run anywhere)")
     ap.add_argument("--out", default="")
+    ap.add_argument("--nvml-only", action="store_true",
+                    help="only the per-span GPU-memory reading: NVML's process list in one call against pynvml's")
     ap.add_argument("--poller", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.poller:
         poller()
         return 0
     import torch
+
+    if a.nvml_only:
+        print(json.dumps({"device": torch.cuda.get_device_name(), **nvml_read_cost(torch)}), flush=True)
+        return 0
 
     every_core = os.sched_getaffinity(0)
 

@@ -82,6 +82,23 @@ def test_detail_spans_do_not_wake_the_export_their_phase_does():
         stop(rt, provider)
 
 
+def test_graphs_loaded_in_a_burst_do_not_wake_the_export_their_phase_does():
+    """A warm start loads tens of compiled graphs a second, a `Compile graph` span each: one export each would hold
+    the GIL beside the loading thread; the enclosing phase's end takes them along."""
+    rt, provider = runtime(InMemorySpanExporter())
+    calls = []
+    rt.nudge.notify = lambda: calls.append(True)
+    try:
+        with rt.tracer.start_as_current_span("Dynamo bytecode transform"):
+            calls.clear()
+            for _ in range(3):
+                rt.tracer.start_span("Compile graph", attributes={sc.PHASE: "compile_graph"}).end()
+            assert calls == []
+        assert calls == [True]
+    finally:
+        stop(rt, provider)
+
+
 class Stuck(InMemorySpanExporter):
     """A collector that never answers: export blocks until released."""
 

@@ -370,3 +370,63 @@ def test_a_start_pinned_to_one_gpu_reads_that_gpu_alone(monkeypatch, nvml):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4b1c")
     n = gpu.Nvml()
     assert not n.ok and n.model == "NVIDIA H100 80GB HBM3" and n.device_readings() == []
+
+
+# ---- NVML's process list in one driver call ------------------------------------------------------------------
+def driver_list(pynvml, procs: list[tuple[int, int]], calls: list[int], ret: int = 0):
+    """A stand-in for the driver's C function ``nvmlDeviceGetComputeRunningProcesses_v3(device, *count, *infos)``
+    (no GPU here), called through ctypes as pynvml calls the real one: it answers NVML_ERROR_INSUFFICIENT_SIZE (7) with
+    the count it needs, as the driver does."""
+    import ctypes
+
+    struct = pynvml.c_nvmlProcessInfo_v3_t
+
+    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(struct))
+    def fn(handle, count, infos):
+        calls.append(count[0])
+        if ret:
+            return ret
+        if count[0] < len(procs):
+            count[0] = len(procs)
+            return 7
+        for i, (pid, used) in enumerate(procs):
+            infos[i].pid, infos[i].usedGpuMemory = pid, used
+        count[0] = len(procs)
+        return 0
+
+    return fn
+
+
+def test_nvml_process_list_is_read_in_one_driver_call_as_pynvml_reads_it():
+    pynvml = pytest.importorskip("pynvml")
+    procs = [(11, 500_000_000), (os.getpid(), 16 * GB), (12, pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value)]
+    calls: list[int] = []
+    read = gpu.ComputeProcesses(driver_list(pynvml, procs, calls), pynvml.c_nvmlProcessInfo_v3_t,
+                                pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value, pynvml.NVMLError)
+    assert read(None) == [(11, 500_000_000), (os.getpid(), 16 * GB), (12, None)]
+    assert len(calls) == 1  # pynvml's own call asks twice: the count, then the list
+    procs += [(20 + i, GB) for i in range(20)]  # more processes than the buffer holds: it grows, once
+    calls.clear()
+    assert len(read(None)) == 23 and len(calls) == 2
+    calls.clear()
+    assert len(read(None)) == 23 and len(calls) == 1  # sized by the last answer
+    failing = gpu.ComputeProcesses(driver_list(pynvml, procs, [], ret=15), pynvml.c_nvmlProcessInfo_v3_t, 0,
+                                   pynvml.NVMLError)
+    with pytest.raises(pynvml.NVMLError):
+        failing(None)
+
+
+def test_a_failing_one_call_reading_falls_back_to_pynvmls_own_call(cuda, nvml):
+    """A driver whose v3 call fails (an old one): pynvml's public call from then on, the same figures."""
+    nvml.procs = {0: [(os.getpid(), 500_000_000)], 1: []}
+    reader = gpu.Nvml()
+    calls: list[int] = []
+
+    def broken(h):
+        calls.append(h)
+        raise NVMLError("NVML_ERROR_FUNCTION_NOT_FOUND")
+
+    reader._procs = broken
+    assert reader.process_memory(os.getpid()) == 500_000_000
+    assert reader.process_memory(os.getpid()) == 500_000_000
+    assert calls == [0] and reader._procs is False

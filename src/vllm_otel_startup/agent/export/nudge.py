@@ -7,8 +7,9 @@ one ``Event.set()`` per batch processor and nothing else on the thread that ends
 ours per batch processor wakes and flushes it, so each exporter starts as soon as the phase ends, and a slow
 collector never holds up the local file (the batch processors' export lock keeps these threads from racing the
 processors' own workers). Phases that end together make one export (the event is cleared before each flush).
-Detail spans (compile regions, garbage collections, imports) do not wake them: they end inside a phase, and that
-phase's end exports them too.
+Detail spans (compile regions, garbage collections, imports) do not wake them, nor do phases that come in bursts
+(``semconv.BURST_PHASES``: a graph loaded from the compile cache each): they end inside a phase, and that phase's end
+exports them too.
 
 The export is Python and needs the GIL: while vLLM's main thread holds it in one long C call (a ``gc.collect()``
 of a large heap takes ~0.4 s after loading weights on the test machine) the export waits for it.
