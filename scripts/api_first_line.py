@@ -158,6 +158,18 @@ def sitecustomize_dir(venv: Path) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+def byte_compile(venv: Path) -> str:
+    """Byte-compile this project's package where ``venv``'s interpreter imports it from. An editable install has no
+    bytecode, and a host that sets PYTHONDONTWRITEBYTECODE (this one does) never writes it: every instrumented
+    process compiled our modules from source (~0.02-0.05 s each here), which an installed package, compiled by pip
+    at install, never does. Returns the folder compiled."""
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import os, vllm_otel_startup as v; "
+                            "print(os.path.dirname(v.__file__))"], capture_output=True, text=True, check=True)
+    folder = where.stdout.strip()
+    subprocess.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", folder], capture_output=True, check=True)
+    return folder
+
+
 def activation(site: str, pythonpath: str | None = None) -> dict[str, str]:
     """The agent switched on through the environment alone: what a child of `opentelemetry-instrument vllm serve`
     inherits, and what deploy/adoption sets for an unchanged command (OpenTelemetry's sitecustomize folder first on
@@ -231,6 +243,7 @@ def main() -> None:
         return
     arms = parse_arms(a.arms)
     rows: list[dict] = []
+    byte_compile(a.venv)
     site = sitecustomize_dir(a.venv) if a.cmd == "child" else ""
     with tempfile.TemporaryDirectory(prefix="vos-first-line-") as work:
         for rnd in range(a.rounds):

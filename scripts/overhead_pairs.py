@@ -453,6 +453,10 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
     from support import harness
 
     venv = venv or harness.VENV
+    sys.path.insert(0, str(HERE))
+    from api_first_line import byte_compile
+
+    byte_compile(venv)  # our package's bytecode, as an installed one has it
 
     model = workdir / "tiny-model"
     if not (model / "config.json").exists():
@@ -465,7 +469,6 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
     rows: list[dict] = []
     via_env = {}  # an `env…` arm: no launcher, what deploy/adoption sets for an unchanged command
     if any(name.startswith("env") for name in variants):
-        sys.path.insert(0, str(HERE))
         from api_first_line import activation, sitecustomize_dir
 
         via_env = activation(sitecustomize_dir(venv))
