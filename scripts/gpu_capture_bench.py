@@ -21,7 +21,7 @@ running parts is on. Arms alternate within every round (rotated order), so each 
 
 Also timed: one per-span resource snapshot (``Sampler.snapshot``: CPU, I/O, this process's GPU memory) with a CUDA
 context, the cost the agent pays at each phase span's start and end. ``--nvml-only``: just that reading where NVML
-lists the process (an EngineCore's source), NVML's process list in one driver call against pynvml's own call.
+lists the process (an EngineCore's source: NVML's process list through pynvml).
 
 Runs where torch sees a GPU: ``PYTHONPATH=src python scripts/gpu_capture_bench.py [--rounds 6] [--out FILE]``
 (opentelemetry-api/-sdk/-instrumentation importable). Prints a table of each arm's median round time and its
@@ -222,35 +222,26 @@ def snapshot_cost(torch: Any, calls: int = 200) -> dict[str, float]:
 
 
 def nvml_read_cost(torch: Any, calls: int = 300) -> dict[str, Any]:
-    """This process's GPU memory as NVML lists it (source ``nvml_process``, an EngineCore's reading at each span's
-    start and end): one driver call (``gpu.ComputeProcesses``) against pynvml's own call, alternating in blocks, and
-    whether both give the same figure; then a whole span snapshot with that source."""
+    """This process's GPU memory as NVML lists it (source ``nvml_process``: an EngineCore's reading at each span's
+    start and end), then a whole span snapshot with that source."""
     from vllm_otel_startup.agent.resources import gpu
     from vllm_otel_startup.agent.resources.sampler import Sampler
 
     torch.zeros(1, device="cuda")  # a CUDA context: NVML lists this process from now on
-    one, pynvml_own = gpu.Nvml(), gpu.Nvml()
-    pynvml_own._procs = False
-    pid = os.getpid()
-    figures = {"one_call": one.process_memory(pid), "pynvml": pynvml_own.process_memory(pid)}
-    if not one._procs:
-        return {"error": "no one-call reading here", **figures}
-    per: dict[str, list[float]] = {"one_call": [], "pynvml": []}
-    for _ in range(6):
-        for name, reader in (("one_call", one), ("pynvml", pynvml_own)):
-            t0 = time.perf_counter()
-            for _ in range(calls // 6):
-                reader.process_memory(pid)
-            per[name].append((time.perf_counter() - t0) / (calls // 6) * 1e6)
+    nvml, pid = gpu.Nvml(), os.getpid()
+    held = nvml.process_memory(pid)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        nvml.process_memory(pid)
+    reading = (time.perf_counter() - t0) / calls
     s = Sampler(host=False)  # not started: the main thread's snapshots, as at a span's start and end
-    s.nvml = one
-    s.gpu_memory_source.fix(one)
+    s.nvml = nvml
+    s.gpu_memory_source.fix(nvml)
     s.snapshot()
     t0 = time.perf_counter()
     for _ in range(calls):
         s.snapshot()
-    return {"bytes": figures, "same": figures["one_call"] == figures["pynvml"],
-            **{f"{k}_us": round(statistics.median(v), 1) for k, v in per.items()},
+    return {"bytes": held, "reading_us": round(reading * 1e6, 1),
             "snapshot_us": round((time.perf_counter() - t0) / calls * 1e6, 1), "source": s.gpu_memory_source.source}
 
 
@@ -264,7 +255,7 @@ def main() -> int:
                     help="run the capturing thread on this core alone (placement noise off; the parts run anywhere)")
     ap.add_argument("--out", default="")
     ap.add_argument("--nvml-only", action="store_true",
-                    help="only the per-span GPU-memory reading: NVML's process list in one call against pynvml's")
+                    help="only the per-span readings where NVML lists this process: NVML's figure, a whole snapshot")
     ap.add_argument("--poller", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.poller:

@@ -28,7 +28,6 @@ class Nvml:
         self.devices: list[tuple[Any, dict[str, str]]] = []  # (handle, {hw.id, hw.name, hw.vendor})
         self._pcie_fields: bool | None = None
         self._host_model: str | None = None
-        self._procs: ComputeProcesses | bool | None = None  # None: not looked up yet; False: pynvml's own call
         if not driver_present():
             return
         try:
@@ -100,62 +99,11 @@ class Nvml:
             return None
         total, seen = 0, False
         for h, _ in self.devices:
-            for p_pid, used in self._compute_processes(h):
-                if p_pid == pid:
+            for p in self._try(self._nv.nvmlDeviceGetComputeRunningProcesses, h) or ():
+                if p.pid == pid:
                     seen = True
-                    total += int(used or 0)
+                    total += int(p.usedGpuMemory or 0)
         return total if seen else None
-
-    def _compute_processes(self, h: Any) -> list[tuple[int, int | None]]:
-        """(pid, bytes or None) of each compute process on device ``h``; empty where the reading fails."""
-        fast = self._procs
-        if fast is None:
-            fast = self._procs = ComputeProcesses.of(self._nv)
-        if fast:
-            try:
-                return fast(h)
-            except Exception:  # noqa: BLE001 - pynvml's own call below says what this driver supports
-                self._procs = False
-        procs = self._try(self._nv.nvmlDeviceGetComputeRunningProcesses, h) or ()
-        return [(p.pid, p.usedGpuMemory) for p in procs]
-
-
-class ComputeProcesses:
-    """``nvmlDeviceGetComputeRunningProcesses_v3`` in one driver call, into a buffer sized by the last answer.
-    pynvml's call asks the driver twice (the count, then the list) and makes an object of every entry: a span's two
-    GPU-memory readings on the EngineCore's main thread took ~0.4 ms each on the H100 host, most of a span's cost
-    there (67 spans a warm 8B start). Read as pynvml reads it (its struct, its function pointer, its "not
-    available" value); ``of`` is False where this pynvml has no such parts (its public call is used then)."""
-
-    NVML_SUCCESS, NVML_ERROR_INSUFFICIENT_SIZE = 0, 7
-
-    def __init__(self, fn: Any, struct: Any, unavailable: int, error: Any) -> None:
-        self._fn, self._struct, self._unavailable, self._error = fn, struct, unavailable, error
-        self._size = 8
-
-    @classmethod
-    def of(cls, nv: Any) -> ComputeProcesses | bool:
-        try:
-            return cls(nv._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses_v3"),
-                       nv.c_nvmlProcessInfo_v3_t, nv.NVML_VALUE_NOT_AVAILABLE_ulonglong.value, nv.NVMLError)
-        except Exception:  # noqa: BLE001 - another pynvml, or a driver without the v3 call
-            return False
-
-    def __call__(self, h: Any) -> list[tuple[int, int | None]]:
-        import ctypes
-
-        for _ in range(3):  # processes may start between two calls: a larger buffer, at most twice
-            size = self._size
-            buf = (self._struct * size)()  # per call: the sampler thread and vLLM's may read at once
-            count = ctypes.c_uint(size)
-            ret = self._fn(h, ctypes.byref(count), buf)
-            if ret == self.NVML_SUCCESS:
-                return [(e.pid, None if e.usedGpuMemory == self._unavailable else int(e.usedGpuMemory))
-                        for e in buf[:min(count.value, size)]]
-            if ret != self.NVML_ERROR_INSUFFICIENT_SIZE:
-                raise self._error(ret)
-            self._size = max(size * 2, count.value * 2 + 5)
-        raise self._error(self.NVML_ERROR_INSUFFICIENT_SIZE)
 
 
 def visible(host: list[tuple[Any, dict[str, str]]], cuda_visible: str | None) -> list[tuple[Any, dict[str, str]]]:
