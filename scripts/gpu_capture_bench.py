@@ -209,10 +209,15 @@ def build_model(torch: Any) -> Any:
     return torch.nn.Sequential(*[_Layer(torch) for _ in range(32)]).to("cuda", torch.bfloat16).eval()
 
 
-def snapshot_cost(torch: Any, calls: int = 200) -> dict[str, float]:
+def snapshot_cost(torch: Any, calls: int = 200, nvml: Any = None) -> dict[str, float]:
+    """One span snapshot; ``nvml``: with that NVML reader, the source fixed by it (``nvml_process`` where NVML lists
+    this process, as in an EngineCore)."""
     from vllm_otel_startup.agent.resources.sampler import Sampler
 
     s = Sampler(host=False)  # not started: the main thread's own snapshots, as at a span's start and end
+    if nvml is not None:
+        s.nvml = nvml
+        s.gpu_memory_source.fix(nvml)
     s.snapshot()  # fixes this process's GPU memory source
     t0 = time.perf_counter()
     for _ in range(calls):
@@ -225,7 +230,6 @@ def nvml_read_cost(torch: Any, calls: int = 300) -> dict[str, Any]:
     """This process's GPU memory as NVML lists it (source ``nvml_process``: an EngineCore's reading at each span's
     start and end), then a whole span snapshot with that source."""
     from vllm_otel_startup.agent.resources import gpu
-    from vllm_otel_startup.agent.resources.sampler import Sampler
 
     torch.zeros(1, device="cuda")  # a CUDA context: NVML lists this process from now on
     nvml, pid = gpu.Nvml(), os.getpid()
@@ -234,15 +238,7 @@ def nvml_read_cost(torch: Any, calls: int = 300) -> dict[str, Any]:
     for _ in range(calls):
         nvml.process_memory(pid)
     reading = (time.perf_counter() - t0) / calls
-    s = Sampler(host=False)  # not started: the main thread's snapshots, as at a span's start and end
-    s.nvml = nvml
-    s.gpu_memory_source.fix(nvml)
-    s.snapshot()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        s.snapshot()
-    return {"bytes": held, "reading_us": round(reading * 1e6, 1),
-            "snapshot_us": round((time.perf_counter() - t0) / calls * 1e6, 1), "source": s.gpu_memory_source.source}
+    return {"bytes": held, "reading_us": round(reading * 1e6, 1), **snapshot_cost(torch, calls, nvml)}
 
 
 def main() -> int:

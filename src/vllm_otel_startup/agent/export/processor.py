@@ -137,8 +137,8 @@ class StartupSpanProcessor(SpanProcessor):
             rt.live.closed(span.context.span_id)
         if phase is not None and span.start_time and span.end_time:
             rt.record_local(span, interval=not is_process)
-            if phase not in sc.DETAIL_PHASES and phase not in sc.BURST_PHASES:  # export it now, not at the batch
-                rt.nudge.notify()  # processor's next tick
+            if phase not in sc.DETAIL_PHASES and phase not in sc.BURST_PHASES:
+                rt.nudge.notify()  # export it now, not at the batch processor's next tick
         if native_end is not None:  # after the span is recorded: the effect may end this process's start
             effect, exc = native_end
             safe(HOOKS, effect, exc)
