@@ -19,7 +19,7 @@ within an arm, so they tell apart what the ±0.2 s of CPU cannot. Never asserted
         is needed). ``--strace``: one more start per arm under
         strace, counting the 16 KiB anonymous mappings CPython's data-stack chunks are (cpython#142183).
         ``--callgrind`` (``run`` and ``child``): instead of rounds, one start of each arm at once under valgrind's
-        callgrind, the main thread's instruction count (no host load moves it; ~7 minutes an arm here).
+        callgrind, the main thread's instruction count (the host's load barely moves it; ~7 minutes an arm here).
     python scripts/api_first_line.py child VENV [--rounds 8] [--modules M,M] ARM ...
         a spawned EngineCore's part of the same: an interpreter started as multiprocessing's spawn starts one
         (``--multiprocessing-fork``, the child kind our agent reads from its parent's environment), importing vLLM's
@@ -181,12 +181,16 @@ def activation(site: str, pythonpath: str | None = None) -> dict[str, str]:
             "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"}
 
 
+def activated(env: dict[str, str], site: str) -> dict[str, str]:
+    """``env`` with the agent switched on through it: the sitecustomize first on PYTHONPATH; an arm's own distro or
+    configurator wins."""
+    return {**activation(site, env.get("PYTHONPATH")), **{k: v for k, v in env.items() if k != "PYTHONPATH"}}
+
+
 def child_env(venv: Path, arm: str, extra: dict[str, str] | None, work: str, site: str) -> dict[str, str]:
     env = _env(venv, arm, extra, work)
     env["OTEL_PYTHON_VLLM_STARTUP_CHILD_KIND"] = "engine_core"
-    if instrumented(arm):  # the sitecustomize first on PYTHONPATH; an arm's own distro or configurator wins
-        env = {**activation(site, env.get("PYTHONPATH")), **{k: v for k, v in env.items() if k != "PYTHONPATH"}}
-    return env
+    return activated(env, site) if instrumented(arm) else env
 
 
 def child_one(venv: Path, arm: str, extra: dict[str, str] | None, work: str, site: str, modules: str) -> dict:
@@ -217,8 +221,9 @@ def main_thread_instructions(out: Path) -> int:
 
 def counted(venv: Path, arm: str, extra: dict[str, str] | None, work: str, site: str, *, port: int = 18123,
             model: str | None = None, first_line: str = FIRST_LINE, modules: str | None = None) -> dict:
-    """The main thread's instructions under callgrind, a count no host load moves: `vllm serve` up to ``first_line``
-    (a dump requested at the line, then the start killed) or, with ``modules``, a spawned child importing them.
+    """The main thread's instructions under callgrind, a count the host's load barely moves: `vllm serve` up to
+    ``first_line`` (a dump requested at the line, then the start killed) or, with ``modules``, a spawned child
+    importing them.
     Instrumented arms are activated through the environment (valgrind does not follow the launcher's exec); our
     clock-driven threads run ~50 times more often than in a real start here, so only the main thread is counted."""
     out = Path(work) / f"callgrind.{arm}"
@@ -228,8 +233,7 @@ def counted(venv: Path, arm: str, extra: dict[str, str] | None, work: str, site:
         cmd = [*CALLGRIND, f"--callgrind-out-file={out}", python, "-c", CHILD, modules, "--multiprocessing-fork"]
     else:
         env = _env(venv, arm, extra, work)
-        if instrumented(arm):  # the arm's own variables win, as in child_env
-            env = {**activation(site, env.get("PYTHONPATH")), **{k: v for k, v in env.items() if k != "PYTHONPATH"}}
+        env = activated(env, site) if instrumented(arm) else env
         cmd = [*CALLGRIND, f"--callgrind-out-file={out}", python, str(venv / "bin" / "vllm"), "serve", model or "",
                "--port", str(port)]
     env["PYTHONHASHSEED"] = "0"
