@@ -218,7 +218,7 @@ def snapshot_cost(torch: Any, calls: int = 200, nvml: Any = None) -> dict[str, f
     if nvml is not None:
         s.nvml = nvml
         s.gpu_memory_source.fix(nvml)
-    s.snapshot()  # fixes this process's GPU memory source
+    s.snapshot()  # fixes this process's GPU memory source, unless ``nvml`` has
     t0 = time.perf_counter()
     for _ in range(calls):
         s.snapshot()

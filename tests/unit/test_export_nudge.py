@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -68,31 +69,22 @@ def test_a_phase_is_exported_when_it_ends_not_at_the_next_batch_tick():
         stop(rt, provider)
 
 
-def test_detail_spans_do_not_wake_the_export_their_phase_does():
+@pytest.mark.parametrize(("name", "inner", "inner_phase"), [
+    # a detail span (a compile region) refines the phase it runs in
+    ("Profile run", "Inductor", "torch_compile_stage"),
+    # a warm start loads tens of compiled graphs a second, a `Compile graph` span each: one export each would hold
+    # the GIL beside the loading thread
+    ("Dynamo bytecode transform", "Compile graph", "compile_graph"),
+], ids=["detail", "burst"])
+def test_spans_inside_a_phase_do_not_wake_the_export_their_phase_does(name, inner, inner_phase):
     rt, provider = runtime(InMemorySpanExporter())
     calls = []
     rt.nudge.notify = lambda: calls.append(True)
     try:
-        with rt.tracer.start_as_current_span("Profile run"):  # its start ends the open bootstrap segment: a phase
-            calls.clear()
-            rt.tracer.start_span("Inductor", attributes={sc.PHASE: "torch_compile_stage"}).end()
-            assert calls == []
-        assert calls == [True]
-    finally:
-        stop(rt, provider)
-
-
-def test_graphs_loaded_in_a_burst_do_not_wake_the_export_their_phase_does():
-    """A warm start loads tens of compiled graphs a second, a `Compile graph` span each: one export each would hold
-    the GIL beside the loading thread; the enclosing phase's end takes them along."""
-    rt, provider = runtime(InMemorySpanExporter())
-    calls = []
-    rt.nudge.notify = lambda: calls.append(True)
-    try:
-        with rt.tracer.start_as_current_span("Dynamo bytecode transform"):
+        with rt.tracer.start_as_current_span(name):  # its start ends the open bootstrap segment: a phase
             calls.clear()
             for _ in range(3):
-                rt.tracer.start_span("Compile graph", attributes={sc.PHASE: "compile_graph"}).end()
+                rt.tracer.start_span(inner, attributes={sc.PHASE: inner_phase}).end()
             assert calls == []
         assert calls == [True]
     finally:
