@@ -2,8 +2,9 @@
 
 vLLM's GPU build imports the same modules before its first log line whether or not a GPU is there, so its API
 server's cost up to that line can be measured on any host, many times over, with no GPU time: main-thread CPU
-seconds and minor page faults at the first line, arms in turn (order flipped every round). Faults repeat to ~0.01 %
-within an arm, so they tell apart what the ±0.2 s of CPU cannot. Never asserted in tests.
+seconds, minor page faults and voluntary context switches (each wait, for the GIL among others) at the first line,
+arms in turn (order flipped every round). Faults repeat to ~0.01 % within an arm, so they tell apart what the ±0.2 s of
+CPU cannot. Never asserted in tests.
 
     python scripts/api_first_line.py setup VENV
         makes VENV (a venv of Python >= 3.12 with vLLM's CUDA wheel and its dependencies, e.g. the wheels
@@ -104,11 +105,17 @@ def _env(venv: Path, arm: str, extra: dict[str, str] | None, work: str) -> dict[
     return env
 
 
-def _main_thread(pid: int) -> tuple[float, float, int]:
-    """(user s, system s, minor faults) of the process's main thread."""
+def _main_thread(pid: int) -> tuple[float, float, int, int]:
+    """(user s, system s, minor faults, voluntary context switches) of the process's main thread."""
     with open(f"/proc/{pid}/task/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / TICK, int(fields[12]) / TICK, int(fields[7])
+    return int(fields[11]) / TICK, int(fields[12]) / TICK, int(fields[7]), _vcsw(f"/proc/{pid}/task/{pid}/status")
+
+
+def _vcsw(status: str) -> int:
+    """Voluntary context switches in a /proc status file: each time the thread waited (for the GIL, among others)."""
+    with open(status) as f:
+        return next(int(x.split()[1]) for x in f if x.startswith("voluntary_ctxt_switches"))
 
 
 def one(venv: Path, model: str, arm: str, extra: dict[str, str] | None, work: str, strace: str | None = None,
@@ -128,7 +135,7 @@ def one(venv: Path, model: str, arm: str, extra: dict[str, str] | None, work: st
             if first_line in line:
                 row["wall_s"] = time.monotonic() - t0
                 if not strace:
-                    row["user_s"], row["sys_s"], row["faults"] = _main_thread(p.pid)
+                    row["user_s"], row["sys_s"], row["faults"], row["vcsw"] = _main_thread(p.pid)
                 break
     finally:
         os.killpg(p.pid, signal.SIGKILL)
@@ -149,7 +156,9 @@ for name in sys.argv[1].split(","):
 with open("/proc/thread-self/stat") as f:
     fields = f.read().rsplit(")", 1)[1].split()
 tick = os.sysconf("SC_CLK_TCK")
-print("VOS-CHILD", int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]), flush=True)
+with open("/proc/thread-self/status") as f:
+    vcsw = next(int(x.split()[1]) for x in f if x.startswith("voluntary_ctxt_switches"))
+print("VOS-CHILD", int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]), vcsw, flush=True)
 os._exit(0)
 """
 
@@ -200,9 +209,9 @@ def child_one(venv: Path, arm: str, extra: dict[str, str] | None, work: str, sit
     line = next((x for x in out.splitlines() if x.startswith("VOS-CHILD ")), None)
     if line is None:
         raise SystemExit(f"{arm}: the child did not import {modules}: is {venv} a venv with vLLM?")
-    user, system, faults = line.split()[1:]
+    user, system, faults, vcsw = line.split()[1:]
     return {"arm": arm, "wall_s": time.monotonic() - t0, "user_s": float(user), "sys_s": float(system),
-            "faults": int(faults)}
+            "faults": int(faults), "vcsw": int(vcsw)}
 
 
 CALLGRIND = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-instr=no"]
@@ -272,7 +281,8 @@ def summary(rows: list[dict], arms: list[str]) -> str:
     plain = [r for r in rows if r["arm"] == "plain" and "faults" in r]
     base = statistics.median(r["user_s"] + r["sys_s"] for r in plain) if plain else None
     base_f = statistics.median(r["faults"] for r in plain) if plain else None
-    out = ["arm              n  CPU s (median)  vs plain   faults (median)  vs plain   spread   chunk maps"]
+    out = ["arm              n  CPU s (median)  vs plain   faults (median)  vs plain   spread   vcsw (median)   "
+           "chunk maps"]
     for arm in arms:
         xs = [r for r in rows if r["arm"] == arm and "faults" in r]
         maps = [r["chunk_maps"] for r in rows if r["arm"] == arm and "chunk_maps" in r]
@@ -283,7 +293,8 @@ def summary(rows: list[dict], arms: list[str]) -> str:
         spread = max(r["faults"] for r in xs) - min(r["faults"] for r in xs)
         d_cpu = f"{cpu - base:+8.2f}" if base is not None else " " * 8
         d_flt = f"{flt - base_f:+9.0f}" if base_f is not None else " " * 9
-        out.append(f"{arm:15s} {len(xs):2d} {cpu:14.2f} {d_cpu}   {flt:15.0f} {d_flt}  {spread:7.0f}   "
+        vcsw = statistics.median(r.get("vcsw", 0) for r in xs)
+        out.append(f"{arm:15s} {len(xs):2d} {cpu:14.2f} {d_cpu}   {flt:15.0f} {d_flt}  {spread:7.0f}   {vcsw:13.0f}   "
                    f"{maps[0] if maps else '-'}")
     return "\n".join(out)
 

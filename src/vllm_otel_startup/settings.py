@@ -56,7 +56,8 @@ TEMPO_TENANT = _s("TEMPO_TENANT", "", "a multi-tenant Tempo's tenant (`X-Scope-O
 SAMPLE_HZ = _s("SAMPLE_HZ", "10", "resource sampler rate; `0` turns the sampler (resource metrics, peaks) off; the "
                "exact per-span CPU / disk deltas remain")
 GPU_SAMPLE_HZ = _s("GPU_SAMPLE_HZ", "2", "API server: how often the sampler reads the GPUs through NVML (memory, "
-                   "utilisation, power, PCIe counters: the hw.gpu.* series); `0` turns those readings off (the GPU "
+                   "utilisation, power, PCIe counters: the hw.gpu.* series), from the first process it starts on "
+                   "(before it, nothing runs on a GPU); `0` turns those readings off (the GPU "
                    "model and each span's per-process GPU memory remain). At most SAMPLE_HZ")
 SAMPLE_TAIL_MS = _s("SAMPLE_TAIL_MS", "2000", "how long the sampler goes on after ready before it stops (with a "
                     "last metrics export)")

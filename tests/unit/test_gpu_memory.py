@@ -344,6 +344,24 @@ def test_gpu_sample_hz_sets_how_often_the_api_server_reads_the_gpus(monkeypatch)
         assert Sampler(host=True).gpu_every == every, value
 
 
+def test_the_api_server_reads_the_gpus_from_the_first_process_it_starts_on(monkeypatch, nvml):
+    """Before the API server starts a process the start is that interpreter importing, nothing on a GPU: no NVML
+    readings (each call releases the GIL the import then has to take back). From its first child on, at
+    GPU_SAMPLE_HZ."""
+    s = Sampler(host=True)
+    s.nvml = types.SimpleNamespace(ok=True, device_readings=lambda: read.append(1) or [])
+    read: list[int] = []
+    monkeypatch.setattr(s, "_discover", lambda files=None: None)  # the tree is set below, not read from /proc
+    prev = (time.time_ns(), time.process_time_ns())
+    for tick in range(1, 11):
+        s._sample(tick, 1, prev, None)
+    assert read == []
+    s._tree = {os.getpid() + 1}  # the first child
+    for tick in range(11, 21):
+        s._sample(tick, 1, prev, None)
+    assert len(read) == 2  # ticks 15 and 20: every 5th
+
+
 # ---- the start's GPUs, not the host's: CUDA_VISIBLE_DEVICES ----------------------------------------------------
 HOST = [(i, {"hw.id": f"GPU-{u}", "hw.name": "NVIDIA H100 80GB HBM3", "hw.vendor": "nvidia"})
         for i, u in enumerate(("0a1b", "7c2d", "7c9e", "f00d"))]

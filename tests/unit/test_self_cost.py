@@ -308,13 +308,13 @@ def test_the_api_server_first_line_bench_reads_its_arms_and_compares_each_with_p
     assert env["PYTHONDONTWRITEBYTECODE"] == "1" and "OTEL_PYTHON_VLLM_STARTUP_DIR" not in env
     env = api_first_line._env(Path("/v"), "nowatch", arms["nowatch"], "/w")
     assert env["OTEL_PYTHON_VLLM_STARTUP_OFF"] == "watchers" and env["OTEL_PYTHON_VLLM_STARTUP_DIR"] == "/w"
-    rows = [{"arm": "plain", "user_s": 5.8, "sys_s": 0.8, "faults": 170_100},
-            {"arm": "plain", "user_s": 5.9, "sys_s": 0.8, "faults": 170_300},
-            {"arm": "instr", "user_s": 6.0, "sys_s": 0.9, "faults": 177_100},
+    rows = [{"arm": "plain", "user_s": 5.8, "sys_s": 0.8, "faults": 170_100, "vcsw": 90},
+            {"arm": "plain", "user_s": 5.9, "sys_s": 0.8, "faults": 170_300, "vcsw": 110},
+            {"arm": "instr", "user_s": 6.0, "sys_s": 0.9, "faults": 177_100, "vcsw": 900},
             {"arm": "instr", "chunk_maps": 28_099, "wall_s": 9.0}]
     table = api_first_line.summary(rows, ["plain", "instr"]).splitlines()
-    assert table[1].split()[:7] == ["plain", "2", "6.65", "+0.00", "170200", "+0", "200"]
-    assert table[2].split() == ["instr", "1", "6.90", "+0.25", "177100", "+6900", "0", "28099"]
+    assert table[1].split()[:8] == ["plain", "2", "6.65", "+0.00", "170200", "+0", "200", "100"]
+    assert table[2].split() == ["instr", "1", "6.90", "+0.25", "177100", "+6900", "0", "900", "28099"]
 
 
 def test_the_child_form_starts_an_interpreter_as_a_spawned_engine_core_of_an_instrumented_server():

@@ -49,13 +49,19 @@ def _read(path: str) -> bytes | None:
 
 class ProcFiles:
     """/proc files kept open and re-read with pread (procfs regenerates them): one syscall per reading
-    instead of three, which is most of the sampler's cost. Only the sampler thread uses them."""
+    instead of three, which is most of the sampler's cost. Each syscall releases the GIL, and taking it back from
+    a busy main thread is a forced switch of that thread. Only the sampler thread uses them; at most
+    ``MAX_OPEN`` are kept (the host's file limit is vLLM's), the rest are read the plain way."""
+
+    MAX_OPEN = 128
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
 
     def __call__(self, path: str) -> bytes | None:
         fd = self._fds.get(path)
+        if fd is None and len(self._fds) >= self.MAX_OPEN:
+            return _read(path)
         try:
             if fd is None:
                 fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -63,6 +69,11 @@ class ProcFiles:
         except OSError:
             self.forget(path)
             return None
+
+    def forget_unused(self, prefix: str, used: set[str]) -> None:
+        """Close the files under ``prefix`` not in ``used`` (threads that ended)."""
+        for path in [x for x in self._fds if x.startswith(prefix) and x not in used]:
+            self.forget(path)
 
     def forget(self, path: str) -> None:
         fd = self._fds.pop(path, None)
@@ -75,14 +86,45 @@ class ProcFiles:
             self.forget(path)
 
 
-def rss_bytes(read=_read) -> int | None:
+class OwnFile:
+    """One /proc file of this process kept open for readings from any thread (pread has no file position), e.g.
+    a span's start and end on vLLM's main thread: one syscall (each releases the GIL) instead of three. Opened
+    again in a forked child, whose inherited descriptor still reads its parent. No lock (one held by another thread
+    at a fork would never be released in the child) and nothing closed (a descriptor closed under a reader could be
+    another file by its read): two threads opening it at once leave one descriptor unused, a fork one more."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self._pid, self._fd = name, 0, -1
+
+    def __call__(self, path: str = "") -> bytes | None:
+        pid = os.getpid()
+        if self._pid != pid:
+            try:
+                fd = os.open(f"/proc/{pid}/{self.name}", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return None
+            self._fd = fd  # the descriptor before the pid: a reader that sees this pid reads this descriptor
+            self._pid = pid
+        try:
+            return os.pread(self._fd, 1 << 16, 0)
+        except OSError:
+            return None
+
+
+_STATM, _IO = OwnFile("statm"), OwnFile("io")
+
+
+def rss_bytes(read=_STATM) -> int | None:
     raw = read("/proc/self/statm")
-    return int(raw.split()[1]) * _PAGE if raw else None
+    try:
+        return int(raw.split()[1]) * _PAGE if raw else None
+    except (ValueError, IndexError):
+        return None
 
 
 def io_bytes() -> tuple[int, int] | None:
     """(read_bytes, write_bytes) this process caused to storage (page-cache hits are not reads)."""
-    raw = _read("/proc/self/io")
+    raw = _IO()
     if not raw:
         return None
     vals = dict(line.split(b": ") for line in raw.splitlines() if b": " in line)
@@ -104,14 +146,19 @@ def proc_cpu_s(pid: int, read=_read) -> float | None:
         return None
 
 
-def children(pid: int) -> list[int]:
+def children(pid: int, read=_read, used: set[str] | None = None) -> list[int]:
+    """The children of every thread of ``pid`` (a thread's children file lists those it started); ``used``
+    collects the files read."""
     out: list[int] = []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return out
     for tid in tids:
-        raw = _read(f"/proc/{pid}/task/{tid}/children")
+        path = f"/proc/{pid}/task/{tid}/children"
+        if used is not None:
+            used.add(path)
+        raw = read(path)
         if raw:
             out.extend(int(x) for x in raw.split())
     return out
@@ -300,13 +347,15 @@ class Sampler:
                     self._peak("system", busy)
                 prev_sys = cur
             if tick % 10 == 1:  # new descendants (EngineCore, workers, compile workers) once a second
-                self._discover()
+                self._discover(self._files)
             if tick % TREE_EVERY == 1:
                 tree = sum(v for v in (proc_cpu_s(p, self._files) for p in [self.pid, *self._tree]) if v is not None)
                 if self.tree_cpu is not None:
                     self._peak("tree", (tree - self.tree_cpu) / max((now - self._tree_t) / 1e9, 1e-9))
                 self.tree_cpu, self._tree_t = tree, now
-            if self.nvml is not None and self.nvml.ok and self.gpu_every and tick % self.gpu_every == 0:
+            # the GPUs from the first process this one starts on: before it the start is this interpreter importing
+            # (nothing on a GPU), and each NVML call hands the GIL to that import
+            if self.nvml is not None and self.nvml.ok and self.gpu_every and tick % self.gpu_every == 0 and self._tree:
                 self._gpu()
         return (now, cpu), prev_sys
 
@@ -314,15 +363,20 @@ class Sampler:
         if value > self.peaks.get(scope, -1.0):
             self.peaks[scope] = value
 
-    def _discover(self) -> None:
-        seen, todo = set(), [self.pid]
+    def _discover(self, files: ProcFiles | None = None) -> None:
+        """The process tree below this process. ``files`` (the sampler thread's): this process's threads' children
+        files are kept open, read once a second while this process imports on the start's critical path."""
+        seen, todo, used = set(), [self.pid], set()
         while todo:
-            for c in children(todo.pop()):
+            pid = todo.pop()
+            for c in children(pid, files if files is not None and pid == self.pid else _read, used):
                 if c not in seen:
                     seen.add(c)
                     todo.append(c)
         for gone in self._tree - seen:  # a pid may be reused: never keep reading an old process's file
             self._files.forget(f"/proc/{gone}/stat")
+        if files is not None:
+            files.forget_unused(f"/proc/{self.pid}/task/", used)
         self._tree = seen
 
     def _gpu(self) -> None:

@@ -1,0 +1,85 @@
+"""The sampler's /proc readings, on real processes and /proc, no stand-ins. The API server's sampler finds the
+start's process tree once a second from every thread's children file (a child belongs to the thread that started
+it); its own threads' files stay open (one read each instead of open, read, close: each syscall releases the GIL its
+importing main thread then takes back), at most ProcFiles.MAX_OPEN of them, and an ended thread's file is closed.
+A span's own readings (/proc/self/io, statm) go through one kept descriptor per process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from vllm_otel_startup.agent.resources.sampler import OwnFile, ProcFiles, Sampler
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(f"/proc/{os.getpid()}/task"), reason="needs Linux /proc")
+SLEEP = [sys.executable, "-c", "import time; time.sleep(30)"]
+
+
+def _own_children_files(files: ProcFiles) -> set[str]:
+    return {p for p in files._fds if p.startswith(f"/proc/{os.getpid()}/task/")}
+
+
+def test_children_of_every_thread_are_found_and_only_live_threads_files_stay_open():
+    s = Sampler(host=True)
+    files = ProcFiles()
+    started: list[subprocess.Popen] = []
+    release = threading.Event()
+
+    def starter() -> None:  # a thread that starts a process, then lives until told
+        started.append(subprocess.Popen(SLEEP))
+        release.wait(10)
+
+    t = threading.Thread(target=starter)
+    t.start()
+    main_child = subprocess.Popen(SLEEP)
+    try:
+        while not started:
+            threading.Event().wait(0.01)
+        s._discover(files)
+        assert {main_child.pid, started[0].pid} <= s._tree
+        kept = _own_children_files(files)
+        assert f"/proc/{os.getpid()}/task/{t.native_id}/children" in kept
+        assert f"/proc/{os.getpid()}/task/{os.getpid()}/children" in kept
+        release.set()
+        t.join()
+        s._discover(files)
+        assert f"/proc/{os.getpid()}/task/{t.native_id}/children" not in _own_children_files(files)
+        assert main_child.pid in s._tree
+    finally:
+        release.set()
+        for p in (*started, main_child):
+            p.kill()
+            p.wait()
+        files.close()
+
+
+def test_at_most_max_open_files_are_kept_the_rest_read_the_plain_way(monkeypatch):
+    monkeypatch.setattr(ProcFiles, "MAX_OPEN", 1)
+    files = ProcFiles()
+    try:
+        assert files(f"/proc/{os.getpid()}/statm") and files("/proc/self/stat")
+        assert list(files._fds) == [f"/proc/{os.getpid()}/statm"]
+    finally:
+        files.close()
+
+
+def test_a_processs_own_files_are_read_through_one_descriptor_and_again_after_a_fork():
+    """A span's start and end read /proc/self/io and statm on vLLM's thread: one kept descriptor; a forked child
+    opens its own (the inherited one still reads the parent)."""
+    own = OwnFile("stat")
+    assert own().split()[0] == str(os.getpid()).encode()
+    fd = own._fd
+    assert own().split()[0] == str(os.getpid()).encode() and own._fd == fd
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own pid in the file it reads
+        os.write(w, own().split()[0])
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(r, 64) == str(pid).encode()
+    os.close(r)
+    os.close(w)
