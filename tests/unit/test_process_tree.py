@@ -13,6 +13,7 @@ import threading
 
 import pytest
 
+from vllm_otel_startup.agent.resources import sampler
 from vllm_otel_startup.agent.resources.sampler import OwnFile, ProcFiles, Sampler
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(f"/proc/{os.getpid()}/task"), reason="needs Linux /proc")
@@ -83,3 +84,11 @@ def test_a_processs_own_files_are_read_through_one_descriptor_and_again_after_a_
     assert os.read(r, 64) == str(pid).encode()
     os.close(r)
     os.close(w)
+
+
+def test_storage_reads_and_writes_come_from_the_io_file_or_not_at_all(monkeypatch):
+    with open("/proc/self/io", "rb") as f:
+        vals = dict(line.split(b": ") for line in f.read().splitlines())
+    assert sampler.io_bytes() == (int(vals[b"read_bytes"]), int(vals[b"write_bytes"]))
+    monkeypatch.setattr(sampler, "_IO", lambda: b"rchar: 1\nwchar: 2\n")  # a kernel without storage accounting
+    assert sampler.io_bytes() is None

@@ -125,13 +125,17 @@ def rss_bytes(read=_STATM) -> int | None:
 def io_bytes() -> tuple[int, int] | None:
     """(read_bytes, write_bytes) this process caused to storage (page-cache hits are not reads)."""
     raw = _IO()
-    if not raw:
-        return None
-    vals = dict(line.split(b": ") for line in raw.splitlines() if b": " in line)
     try:
-        return int(vals[b"read_bytes"]), int(vals[b"write_bytes"])
-    except (KeyError, ValueError):
+        return (_field(raw, b"\nread_bytes: "), _field(raw, b"\nwrite_bytes: ")) if raw else None
+    except ValueError:  # not the layout we know
         return None
+
+
+def _field(raw: bytes, key: bytes) -> int:
+    """The number after ``key`` in a /proc file of ``key value`` lines (two finds, no dict of every line: a span's
+    start and end read /proc/self/io on vLLM's thread)."""
+    i = raw.index(key) + len(key)
+    return int(raw[i:raw.index(b"\n", i)])
 
 
 def proc_cpu_s(pid: int, read=_read) -> float | None:
