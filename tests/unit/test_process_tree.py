@@ -13,8 +13,9 @@ import threading
 
 import pytest
 
-from vllm_otel_startup.agent.resources import sampler
-from vllm_otel_startup.agent.resources.sampler import OwnFile, ProcFiles, Sampler
+from vllm_otel_startup.agent.resources import procfs
+from vllm_otel_startup.agent.resources.procfs import OwnFile, ProcFiles
+from vllm_otel_startup.agent.resources.sampler import Sampler
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(f"/proc/{os.getpid()}/task"), reason="needs Linux /proc")
 SLEEP = [sys.executable, "-c", "import time; time.sleep(30)"]
@@ -47,6 +48,10 @@ def test_children_of_every_thread_are_found_and_only_live_threads_files_stay_ope
         assert f"/proc/{os.getpid()}/task/{os.getpid()}/children" in kept
         release.set()
         t.join()
+        for _ in range(500):  # join() returns before the OS thread is gone from /proc
+            if not os.path.exists(f"/proc/{os.getpid()}/task/{t.native_id}"):
+                break
+            threading.Event().wait(0.01)
         s._discover(files)
         assert f"/proc/{os.getpid()}/task/{t.native_id}/children" not in _own_children_files(files)
         assert main_child.pid in s._tree
@@ -89,6 +94,6 @@ def test_a_processs_own_files_are_read_through_one_descriptor_and_again_after_a_
 def test_storage_reads_and_writes_come_from_the_io_file_or_not_at_all(monkeypatch):
     with open("/proc/self/io", "rb") as f:
         vals = dict(line.split(b": ") for line in f.read().splitlines())
-    assert sampler.io_bytes() == (int(vals[b"read_bytes"]), int(vals[b"write_bytes"]))
-    monkeypatch.setattr(sampler, "_IO", lambda: b"rchar: 1\nwchar: 2\n")  # a kernel without storage accounting
-    assert sampler.io_bytes() is None
+    assert procfs.io_bytes() == (int(vals[b"read_bytes"]), int(vals[b"write_bytes"]))
+    monkeypatch.setattr(procfs, "_IO", lambda: b"rchar: 1\nwchar: 2\n")  # a kernel without storage accounting
+    assert procfs.io_bytes() is None

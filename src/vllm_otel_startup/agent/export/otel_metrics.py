@@ -14,7 +14,8 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.export.observations import Obs
-from vllm_otel_startup.agent.resources.sampler import Sampler, cgroup_throttled_s, io_bytes, rss_bytes
+from vllm_otel_startup.agent.resources.procfs import cgroup_throttled_s, io_bytes, rss_bytes
+from vllm_otel_startup.agent.resources.sampler import Sampler
 from vllm_otel_startup.version import __version__
 
 _log = logging.getLogger("vllm_otel_startup")

@@ -10,7 +10,6 @@ deltas read at the span's start and end, peaks from the samples inside it.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import logging
 import os
 import sys
@@ -28,181 +27,23 @@ from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent.patching.guard import SAMPLER, failed
 from vllm_otel_startup.agent.resources import gpu
+from vllm_otel_startup.agent.resources.procfs import (
+    ProcFiles,
+    cgroup_throttled_s,
+    children,
+    cpu_model,
+    io_bytes,
+    proc_cpu_s,
+    read_file,
+    rss_bytes,
+    system_cores,
+)
 
 _log = logging.getLogger("vllm_otel_startup")
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MAX_SAMPLES = 36_000  # one hour at 10 Hz
 # the process tree's CPU every 5th tick: one /proc read per descendant (with Inductor's compile workers, 30-40 of them
 # on a GPU host), 0.48 s of the API server's CPU per start at 10 Hz on the H200 host
 TREE_EVERY = 5
-
-
-# ---- /proc readers (None when unavailable) ------------------------------------------------------------
-def _read(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-class ProcFiles:
-    """/proc files kept open and re-read with pread (procfs regenerates them): one syscall per reading
-    instead of three, which is most of the sampler's cost. Each syscall releases the GIL, and taking it back from
-    a busy main thread is a forced switch of that thread. Only the sampler thread uses them; at most
-    ``MAX_OPEN`` are kept (the host's file limit is vLLM's), the rest are read the plain way."""
-
-    MAX_OPEN = 128
-
-    def __init__(self) -> None:
-        self._fds: dict[str, int] = {}
-
-    def __call__(self, path: str) -> bytes | None:
-        fd = self._fds.get(path)
-        if fd is None and len(self._fds) >= self.MAX_OPEN:
-            return _read(path)
-        try:
-            if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            return os.pread(fd, 1 << 16, 0)
-        except OSError:
-            self.forget(path)
-            return None
-
-    def forget_unused(self, prefix: str, used: set[str]) -> None:
-        """Close the files under ``prefix`` not in ``used`` (threads that ended)."""
-        for path in [x for x in self._fds if x.startswith(prefix) and x not in used]:
-            self.forget(path)
-
-    def forget(self, path: str) -> None:
-        fd = self._fds.pop(path, None)
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def close(self) -> None:
-        for path in list(self._fds):
-            self.forget(path)
-
-
-class OwnFile:
-    """One /proc file of this process kept open for readings from any thread (pread has no file position), e.g.
-    a span's start and end on vLLM's main thread: one syscall (each releases the GIL) instead of three. Opened
-    again in a forked child, whose inherited descriptor still reads its parent. No lock (one held by another thread
-    at a fork would never be released in the child) and nothing closed (a descriptor closed under a reader could be
-    another file by its read): two threads opening it at once leave one descriptor unused, a fork one more."""
-
-    def __init__(self, name: str) -> None:
-        self.name, self._pid, self._fd = name, 0, -1
-
-    def __call__(self, path: str = "") -> bytes | None:
-        pid = os.getpid()
-        if self._pid != pid:
-            try:
-                fd = os.open(f"/proc/{pid}/{self.name}", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                return None
-            self._fd = fd  # the descriptor before the pid: a reader that sees this pid reads this descriptor
-            self._pid = pid
-        try:
-            return os.pread(self._fd, 1 << 16, 0)
-        except OSError:
-            return None
-
-
-_STATM, _IO = OwnFile("statm"), OwnFile("io")
-
-
-def rss_bytes(read=_STATM) -> int | None:
-    raw = read("/proc/self/statm")
-    try:
-        return int(raw.split()[1]) * _PAGE if raw else None
-    except (ValueError, IndexError):
-        return None
-
-
-def io_bytes() -> tuple[int, int] | None:
-    """(read_bytes, write_bytes) this process caused to storage (page-cache hits are not reads)."""
-    raw = _IO()
-    try:
-        return (_field(raw, b"\nread_bytes: "), _field(raw, b"\nwrite_bytes: ")) if raw else None
-    except ValueError:  # not the layout we know
-        return None
-
-
-def _field(raw: bytes, key: bytes) -> int:
-    """The number after ``key`` in a /proc file of ``key value`` lines (two finds, no dict of every line: a span's
-    start and end read /proc/self/io on vLLM's thread)."""
-    i = raw.index(key) + len(key)
-    return int(raw[i:raw.index(b"\n", i)])
-
-
-def proc_cpu_s(pid: int, read=_read) -> float | None:
-    """utime + stime + cutime + cstime of ``pid`` (its reaped children included), in seconds."""
-    raw = read(f"/proc/{pid}/stat")
-    if not raw:
-        return None
-    try:
-        f = raw[raw.rindex(b")") + 2:].split()
-        return sum(int(x) for x in f[11:15]) / _TICK
-    except (ValueError, IndexError):
-        return None
-
-
-def children(pid: int, read=_read, used: set[str] | None = None) -> list[int]:
-    """The children of every thread of ``pid`` (a thread's children file lists those it started); ``used``
-    collects the files read."""
-    out: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        path = f"/proc/{pid}/task/{tid}/children"
-        if used is not None:
-            used.add(path)
-        raw = read(path)
-        if raw:
-            out.extend(int(x) for x in raw.split())
-    return out
-
-
-def system_cores(read=_read) -> list[tuple[int, int]] | None:
-    """(busy, total) jiffies per logical core, from /proc/stat."""
-    raw = read("/proc/stat")
-    if not raw:
-        return None
-    out = []
-    for line in raw.splitlines():
-        if line.startswith(b"cpu") and not line.startswith(b"cpu "):
-            v = [int(x) for x in line.split()[1:]]
-            idle = v[3] + (v[4] if len(v) > 4 else 0)
-            total = sum(v[:8])
-            out.append((total - idle, total))
-    return out
-
-
-def cgroup_throttled_s() -> float | None:
-    """CPU time this container's cgroup was throttled (cgroup v2 throttled_usec, v1 throttled_time ns)."""
-    for path, key, scale in (("/sys/fs/cgroup/cpu.stat", b"throttled_usec", 1e-6),
-                             ("/sys/fs/cgroup/cpu,cpuacct/cpu.stat", b"throttled_time", 1e-9),
-                             ("/sys/fs/cgroup/cpu/cpu.stat", b"throttled_time", 1e-9)):
-        raw = _read(path)
-        if raw:
-            for line in raw.splitlines():
-                k, _, v = line.partition(b" ")
-                if k == key:
-                    return int(v) * scale
-    return None
-
-
-def cpu_model() -> str | None:
-    raw = _read("/proc/cpuinfo")
-    for line in (raw or b"").splitlines():
-        if line.startswith(b"model name"):
-            return line.split(b":", 1)[1].strip().decode(errors="replace")
-    return None
 
 
 class Snapshot:
@@ -373,7 +214,7 @@ class Sampler:
         seen, todo, used = set(), [self.pid], set()
         while todo:
             pid = todo.pop()
-            for c in children(pid, files if files is not None and pid == self.pid else _read, used):
+            for c in children(pid, files if files is not None and pid == self.pid else read_file, used):
                 if c not in seen:
                     seen.add(c)
                     todo.append(c)
