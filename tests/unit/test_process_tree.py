@@ -97,3 +97,24 @@ def test_storage_reads_and_writes_come_from_the_io_file_or_not_at_all(monkeypatc
     assert procfs.io_bytes() == (int(vals[b"read_bytes"]), int(vals[b"write_bytes"]))
     monkeypatch.setattr(procfs, "_IO", lambda: b"rchar: 1\nwchar: 2\n")  # a kernel without storage accounting
     assert procfs.io_bytes() is None
+
+
+def test_the_samplers_reads_keep_the_gil_and_read_what_os_pread_reads():
+    """The sampler reads its /proc files through libc's pread with the GIL held: the same bytes as os.pread, an
+    error as OSError (ProcFiles then forgets the file); where ctypes cannot do it, os.pread."""
+    pread = procfs.held_pread()
+    assert pread is not None
+    fd = os.open("/proc/self/stat", os.O_RDONLY)
+    try:
+        head = pread(fd).split()[:2]  # pid, (name)
+        assert head == os.pread(fd, 1 << 16, 0).split()[:2] and head[0] == str(os.getpid()).encode()
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError):
+        pread(fd)  # closed
+    files = ProcFiles()
+    try:
+        assert files(f"/proc/{os.getpid()}/stat").split()[0] == str(os.getpid()).encode()
+        assert files("/proc/no-such-file") is None and "/proc/no-such-file" not in files._fds
+    finally:
+        files.close()

@@ -1,11 +1,13 @@
 """/proc readers of the sampler and of each span's readings, fail-soft (None where a file is missing or not the layout
-we know). Each syscall releases the GIL, and a busy main thread then has to take it back: files read often are kept
-open and re-read with pread."""
+we know). Each syscall of ``os`` releases the GIL, and a thread of ours that releases it must then wait for vLLM's busy
+main thread to hand it back (a forced switch of that thread, after the 5 ms switch interval): files read often are
+kept open and re-read with one pread, the sampler's with the GIL held."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -19,6 +21,33 @@ def read_file(path: str) -> bytes | None:
         return None
 
 
+def held_pread(size: int = 1 << 16) -> Callable[[int], bytes] | None:
+    """A reader of an open file from its start, through libc's pread with the GIL held (ctypes.PyDLL); None where
+    that is not available. A /proc file is generated in microseconds and never blocks: holding the GIL that long
+    costs vLLM's main thread less than the hand-over (measured: the sampler made the API server's main thread switch
+    ~5 times a tick; docs/results-log.md, issue 25). Its buffer is its own: one reader per thread."""
+    try:
+        import ctypes
+
+        libc = ctypes.PyDLL(None, use_errno=True)
+        fn = getattr(libc, "pread64", None) or libc.pread
+        fn.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int64)
+        fn.restype = ctypes.c_ssize_t
+        buf = ctypes.create_string_buffer(size)
+        string_at, get_errno = ctypes.string_at, ctypes.get_errno
+    except Exception:  # noqa: BLE001 - no ctypes, no libc symbol: os.pread
+        return None
+
+    def pread(fd: int) -> bytes:
+        n = fn(fd, buf, size, 0)
+        if n < 0:
+            err = get_errno()
+            raise OSError(err, os.strerror(err))
+        return string_at(buf, n)
+
+    return pread
+
+
 class ProcFiles:
     """/proc files kept open and re-read with pread (procfs regenerates them): one syscall per reading
     instead of three, which is most of the sampler's cost. Each syscall releases the GIL, and taking it back from
@@ -29,6 +58,7 @@ class ProcFiles:
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
+        self._pread = held_pread() or (lambda fd: os.pread(fd, 1 << 16, 0))
 
     def __call__(self, path: str) -> bytes | None:
         fd = self._fds.get(path)
@@ -37,7 +67,7 @@ class ProcFiles:
         try:
             if fd is None:
                 fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            return os.pread(fd, 1 << 16, 0)
+            return self._pread(fd)
         except OSError:
             self.forget(path)
             return None
