@@ -116,5 +116,6 @@ def test_the_samplers_reads_keep_the_gil_and_read_what_os_pread_reads():
     try:
         assert files(f"/proc/{os.getpid()}/stat").split()[0] == str(os.getpid()).encode()
         assert files("/proc/no-such-file") is None and "/proc/no-such-file" not in files._fds
+        assert files("/proc/stat").startswith(b"cpu")  # system-wide (SYSTEM_WIDE): os.pread, the GIL released
     finally:
         files.close()

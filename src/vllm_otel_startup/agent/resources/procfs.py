@@ -21,11 +21,16 @@ def read_file(path: str) -> bytes | None:
         return None
 
 
+# generated from every core's and interrupt's counters: ~1 ms on a host of a few hundred cores, longer than a hand-over
+SYSTEM_WIDE = frozenset({"/proc/stat"})
+
+
 def held_pread(size: int = 1 << 16) -> Callable[[int], bytes] | None:
     """A reader of an open file from its start, through libc's pread with the GIL held (ctypes.PyDLL); None where
-    that is not available. A /proc file is generated in microseconds and never blocks: holding the GIL that long
-    costs vLLM's main thread less than the hand-over (measured: the sampler made the API server's main thread switch
-    ~5 times a tick; docs/results-log.md, issue 25). Its buffer is its own: one reader per thread."""
+    that is not available. A process's /proc file is generated in microseconds and never blocks: holding the GIL that
+    long costs vLLM's main thread less than handing it over and back (on the H100, the sampler made the API server's
+    main thread switch ~5 times a tick; docs/results-log.md, issue 25). Its buffer is its own: one reader per
+    thread. Not for SYSTEM_WIDE files."""
     try:
         import ctypes
 
@@ -67,7 +72,7 @@ class ProcFiles:
         try:
             if fd is None:
                 fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            return self._pread(fd)
+            return os.pread(fd, 1 << 16, 0) if path in SYSTEM_WIDE else self._pread(fd)
         except OSError:
             self.forget(path)
             return None
