@@ -155,3 +155,43 @@ def test_a_vendor_distro_stays_in_charge_and_says_so(monkeypatch, tmp_path):
     assert ev.vendor_distro() == ("distro", "configurator", "vendor-otel")
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(tmp_path)])
     assert ev.vendor_distro() is None  # ours (and opentelemetry-distro, where installed) only
+
+
+class _Loaded:
+    """An entry point whose instrumentor only records that it ran (a real one would patch vLLM)."""
+
+    def __init__(self, name: str, ran: list[str]) -> None:
+        self.name, self._ran = name, ran
+
+    def load(self):
+        ran, name = self._ran, self.name
+
+        class Instrumentor:
+            def instrument(self, **kwargs):
+                ran.append(name)
+
+        return Instrumentor
+
+
+@pytest.mark.parametrize(("runtime", "off", "frozen"), [
+    (object(), "", 1),  # a traced process, once our instrumentor has set it up
+    (None, "", 0),  # a helper, or a user's program that is not an engine yet: nothing of ours runs
+    (object(), "gc_freeze", 0),  # OTEL_PYTHON_VLLM_STARTUP_OFF=gc_freeze
+])
+def test_after_our_instrumentor_the_interpreters_objects_go_to_the_permanent_generation(monkeypatch, runtime, off,
+                                                                                          frozen):
+    """The distro freezes (gc.freeze) what the interpreter holds once our instrumentor has run (its start-up objects,
+    OpenTelemetry's and ours; nothing of vLLM's yet), so that the start's full collections skip them; after another
+    instrumentor, nothing. The freeze is recorded here, not done: this test process stays as it is."""
+    from vllm_otel_startup import VllmStartupInstrumentor
+
+    freezes: list[int] = []
+    ran: list[str] = []
+    monkeypatch.setattr(distro.gc, "freeze", lambda: freezes.append(1))
+    monkeypatch.setattr(VllmStartupInstrumentor, "_runtime", runtime)
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_OFF", off)
+    d = distro.VllmStartupDistro()
+    d.load_instrumentor(_Loaded("another", ran))
+    assert freezes == []
+    d.load_instrumentor(_Loaded(distro.OURS, ran))
+    assert ran == ["another", distro.OURS] and len(freezes) == frozen
