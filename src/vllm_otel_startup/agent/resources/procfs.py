@@ -63,7 +63,7 @@ class ProcFiles:
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
-        self._pread = held_pread() or (lambda fd: os.pread(fd, 1 << 16, 0))
+        self._pread: Callable[[int], bytes] | None = None  # made at the first reading, on the sampler thread (ctypes)
 
     def __call__(self, path: str) -> bytes | None:
         fd = self._fds.get(path)
@@ -72,7 +72,11 @@ class ProcFiles:
         try:
             if fd is None:
                 fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            return os.pread(fd, 1 << 16, 0) if path in SYSTEM_WIDE else self._pread(fd)
+            if path in SYSTEM_WIDE:
+                return os.pread(fd, 1 << 16, 0)
+            if self._pread is None:
+                self._pread = held_pread() or (lambda fd: os.pread(fd, 1 << 16, 0))
+            return self._pread(fd)
         except OSError:
             self.forget(path)
             return None
