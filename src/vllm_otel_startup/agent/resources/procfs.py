@@ -21,11 +21,19 @@ def read_file(path: str) -> bytes | None:
         return None
 
 
+READ_SIZE = 1 << 16  # bytes a reading takes: the files read here are a few KiB (/proc/stat ~100 bytes a core)
+
+
+def os_pread(fd: int) -> bytes:
+    """The file's start through ``os.pread`` (the GIL released for the syscall)."""
+    return os.pread(fd, READ_SIZE, 0)
+
+
 # generated from every core's and interrupt's counters: ~1 ms on a host of a few hundred cores, longer than a hand-over
 SYSTEM_WIDE = frozenset({"/proc/stat"})
 
 
-def held_pread(size: int = 1 << 16) -> Callable[[int], bytes] | None:
+def held_pread(size: int = READ_SIZE) -> Callable[[int], bytes] | None:
     """A reader of an open file from its start, through libc's pread with the GIL held (ctypes.PyDLL); None where
     that is not available. A process's /proc file is generated in microseconds and never blocks: holding the GIL that
     long costs vLLM's main thread less than handing it over and back (on the H100, the sampler made the API server's
@@ -73,9 +81,9 @@ class ProcFiles:
             if fd is None:
                 fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             if path in SYSTEM_WIDE:
-                return os.pread(fd, 1 << 16, 0)
+                return os_pread(fd)
             if self._pread is None:
-                self._pread = held_pread() or (lambda fd: os.pread(fd, 1 << 16, 0))
+                self._pread = held_pread() or os_pread
             return self._pread(fd)
         except OSError:
             self.forget(path)
@@ -117,7 +125,7 @@ class OwnFile:
             self._fd = fd  # the descriptor before the pid: a reader that sees this pid reads this descriptor
             self._pid = pid
         try:
-            return os.pread(self._fd, 1 << 16, 0)
+            return os_pread(self._fd)
         except OSError:
             return None
 
