@@ -177,7 +177,7 @@ class _Loaded:
 def test_loading_our_instrumentor_leaves_the_collection_schedule_as_vllms(monkeypatch):
     """Nothing of the interpreter's goes to the permanent generation when our instrumentor is loaded (no gc.freeze):
     frozen objects leave the count CPython schedules full collections by, and on the H100 that moved one full
-    collection (0.28 s) into the EngineCore's profile run in 13 of 14 starts (docs/results-log.md, 2026-12-06)."""
+    collection (0.29 s) into the EngineCore's profile run in 13 of 14 starts (docs/results-log.md, 2026-12-06)."""
     from vllm_otel_startup import VllmStartupInstrumentor
 
     freezes: list[int] = []
