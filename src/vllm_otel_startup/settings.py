@@ -53,8 +53,9 @@ SUMMARY = _s("SUMMARY", "true", "false: the API server prints no breakdown at re
              "vLLM logs, with or without an OTLP endpoint)")
 TEMPO_URL = _s("TEMPO_URL", "", "`vllm-otel-startup report` reads a trace id from this Tempo (`--tempo` wins)")
 TEMPO_TENANT = _s("TEMPO_TENANT", "", "a multi-tenant Tempo's tenant (`X-Scope-OrgID`)")
-SAMPLE_HZ = _s("SAMPLE_HZ", "10", "resource sampler rate; `0` turns the sampler (resource metrics, peaks) off; the "
-               "exact per-span CPU / disk deltas remain")
+SAMPLE_HZ = _s("SAMPLE_HZ", "10", "resource sampler rate once a process's imports are over (while it imports: once a "
+               "second); `0` turns the sampler (resource metrics, peaks) off; the exact per-span CPU / disk deltas "
+               "remain")
 GPU_SAMPLE_HZ = _s("GPU_SAMPLE_HZ", "2", "API server: how often the sampler reads the GPUs through NVML (memory, "
                    "utilisation, power, PCIe counters: the hw.gpu.* series), from the first process it starts on "
                    "(before it, nothing runs on a GPU); `0` turns those readings off (the GPU "

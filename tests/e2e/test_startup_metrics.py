@@ -124,14 +124,17 @@ def test_resource_fingerprint_from_every_process(eager, backends):
 
 
 def test_each_phase_span_carries_its_resource_summary(eager, backends):
-    """The startup is CPU-bound: the spawn re-imports keep one core busy; the API server's whole tree did
-    more CPU work than the API server alone; the process span's CPU time matches the sampled metric."""
+    """The startup is CPU-bound: the spawn re-imports keep one core busy, sampled once a second while a process
+    imports (its critical path: each tick takes the GIL from it); the API server's whole tree did more CPU work than
+    the API server alone; the process span's CPU time matches the sampled metric."""
     for kind in ("api_server", "engine_core", "worker"):
         [imports] = [s for s in eager.named(sc.IMPORTS_SPAN) if s.attrs[sc.PROCESS_KIND] == kind]
         a = imports.attrs
         assert a[sc.RES_CPU_TIME] > 1.0 and 0.3 < a[sc.RES_CORES_AVG] <= 1.2, (kind, a)
-        assert a[sc.RES_SAMPLES] > 5 and a[sc.RES_RSS_PEAK] > 100e6
-        assert a[sc.RES_CORES_AVG] <= a[sc.RES_CORES_PEAK] <= 1.15 * (os.cpu_count() or 1)  # 100 ms windows
+        seconds = (imports.end - imports.start) / 1e9
+        assert 1 <= a[sc.RES_SAMPLES] <= seconds + 1, (kind, a, seconds)  # a tick a second, not ten
+        assert a[sc.RES_RSS_PEAK] > 100e6
+        assert a[sc.RES_CORES_AVG] <= a[sc.RES_CORES_PEAK] <= 1.15 * (os.cpu_count() or 1)  # 1 s windows
         assert sc.RES_DISK_READ in a
     root = eager.root.attrs
     assert root[sc.RES_TREE_CPU_TIME] > root[sc.RES_CPU_TIME] + 5  # EngineCore and worker did CPU work too

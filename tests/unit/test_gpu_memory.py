@@ -274,7 +274,8 @@ def test_every_reading_failing_leaves_no_gpu_attribute(cuda, nvml):
 # ---- when NVML is loaded ----------------------------------------------------------------------------------------
 def test_a_child_loads_nvml_only_once_its_cuda_context_exists(cuda, nvml):
     """NVML initialised by an EngineCore while it imported vLLM made those imports 2.3-2.9 s slower on the
-    H100 host: children defer it until their own CUDA context exists (the API server loads it at start)."""
+    H100 host: children defer it until their own CUDA context exists, the API server until it has started a
+    process (its GPU readings begin there; before, it imports)."""
     child = Sampler(host=False)
     child._setup()
     prev = (time.time_ns(), time.process_time_ns())
@@ -286,7 +287,13 @@ def test_a_child_loads_nvml_only_once_its_cuda_context_exists(cuda, nvml):
     assert nvml.inits == 1  # once, after the context exists
     api = Sampler(host=True)
     api._setup()
-    assert nvml.inits == 2  # the API server loads it at start
+    api._discover = lambda files=None: None  # no descendant yet
+    api._sample(1, 1, prev, None, every=True)  # importing: a tick a second, every reading on it
+    assert nvml.inits == 1 and api.nvml is None
+    api._discover = lambda files=None: setattr(api, "_tree", {os.getpid()})  # its EngineCore appears
+    api._sample(11, 1, prev, None)
+    api._sample(21, 1, prev, None)
+    assert nvml.inits == 2  # loaded then, once
     assert api.gpu_memory() == (None, None)
 
 

@@ -174,7 +174,7 @@ class RetroSpans:
         self.skip = skip_span_id  # the process span: work directly under it is not a phase's
         self._found: dict[int, list[tuple[str, int, int, dict[str, Any]]]] = {}  # span id -> spans to make
         self._loose: list[tuple[int, int, dict[str, Any], int | None]] = []  # no phase span current: emit_loose
-        self._gc_start: tuple[int, Any, int] | None = None  # (start, current span, thread ident)
+        self._gc_start: tuple[int, int] | None = None  # (start, thread ident)
         self._depth: dict[int, int] = {}  # thread -> nesting of imports in progress
         self._bootstrap: Any = None
         self._find_and_load: Any = None
@@ -241,16 +241,19 @@ class RetroSpans:
                 self.gc_calls += 1
                 # the thread's ident, never threading.current_thread(): for a thread that threading did not start
                 # it makes a _DummyThread under threading's own lock, which that thread may hold right now
-                self._gc_start = (time.time_ns(), trace.get_current_span(), threading.get_ident())
+                self._gc_start = (time.time_ns(), threading.get_ident())
                 return
             started, self._gc_start = self._gc_start, None
             if started is None:
                 return
-            t0, span, ident = started
-            main = ident == threading.main_thread().ident
+            t0, ident = started
             t1 = time.time_ns()
             if t1 - t0 < GC_MIN_NS:
                 return
+            # a collection runs on the thread it began on, in the context it began in: its span is read only for
+            # the few long enough to record (most last microseconds)
+            span = trace.get_current_span()
+            main = ident == threading.main_thread().ident
             attrs: dict[str, Any] = {sc.GC_GENERATION: int(info.get("generation", -1)),
                                      sc.GC_COLLECTED: int(info.get("collected", 0))}
             ctx = span.get_span_context()

@@ -188,7 +188,7 @@ class Runtime:
         if not settings.off("process_context"):  # diagnostics (settings.OFF)
             self._token = context.attach(trace.set_span_in_context(self.process_span))
         self.sampler = Sampler(host=info.root)
-        self.sampler.start()
+        self.sampler.start(importing=segment == sc.IMPORTS_SPAN)  # a tick a second until the segment ends
         if self.retro is not None:  # a forked child inherits the parent's watchers
             self.retro.uninstall()
             self.retro = None
@@ -226,7 +226,10 @@ class Runtime:
 
     def close_segment(self, at_ns: int, next_name: str | None = None) -> None:
         """End the open bootstrap segment at ``at_ns`` and optionally open the next one."""
-        snap = self.sampler.snapshot() if self.sampler else None
+        snap = None
+        if self.sampler:
+            self.sampler.full_rate()
+            snap = self.sampler.snapshot()
         with self._lock:
             seg, self._segment = self._segment, ((next_name, at_ns) if next_name and not self.done else None)
             seg_snap, self._segment_snap = self._segment_snap, snap

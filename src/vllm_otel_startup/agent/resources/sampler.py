@@ -1,8 +1,10 @@
 """The startup resource sampler: a daemon thread per vLLM process, from process start until a short tail
 after ready, then it stops.
 
-Every process samples itself (CPU time, resident memory, storage reads) at ~10 Hz; the API server also
-samples the whole process tree, the host's cores, its cgroup's CPU throttling and the GPUs (NVML). The
+Every process samples itself (CPU time, resident memory, storage reads) at ~10 Hz once its imports are over (once a
+second while it imports: then it is one interpreter loading modules, on the start's critical path, and each tick
+takes the GIL from it); the API server also samples the whole process tree, the host's cores, its cgroup's CPU
+throttling and, from the first process it starts on, the GPUs (NVML, loaded then). The
 samples feed the resource metrics (otel_metrics.py) and each startup span's resource summary: exact
 deltas read at the span's start and end, peaks from the samples inside it.
 """
@@ -44,6 +46,7 @@ MAX_SAMPLES = 36_000  # one hour at 10 Hz
 # the process tree's CPU every 5th tick: one /proc read per descendant (with Inductor's compile workers, 30-40 of them
 # on a GPU host), 0.48 s of the API server's CPU per start at 10 Hz on the H200 host
 TREE_EVERY = 5
+IMPORTING_S = 1.0  # the sampling interval while this process imports (until Sampler.full_rate)
 
 
 class Snapshot:
@@ -90,14 +93,22 @@ class Sampler:
         self.gpu_memory_source = gpu.ProcessGpuMemory(self.pid)  # fixed when this process's CUDA context is seen
         self._files = ProcFiles()
         self._thread: threading.Thread | None = None
+        self._importing = False  # one tick a second (IMPORTING_S) until full_rate()
+        self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
 
     # ---- lifecycle ------------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, importing: bool = False) -> None:
+        """The sampler thread; ``importing``: once a second until :meth:`full_rate`."""
         if self.hz <= 0:
             self.stopped = True
             return
+        self._importing = importing
         self._thread = threading.Thread(target=self._run, name="vllm-otel-startup-sampler", daemon=True)
         self._thread.start()
+
+    def full_rate(self) -> None:
+        """This process's imports are over: from the next tick on, SAMPLE_HZ."""
+        self._importing = False
 
     def stop_after(self, tail_s: float, on_stop: Callable[[], None] | None = None) -> None:
         """Keep sampling ``tail_s`` more seconds, then take a last sample, call ``on_stop`` and end."""
@@ -133,9 +144,10 @@ class Sampler:
             prev_sys = system_cores(self._files) if self.host else None
             tick = 0
             while True:
-                time.sleep(interval)  # cheaper than an Event wait; a stop is seen within one interval
+                importing = self._importing
+                time.sleep(IMPORTING_S if importing else interval)  # cheaper than an Event wait
                 tick += 1
-                prev, prev_sys = self._sample(tick, stride, prev, prev_sys)
+                prev, prev_sys = self._sample(tick, stride, prev, prev_sys, every=importing)
                 if self._stop_at is not None and time.monotonic() >= self._stop_at:
                     break
         except Exception:  # noqa: BLE001 - the sampler never hurts the host
@@ -144,12 +156,17 @@ class Sampler:
         self._finish()
 
     def _setup(self) -> None:
-        # Only the API server loads NVML at its start. An EngineCore or worker loads it once its own CUDA
-        # context exists (_fix_gpu_source): measured on the H100 host, NVML initialised by a child while it
+        # No process loads NVML while it imports. The API server loads it once it has a descendant (_load_nvml:
+        # its GPU readings begin there, and it then waits on that process); an EngineCore or worker once its own
+        # CUDA context exists (_fix_gpu_source): measured on the H100 host, NVML initialised by a child while it
         # imports vLLM and torch made those imports 2.3-2.9 s slower (EngineCore imports +2.8 s per start).
-        if self.host and gpu.driver_present():
-            self.nvml = gpu.Nvml()
-        self.device_model = (self.nvml.model if self.nvml is not None else None) or cpu_model()
+        self._nvml_due = self.host and gpu.driver_present()
+        self.device_model = cpu_model()
+
+    def _load_nvml(self) -> None:
+        self._nvml_due = False
+        self.nvml = gpu.Nvml()
+        self.device_model = self.nvml.model or self.device_model
 
     @staticmethod
     def _cuda_context() -> bool:
@@ -171,7 +188,9 @@ class Sampler:
         finally:
             self.gpu_memory_source.fix(self.nvml)
 
-    def _sample(self, tick: int, stride: int, prev: tuple[int, int], prev_sys: Any) -> tuple[Any, Any]:
+    def _sample(self, tick: int, stride: int, prev: tuple[int, int], prev_sys: Any,
+                every: bool = False) -> tuple[Any, Any]:
+        """One tick; ``every``: the readings taken every n-th tick are taken on this one too (a tick a second)."""
         now, cpu = time.time_ns(), time.process_time_ns()
         cores = (cpu - prev[1]) / max(now - prev[0], 1)
         self.times.append(now)
@@ -183,7 +202,7 @@ class Sampler:
         if not self.host and self.gpu_memory_source.source is None and self._cuda_context():
             self._fix_gpu_source()
         if self.host:
-            if tick % stride == 0:
+            if every or tick % stride == 0:
                 cur = system_cores(self._files)
                 if cur and prev_sys and len(cur) == len(prev_sys):
                     busy = sum(1 for (b1, t1), (b0, t0) in zip(cur, prev_sys, strict=True)
@@ -191,16 +210,19 @@ class Sampler:
                     self.sys_busy_peak = max(busy, self.sys_busy_peak or 0)
                     self._peak("system", busy)
                 prev_sys = cur
-            if tick % 10 == 1:  # new descendants (EngineCore, workers, compile workers) once a second
+            if every or tick % 10 == 1:  # new descendants (EngineCore, workers, compile workers) once a second
                 self._discover(self._files)
-            if tick % TREE_EVERY == 1:
+                if self._nvml_due and self._tree:
+                    self._load_nvml()
+            if every or tick % TREE_EVERY == 1:
                 tree = sum(v for v in (proc_cpu_s(p, self._files) for p in [self.pid, *self._tree]) if v is not None)
                 if self.tree_cpu is not None:
                     self._peak("tree", (tree - self.tree_cpu) / max((now - self._tree_t) / 1e9, 1e-9))
                 self.tree_cpu, self._tree_t = tree, now
             # the GPUs from the first process this one starts on: before it the start is this interpreter importing
             # (nothing on a GPU), and each NVML call hands the GIL to that import
-            if self.nvml is not None and self.nvml.ok and self.gpu_every and tick % self.gpu_every == 0 and self._tree:
+            if self.nvml is not None and self.nvml.ok and self.gpu_every and self._tree \
+                    and (every or tick % self.gpu_every == 0):
                 self._gpu()
         return (now, cpu), prev_sys
 
