@@ -154,7 +154,7 @@ TRACE_ID = "trace_id"  # metric label on vllm.startup.last_start.duration: the s
 # --- per-phase resource summary, on every startup span (sampler.py) --------------------------------
 RES_CPU_TIME = "vllm.startup.resource.cpu_time"  # float s: CPU time of this process during the span
 RES_CORES_AVG = "vllm.startup.resource.cores_avg"  # float: cpu_time / duration (cores kept busy)
-RES_CORES_PEAK = "vllm.startup.resource.cores_peak"  # float: peak cores this process used (10 Hz windows)
+RES_CORES_PEAK = "vllm.startup.resource.cores_peak"  # float: peak cores this process used (one sampling interval)
 RES_RSS_PEAK = "vllm.startup.resource.rss_peak"  # int By: peak resident memory of this process
 RES_DISK_READ = "vllm.startup.resource.disk_read"  # int By: bytes this process read from storage
 RES_DISK_READ_GBPS = "vllm.startup.resource.disk_read_gb_per_s"  # float GB/s: disk_read / duration
