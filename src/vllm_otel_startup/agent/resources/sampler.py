@@ -94,6 +94,7 @@ class Sampler:
         self._files = ProcFiles()
         self._thread: threading.Thread | None = None
         self._importing = False  # one tick a second (IMPORTING_S) until full_rate()
+        self._imported = threading.Event()  # set by full_rate(): an importing tick's wait ends there
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
 
     # ---- lifecycle ------------------------------------------------------------------------------------
@@ -107,8 +108,9 @@ class Sampler:
         self._thread.start()
 
     def full_rate(self) -> None:
-        """This process's imports are over: from the next tick on, SAMPLE_HZ."""
+        """This process's imports are over: SAMPLE_HZ from now on (a pending once-a-second wait ends at once)."""
         self._importing = False
+        self._imported.set()
 
     def stop_after(self, tail_s: float, on_stop: Callable[[], None] | None = None) -> None:
         """Keep sampling ``tail_s`` more seconds, then take a last sample, call ``on_stop`` and end."""
@@ -145,7 +147,10 @@ class Sampler:
             tick = 0
             while True:
                 importing = self._importing
-                time.sleep(IMPORTING_S if importing else interval)  # cheaper than an Event wait
+                if importing:
+                    self._imported.wait(IMPORTING_S)
+                else:
+                    time.sleep(interval)  # cheaper than an Event wait; a stop is seen within one interval
                 tick += 1
                 prev, prev_sys = self._sample(tick, stride, prev, prev_sys, every=importing)
                 if self._stop_at is not None and time.monotonic() >= self._stop_at:
