@@ -13,9 +13,9 @@ from vllm_otel_startup.agent.resources.sampler import Sampler
 
 def test_a_process_samples_once_a_second_until_its_first_phase(otel, start):
     s = start("engine_core", "0.33.0")
-    assert s.rt.sampler._importing  # its imports segment is open
+    assert s.rt.sampler.importing  # its imports segment is open
     with trace_api.get_tracer("vllm.engine").start_as_current_span("Load weights"):
-        assert not s.rt.sampler._importing  # the first phase closed it: SAMPLE_HZ from the next tick
+        assert not s.rt.sampler.importing  # the first phase closed it: SAMPLE_HZ from the next tick
 
 
 def test_an_importing_sampler_ticks_once_a_second_then_at_its_rate(monkeypatch):

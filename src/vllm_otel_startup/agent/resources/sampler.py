@@ -93,8 +93,8 @@ class Sampler:
         self.gpu_memory_source = gpu.ProcessGpuMemory(self.pid)  # fixed when this process's CUDA context is seen
         self._files = ProcFiles()
         self._thread: threading.Thread | None = None
-        self._importing = False  # one tick a second (IMPORTING_S) until full_rate()
-        self._imported = threading.Event()  # set by full_rate(): an importing tick's wait ends there
+        self._imported = threading.Event()  # clear: one tick a second (IMPORTING_S) until full_rate() sets it
+        self._imported.set()
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
 
     # ---- lifecycle ------------------------------------------------------------------------------------
@@ -103,13 +103,18 @@ class Sampler:
         if self.hz <= 0:
             self.stopped = True
             return
-        self._importing = importing
+        if importing:
+            self._imported.clear()
         self._thread = threading.Thread(target=self._run, name="vllm-otel-startup-sampler", daemon=True)
         self._thread.start()
 
+    @property
+    def importing(self) -> bool:
+        """Sampling once a second, as while this process imports."""
+        return not self._imported.is_set()
+
     def full_rate(self) -> None:
         """This process's imports are over: SAMPLE_HZ from now on (a pending once-a-second wait ends at once)."""
-        self._importing = False
         self._imported.set()
 
     def stop_after(self, tail_s: float, on_stop: Callable[[], None] | None = None) -> None:
@@ -146,7 +151,7 @@ class Sampler:
             prev_sys = system_cores(self._files) if self.host else None
             tick = 0
             while True:
-                importing = self._importing
+                importing = self.importing
                 if importing:
                     self._imported.wait(IMPORTING_S)
                 else:
