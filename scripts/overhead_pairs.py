@@ -46,7 +46,8 @@ otelonly=OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=vllm_startup`` (its bootstrap, SD
 instrumentor not loaded; on the H100 1.026 against the whole agent's 1.038, docs/results.md). A variant named
 ``env…`` (``--variant env=``: no extra variables) is activated the way deploy/adoption does it for an unchanged
 command, with no ``opentelemetry-instrument`` launcher: OpenTelemetry's sitecustomize folder on ``PYTHONPATH`` and
-``OTEL_PYTHON_DISTRO`` / ``OTEL_PYTHON_CONFIGURATOR`` (cpu form only).
+``OTEL_PYTHON_DISTRO`` / ``OTEL_PYTHON_CONFIGURATOR`` (on the GPU with the driver patched by
+scripts/gpu_driver_lanes.diff: its ``launcher`` key).
 """
 
 from __future__ import annotations
@@ -497,6 +498,12 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
 
 
 # ---- the GPU form -----------------------------------------------------------------------------------------
+# an ``env…`` arm on the GPU machine (the driver, patched by scripts/gpu_driver_lanes.diff, reads @R as its state
+# dir): OpenTelemetry's sitecustomize folder first on the PYTHONPATH every start there has
+GPU_VIA_ENV = {"PYTHONPATH": "@R/site-otel/opentelemetry/instrumentation/auto_instrumentation:@R/site:@R/site-otel",
+               "OTEL_PYTHON_DISTRO": "vllm_startup", "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"}
+
+
 def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, profile: bool = False,
               tail: dict[str, dict[str, str]] | None = None, tail_pairs: int = 2,
               once: dict[str, dict[str, str]] | None = None, first_pair: int = 1, imports: int = 0) -> list[dict]:
@@ -524,9 +531,11 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
             # an empty endpoint: the local start file only (the driver starts no sink and sets no endpoint)
             local = instr and env.get("OTEL_EXPORTER_OTLP_ENDPOINT") == ""
             env = {k: v for k, v in env.items() if not (local and k == "OTEL_EXPORTER_OTLP_ENDPOINT")}
+            via_env = instr and arm.startswith("env")  # no launcher: what deploy/adoption sets, the driver's paths
             q.append(dict(name=f"{label}{pair}_{arm}", instr=instr, export="otlp" if instr and not local else "none",
                           drop=False, est=90, limit=170, pair=pair, arm=arm,
-                          env={**log_cfg, **(DEBUG if instr else {}), **env}, **extra))
+                          env={**log_cfg, **(DEBUG if instr else {}), **(GPU_VIA_ENV if via_env else {}), **env},
+                          **({"launcher": False} if via_env else {}), **extra))
             if lanes > 1:
                 # each arm on either GPU equally often: with the order flipped every pair, an even number of arms
                 # swaps GPUs by itself, an odd number needs the pair's parity too

@@ -265,6 +265,7 @@ def test_the_gpu_driver_patch_applies_to_the_shared_driver_and_the_result_compil
     src = out.read_text()
     compile(src, str(out), "exec")
     assert "def sched_stats(" in src and '"vmstat_delta"' in src and 'spec.get("profile")' in src
+    assert 'spec.get("launcher", True)' in src and '.replace("@R", str(R))' in src
 
 
 def test_one_start_per_arm_is_read_by_the_engine_cores_page_faults_at_ready_and_inside_capture():
@@ -350,3 +351,14 @@ def test_a_variant_names_its_variables_and_only_an_env_arm_may_add_none():
         "nowatch": {"OTEL_PYTHON_VLLM_STARTUP_OFF": "watchers,probes"}, "env": {}}
     with pytest.raises(SystemExit):
         overhead_pairs.parse_variants(["nowatch="])
+
+
+def test_an_env_arm_on_the_gpu_runs_without_the_launcher_with_the_sitecustomize_first_on_the_drivers_path():
+    q = overhead_pairs.gpu_queue(1, {"env": {}, "otelonly": {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "vllm_startup"}})
+    by_arm = {e["arm"]: e for e in q if e.get("arm")}
+    env = by_arm["env"]
+    assert env["instr"] and env["launcher"] is False and env["export"] == "otlp"
+    assert env["env"]["PYTHONPATH"].split(":")[0] == "@R/site-otel/opentelemetry/instrumentation/auto_instrumentation"
+    assert env["env"]["OTEL_PYTHON_DISTRO"] == env["env"]["OTEL_PYTHON_CONFIGURATOR"] == "vllm_startup"
+    for arm in ("instr", "otelonly", "plain"):  # the others as before: the launcher where instrumented
+        assert "launcher" not in by_arm[arm] and "PYTHONPATH" not in by_arm[arm]["env"]
