@@ -181,6 +181,31 @@ def test_imports_outside_any_phase_are_not_recorded(start, tmp_path, monkeypatch
     sys.modules.pop("bootstrap_mod", None)
 
 
+def test_the_watchers_start_with_the_first_phase_and_see_nothing_of_the_imports_before_it(start, tmp_path,
+                                                                                          monkeypatch):
+    """While a process imports (thousands of modules and collections before its first phase) the watchers would
+    record nothing: no phase span is current and the Imports segment names that time. They start with the first
+    phase, and a slow import inside it is its child as before."""
+    monkeypatch.setattr(retro_spans, "IMPORT_MIN_NS", 0)
+    (tmp_path / "early_mod.py").write_text("x = 1\n")
+    (tmp_path / "phase_mod.py").write_text("x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    st = start("engine_core")
+    retro = st.rt.retro
+    import early_mod  # noqa: F401 - the Imports segment
+    gc.collect()
+    assert retro._gc not in gc.callbacks and (retro.imports, retro.gc_calls) == (0, 0)
+    with _phase_span(st.rt, "Sampler init") as phase:
+        import phase_mod  # noqa: F401
+    assert retro._gc in gc.callbacks and retro.imports >= 1
+    (imp,) = st.spans(sc.IMPORT_SPAN)
+    assert imp.attributes[sc.IMPORT_MODULE] == "phase_mod" and imp.parent.span_id == phase.get_span_context().span_id
+    st.rt.finish()
+    assert retro._gc not in gc.callbacks
+    for name in ("early_mod", "phase_mod"):
+        sys.modules.pop(name, None)
+
+
 def test_cuda_init_is_traced_on_its_first_successful_call_only(start):
     torch_cuda = pytest.importorskip("torch.cuda")
     st = start("worker")
@@ -222,7 +247,7 @@ def test_an_optional_import_that_fails_never_shows_our_frame(start):
     importer, never in this package (the watcher is compiled as part of importlib, whose frames CPython strips)."""
     import traceback
 
-    start("worker")
+    start("worker").rt.close_segment(time.time_ns())  # its imports are over: the watchers start
     try:
         import definitely_not_a_module  # noqa: F401
     except ImportError as exc:
@@ -408,6 +433,7 @@ def test_the_import_watcher_adds_no_call_for_a_module_already_loaded(start, tmp_
     import json as loaded
 
     st = start("engine_core")
+    st.rt.close_segment(time.time_ns())  # its imports are over: the watchers start
     retro = st.rt.retro
     before = retro.imports
     assert importlib.import_module("json") is loaded

@@ -10,7 +10,9 @@ are made when the span that was current at the time ends, as its children. A col
 (between phases, in our span processor as a phase begins, or triggered by another thread: it holds the GIL, so the
 main thread stops too) becomes a child of the process span when the process's startup ends, less what a bootstrap
 segment already names (a 0.4-0.8 s gen-2 collection there had been an unexplained gap, e.g. between "EngineCoreProc
-init" and its first child on a loaded 2-core host). Imports outside any phase span are not recorded.
+init" and its first child on a loaded 2-core host). Imports outside any phase span are not recorded. So the watchers
+start with a process's first phase (runtime.Runtime.close_segment): while it imports, before that, they would see
+thousands of imports and collections and record none.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from vllm_otel_startup.model.intervals import merge, minus
 
 GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
 IMPORT_MIN_NS = 20_000_000  # an import that takes longer is worth a line of its own
+_DUE = threading.Lock()
 MAX_LOOSE = 200  # collections kept for the process span: a bound, never reached at startup scale
 
 
@@ -181,11 +184,25 @@ class RetroSpans:
         self._wrapper: Any = None
         self._previous_hook: Any = None  # sys.unraisablehook before ours
         self._frameless: _FramelessImports | None = None  # Python >= 3.12: the import watcher through sys.monitoring
+        self._due = False  # install() was asked for later: install_due() installs
         self.gc_calls = 0  # collections seen, imports watched (self_cost.py)
         self.imports = 0
 
     # ---- install / uninstall ------------------------------------------------------------------------
-    def install(self) -> None:
+    def install(self, later: bool = False) -> None:
+        """Start watching; ``later``: at ``install_due()`` (a process's first phase: its imports are over)."""
+        self._due = later
+        if not later:
+            self._install()
+
+    def install_due(self) -> None:
+        if self._due:  # a flag read: every later phase ends here
+            with _DUE:  # two threads beginning phases at once install once
+                due, self._due = self._due, False
+            if due:
+                self._install()
+
+    def _install(self) -> None:
         gc.callbacks.append(self._gc)
         self._previous_hook = sys.unraisablehook
         sys.unraisablehook = self._unraisable
@@ -210,6 +227,7 @@ class RetroSpans:
                   tags: dict[str, Any] | None = None) -> None:
         """Stop watching; with ``emit_loose_under`` (the process span, at the end of its startup) first make the
         collections that ran under no phase span (emit_loose)."""
+        self._due = False
         if emit_loose_under is not None:
             self.emit_loose(emit_loose_under, named or [], tags or {})
         with contextlib.suppress(ValueError):

@@ -1,6 +1,5 @@
-"""Per-process startup state: the process span (the root in the API server), bootstrap segments, the
-resource sampler, the ready point (metrics recorded, spans handed to the API server, bounded flush),
-failure, and the gap accounting attached at the end."""
+"""Per-process startup state: the process span (the root in the API server), bootstrap segments, the resource sampler,
+the ready point (metrics recorded, spans handed to the API server, bounded flush), failure, and the gap accounting."""
 
 from __future__ import annotations
 
@@ -194,7 +193,7 @@ class Runtime:
             self.retro = None
         if not settings.off("watchers"):
             self.retro = RetroSpans(self.tracer, skip_span_id=self.process_span.get_span_context().span_id)
-            self.retro.install()
+            self.retro.install(later=segment == sc.IMPORTS_SPAN)  # then with the first phase (close_segment)
         self._register_resource_metrics()
         hook = self.sampler.snapshot()
         # a new process has used nothing at its creation; a forked child starts from the parent's counters
@@ -233,6 +232,8 @@ class Runtime:
         with self._lock:
             seg, self._segment = self._segment, ((next_name, at_ns) if next_name and not self.done else None)
             seg_snap, self._segment_snap = self._segment_snap, snap
+        if self.retro is not None and not self.done:
+            self.retro.install_due()
         if seg is not None:
             self._emit(seg[0], seg[1], at_ns, seg_snap, snap)
 
