@@ -498,12 +498,6 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
 
 
 # ---- the GPU form -----------------------------------------------------------------------------------------
-# an ``env…`` arm on the GPU machine (the driver, patched by scripts/gpu_driver_lanes.diff, reads @R as its state
-# dir): OpenTelemetry's sitecustomize folder first on the PYTHONPATH every start there has
-GPU_VIA_ENV = {"PYTHONPATH": "@R/site-otel/opentelemetry/instrumentation/auto_instrumentation:@R/site:@R/site-otel",
-               "OTEL_PYTHON_DISTRO": "vllm_startup", "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"}
-
-
 def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, profile: bool = False,
               tail: dict[str, dict[str, str]] | None = None, tail_pairs: int = 2,
               once: dict[str, dict[str, str]] | None = None, first_pair: int = 1, imports: int = 0) -> list[dict]:
@@ -517,6 +511,11 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
     start, pairs numbered from there, each pair's order as it would have been in one long queue. ``imports``: after
     the profile, that many pairs with ``PYTHONPROFILEIMPORTTIME=1`` in both arms (not counted: read by ``imports``)."""
     log_cfg = {"VLLM_LOGGING_CONFIG_PATH": f"@tools/{LOGGING.name}"}  # the driver's folder there
+    from api_first_line import activation
+
+    # an ``env…`` arm: the cpu form's activation with the GPU machine's paths (the driver, patched by
+    # scripts/gpu_driver_lanes.diff, reads @R as its state dir; every start there has @R/site:@R/site-otel)
+    via_env_gpu = activation("@R/site-otel/opentelemetry/instrumentation/auto_instrumentation", "@R/site:@R/site-otel")
     q = [dict(name="cold_otlp", instr=True, export="otlp", drop=True, est=200, limit=330, env={**log_cfg, **DEBUG})]
     if first_pair > 1:
         q.clear()
@@ -534,7 +533,7 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
             via_env = instr and arm.startswith("env")  # no launcher: what deploy/adoption sets, the driver's paths
             q.append(dict(name=f"{label}{pair}_{arm}", instr=instr, export="otlp" if instr and not local else "none",
                           drop=False, est=90, limit=170, pair=pair, arm=arm,
-                          env={**log_cfg, **(DEBUG if instr else {}), **(GPU_VIA_ENV if via_env else {}), **env},
+                          env={**log_cfg, **(DEBUG if instr else {}), **(via_env_gpu if via_env else {}), **env},
                           **({"launcher": False} if via_env else {}), **extra))
             if lanes > 1:
                 # each arm on either GPU equally often: with the order flipped every pair, an even number of arms

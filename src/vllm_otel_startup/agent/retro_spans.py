@@ -197,10 +197,10 @@ class RetroSpans:
 
     def install_due(self) -> None:
         if self._due:  # a flag read: every later phase ends here
-            with _DUE:  # two threads beginning phases at once install once
-                due, self._due = self._due, False
-            if due:
-                self._install()
+            with _DUE:  # two threads beginning phases at once install once, and never after uninstall()
+                if self._due:
+                    self._due = False
+                    self._install()
 
     def _install(self) -> None:
         gc.callbacks.append(self._gc)
@@ -227,7 +227,8 @@ class RetroSpans:
                   tags: dict[str, Any] | None = None) -> None:
         """Stop watching; with ``emit_loose_under`` (the process span, at the end of its startup) first make the
         collections that ran under no phase span (emit_loose)."""
-        self._due = False
+        with _DUE:
+            self._due = False
         if emit_loose_under is not None:
             self.emit_loose(emit_loose_under, named or [], tags or {})
         with contextlib.suppress(ValueError):
