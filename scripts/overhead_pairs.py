@@ -83,7 +83,8 @@ STAMP = re.compile(r"^(?:\((\w+) pid=(\d+)\) )?\w+ (\d{4}-\d\d-\d\d \d\d:\d\d:\d
 FULL_GC = re.compile(r"^vos-gc pid=(\d+) wall=[\d.]+ dur=([\d.]+) ", re.M)  # scripts/vos_gccount.py, both arms
 SELF_COST = re.compile(r"self-cost (\w+) pid \d+: process cpu ([\d.]+)s; agent threads ([\d.]+)s \(([^)]*)\); "
                        r"other threads ([\d.]+)s(?:; span processor (\d+) calls ([\d.]+)s)?"
-                       r"(?:; gc callbacks (\d+) imports watched (\d+))?")
+                       r"(?:; gc callbacks (\d+) imports watched (\d+))?"
+                       r"(?:; PY_UNWIND callbacks (\d+) switched (\d+) times)?")
 
 
 def figures(log: str) -> dict[str, float]:
@@ -295,7 +296,7 @@ def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
 
 def self_cost(log: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for kind, cpu, threads, detail, others, _calls, proc_s, gcs, imports in SELF_COST.findall(log):
+    for kind, cpu, threads, detail, others, _calls, proc_s, gcs, imports, unwinds, switches in SELF_COST.findall(log):
         for key, v in (("process_cpu_s", cpu), ("agent_threads_s", threads), ("other_threads_s", others)):
             out[f"{kind}.{key}"] = out.get(f"{kind}.{key}", 0.0) + float(v)
         for part in filter(None, (p.strip() for p in detail.split(","))):
@@ -307,6 +308,9 @@ def self_cost(log: str) -> dict[str, float]:
         if gcs:
             out[f"{kind}.gc_callbacks"] = out.get(f"{kind}.gc_callbacks", 0.0) + float(gcs)
             out[f"{kind}.imports_watched"] = out.get(f"{kind}.imports_watched", 0.0) + float(imports)
+        if unwinds:
+            out[f"{kind}.unwind_callbacks"] = out.get(f"{kind}.unwind_callbacks", 0.0) + float(unwinds)
+            out[f"{kind}.unwind_switches"] = out.get(f"{kind}.unwind_switches", 0.0) + float(switches)
     return out
 
 

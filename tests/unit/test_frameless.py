@@ -184,8 +184,12 @@ def test_the_probe_gets_the_calls_arguments_as_a_wrapper_gives_them(installer, t
 def test_an_exception_leaving_the_call_is_the_callers_very_object_and_the_spans_error(installer, target):
     st, inst = installer()
     inst._apply_one(target, _row("Runner.fail", "Engine init", hook="guard"))
+    ev = sysmon.current()
+    unwinds, switches = ev.unwinds, ev.switches
     with pytest.raises(RuntimeError) as caught:
         target.Runner().fail()
+    # counted for the self-cost line: the call's frame unwound through our callback; PY_UNWIND went on, then off
+    assert ev.unwinds > unwinds and ev.switches == switches + 2
     assert target.SEEN == [[]]
     assert not any("vllm_otel_startup" in f.filename for f in traceback.extract_tb(caught.value.__traceback__))
     (span,) = st.spans("Engine init")

@@ -47,11 +47,15 @@ def test_the_line_reads_back_in_the_overhead_script():
     t = threading.Thread(target=_busy, args=(stop,), name="vllm-otel-startup-sampler")
     t.start()
     time.sleep(0.1)
-    line = self_cost.line("engine_core", cost, Retro())
+    class Monitoring:
+        unwinds, switches = 3066, 20
+
+    line = self_cost.line("engine_core", cost, Retro(), Monitoring())
     stop.set()
     t.join()
     parsed = overhead_pairs.self_cost(line)
     assert parsed["engine_core.gc_callbacks"] == 12 and parsed["engine_core.imports_watched"] == 345
+    assert parsed["engine_core.unwind_callbacks"] == 3066 and parsed["engine_core.unwind_switches"] == 20
     assert parsed["engine_core.span_processor_s"] >= 0.002
     assert parsed["engine_core.agent_threads_s"] >= parsed.get("engine_core.vllm-otel-startup-sampler_s", 0) > 0
 

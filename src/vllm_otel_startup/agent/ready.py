@@ -164,11 +164,11 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
         except Exception:  # noqa: BLE001 - an export that fails is the exporter's to report (the SDK logs it)
             _log.debug("flush failed", exc_info=True)
         if debug:
-            from vllm_otel_startup.agent import self_cost
+            from vllm_otel_startup.agent import self_cost, sysmon
 
             print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} flushed in "
                   f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
-            print(self_cost.line(rt.info.kind, rt.cost, rt.retro), file=sys.stderr, flush=True)
+            print(self_cost.line(rt.info.kind, rt.cost, rt.retro, sysmon.current()), file=sys.stderr, flush=True)
 
     t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
     t0 = time.monotonic()

@@ -63,7 +63,7 @@ def thread_cpu() -> dict[str, float]:
 OURS = ("vllm-otel-startup", "Otel")  # our threads' names, and the SDK's (batch span processor, metric reader)
 
 
-def line(kind: str, processor: MainThreadCost | None, retro: Any) -> str:
+def line(kind: str, processor: MainThreadCost | None, retro: Any, monitoring: Any = None) -> str:
     threads = thread_cpu()
     ours = {k: v for k, v in threads.items() if k.startswith(OURS)}
     others = sum(v for k, v in threads.items() if k not in ours)
@@ -74,4 +74,6 @@ def line(kind: str, processor: MainThreadCost | None, retro: Any) -> str:
         parts.append(f"span processor {processor.calls} calls {processor.ns / 1e9:.3f}s")
     if retro is not None:
         parts.append(f"gc callbacks {retro.gc_calls} imports watched {retro.imports}")
+    if monitoring is not None:
+        parts.append(f"PY_UNWIND callbacks {monitoring.unwinds} switched {monitoring.switches} times")
     return "; ".join(parts)

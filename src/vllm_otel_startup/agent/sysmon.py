@@ -59,6 +59,10 @@ class Events:
         self._generation = 0
         self._unwinding = 0
         self._lock = threading.Lock()
+        # what the interpreter called us for (self_cost.py): PY_UNWIND callbacks, and PY_UNWIND switched on or off
+        # (each switch makes every code object the process runs next check its instrumentation again)
+        self.unwinds = 0
+        self.switches = 0
 
     def watch(self, code: types.CodeType, handler: Any) -> bool:
         """PY_START and PY_RETURN of ``code`` to ``handler``, beside the handlers of other kinds (classes) and in
@@ -100,6 +104,7 @@ class Events:
         with self._lock:
             before, self._unwinding = self._unwinding, max(0, self._unwinding + delta)
             if self.tool is not None and (before == 0) != (self._unwinding == 0):
+                self.switches += 1
                 sys.monitoring.set_events(self.tool, sys.monitoring.events.PY_UNWIND if self._unwinding else 0)
 
     def forked(self) -> None:
@@ -166,6 +171,7 @@ class Events:
 
     def _unwind(self, code: types.CodeType, offset: int, exc: BaseException) -> Any:
         # every function's unwinding comes here while on: the rest return at once
+        self.unwinds += 1
         for handler in self._lookup(code):
             try:
                 handler.unwound(code, exc)
@@ -182,6 +188,11 @@ def events() -> Events:
     global _EVENTS  # noqa: PLW0603 - one per process, made on first use
     if _EVENTS is None:
         _EVENTS = Events()
+    return _EVENTS
+
+
+def current() -> Events | None:
+    """This process's :class:`Events` if it made one (nothing made here)."""
     return _EVENTS
 
 
