@@ -84,7 +84,9 @@ FULL_GC = re.compile(r"^vos-gc pid=(\d+) wall=[\d.]+ dur=([\d.]+) ", re.M)  # sc
 SELF_COST = re.compile(r"self-cost (\w+) pid \d+: process cpu ([\d.]+)s; agent threads ([\d.]+)s \(([^)]*)\); "
                        r"other threads ([\d.]+)s(?:; span processor (\d+) calls ([\d.]+)s)?"
                        r"(?:; gc callbacks (\d+) imports watched (\d+))?"
-                       r"(?:; PY_UNWIND callbacks (\d+) switched (\d+) times)?")
+                       r"(?:; PY_UNWIND callbacks (\d+) switched (\d+) times)?"
+                       r"(?:; exports (\d+) of (\d+) spans, (\d+) woken by a phase's end)?"
+                       r"(?:; main thread waited (\d+) times)?")
 
 
 def figures(log: str) -> dict[str, float]:
@@ -296,7 +298,8 @@ def intervals(rows: list[dict], arm: str, top: int = 12) -> list[dict]:
 
 def self_cost(log: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for kind, cpu, threads, detail, others, _calls, proc_s, gcs, imports, unwinds, switches in SELF_COST.findall(log):
+    for (kind, cpu, threads, detail, others, _calls, proc_s, gcs, imports, unwinds, switches, exports, spans, woken,
+         waits) in SELF_COST.findall(log):
         for key, v in (("process_cpu_s", cpu), ("agent_threads_s", threads), ("other_threads_s", others)):
             out[f"{kind}.{key}"] = out.get(f"{kind}.{key}", 0.0) + float(v)
         for part in filter(None, (p.strip() for p in detail.split(","))):
@@ -311,6 +314,10 @@ def self_cost(log: str) -> dict[str, float]:
         if unwinds:
             out[f"{kind}.unwind_callbacks"] = out.get(f"{kind}.unwind_callbacks", 0.0) + float(unwinds)
             out[f"{kind}.unwind_switches"] = out.get(f"{kind}.unwind_switches", 0.0) + float(switches)
+        for key, v in (("exports", exports), ("exported_spans", spans), ("exports_after_phase", woken),
+                       ("main_thread_waits", waits)):
+            if v:
+                out[f"{kind}.{key}"] = out.get(f"{kind}.{key}", 0.0) + float(v)
     return out
 
 

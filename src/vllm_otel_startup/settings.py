@@ -49,7 +49,8 @@ FAILURE_FLUSH_MS = _s("FAILURE_FLUSH_MS", "1000", "when a process fails or exits
 DEBUG = _s("DEBUG", "false", "true: each process prints to stderr how long its ready-point flush took and what the "
            "agent cost it (`self-cost`: CPU seconds of its threads, its span processor's time, the collections and "
            "imports its watchers saw, on Python >= 3.12 the `PY_UNWIND` callbacks and how often that event was "
-           "switched on or off); the command line shows tracebacks")
+           "switched on or off, the exports and how many a phase's end started, the main thread's waits); the "
+           "command line shows tracebacks")
 SUMMARY = _s("SUMMARY", "true", "false: the API server prints no breakdown at ready (it is printed to stdout, where "
              "vLLM logs, with or without an OTLP endpoint)")
 TEMPO_URL = _s("TEMPO_URL", "", "`vllm-otel-startup report` reads a trace id from this Tempo (`--tempo` wins)")

@@ -236,3 +236,34 @@ def test_one_export_thread_per_batch_processor_or_the_providers_flush():
     assert _flushes(other) == [other.force_flush]
     assert _flushes(object()) == []
     provider.shutdown()
+
+
+def test_with_debug_on_the_self_cost_line_counts_the_exports_and_those_a_phase_woke(monkeypatch):
+    """OTEL_PYTHON_VLLM_STARTUP_DEBUG: how many exports a process made during its start, of how many spans, and how
+    many of them a phase's end started (issue 25: the export thread takes the GIL beside vLLM's main thread)."""
+    from vllm_otel_startup.agent import self_cost
+
+    monkeypatch.setenv(settings.DEBUG.name, "true")
+    exporter = InMemorySpanExporter()
+    rt, provider = runtime(exporter)
+    try:
+        for name in ("Load weights", "Init device"):
+            with rt.tracer.start_as_current_span(name):
+                pass
+            assert wait_for(lambda n=name: n in {s.name for s in exporter.get_finished_spans()})
+        assert rt.exports is not None and rt.exports.exports == rt.nudge.flushes == 2
+        spans = len(exporter.get_finished_spans())  # the phases and the segments their starts closed
+        assert rt.exports.spans == spans >= 2
+        assert f"exports 2 of {spans} spans, 2 woken by a phase's end" in self_cost.line(
+            "worker", rt.cost, None, None, rt.nudge, rt.exports)
+    finally:
+        stop(rt, provider)
+
+
+def test_without_debug_nothing_counts_the_exports(monkeypatch):
+    monkeypatch.delenv(settings.DEBUG.name, raising=False)
+    rt, provider = runtime(InMemorySpanExporter())
+    try:
+        assert rt.exports is None
+    finally:
+        stop(rt, provider)

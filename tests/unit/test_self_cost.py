@@ -50,12 +50,21 @@ def test_the_line_reads_back_in_the_overhead_script():
     class Monitoring:
         unwinds, switches = 3066, 20
 
-    line = self_cost.line("engine_core", cost, Retro(), Monitoring())
+    class Nudge:
+        flushes = 30
+
+    class Exports:
+        exports, spans = 41, 412
+
+    line = self_cost.line("engine_core", cost, Retro(), Monitoring(), Nudge(), Exports())
     stop.set()
     t.join()
     parsed = overhead_pairs.self_cost(line)
     assert parsed["engine_core.gc_callbacks"] == 12 and parsed["engine_core.imports_watched"] == 345
     assert parsed["engine_core.unwind_callbacks"] == 3066 and parsed["engine_core.unwind_switches"] == 20
+    assert (parsed["engine_core.exports"], parsed["engine_core.exported_spans"]) == (41, 412)
+    assert parsed["engine_core.exports_after_phase"] == 30
+    assert 0 < parsed["engine_core.main_thread_waits"] <= self_cost.main_thread_switches()  # it slept above
     assert parsed["engine_core.span_processor_s"] >= 0.002
     assert parsed["engine_core.agent_threads_s"] >= parsed.get("engine_core.vllm-otel-startup-sampler_s", 0) > 0
 

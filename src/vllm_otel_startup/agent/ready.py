@@ -36,6 +36,8 @@ class ReadyHost(Protocol):
     provider: Any  # the tracer provider (its force_flush)
     cost: Any  # self_cost.MainThreadCost
     retro: Any  # retro_spans.RetroSpans, or None
+    nudge: Any  # export/nudge.ExportNudge (its exports woken by a phase's end)
+    exports: Any  # export/nudge.ExportCount (DEBUG), or None
 
     def ended_spans(self) -> list[Any]: ...
 
@@ -168,7 +170,8 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
 
             print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} flushed in "
                   f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
-            print(self_cost.line(rt.info.kind, rt.cost, rt.retro, sysmon.current()), file=sys.stderr, flush=True)
+            print(self_cost.line(rt.info.kind, rt.cost, rt.retro, sysmon.current(), rt.nudge,
+                                rt.exports), file=sys.stderr, flush=True)
 
     t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
     t0 = time.monotonic()

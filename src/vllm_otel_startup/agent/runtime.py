@@ -18,7 +18,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent import ready
-from vllm_otel_startup.agent.export.nudge import ExportNudge
+from vllm_otel_startup.agent.export.nudge import ExportCount, ExportNudge
 from vllm_otel_startup.agent.patching.patch_points import SEGMENT_SPANS, SPAN_PHASES
 from vllm_otel_startup.agent.process import (
     API_SERVER,
@@ -82,6 +82,7 @@ class Runtime:
         self.ended: list[Any] = []  # the same spans (SDK ReadableSpan): metrics and the spool are made of them
         self.sampler: Sampler | None = None
         self.nudge = ExportNudge(provider)  # exports a phase as soon as it ends
+        self.exports: ExportCount | None = None  # OTEL_PYTHON_VLLM_STARTUP_DEBUG: the exports made (self_cost.py)
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self._no_span_resources = settings.off("span_resources")  # diagnostics (settings.OFF)
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
@@ -180,6 +181,8 @@ class Runtime:
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
         if not settings.off("export_nudge"):  # diagnostics (settings.OFF)
             self.nudge.start()
+        if settings.flag(settings.DEBUG):  # the self-cost line's export count
+            self.exports = ExportCount().install(self.provider)
         self._start_live()
         name = PROCESS_SPANS[info.kind] if info.root or info.kind != API_SERVER else sc.API_SERVER_PROCESS_SPAN
         self.process_span = self.tracer.start_span(name, context=parent, start_time=info.create_ns, attributes=attrs)

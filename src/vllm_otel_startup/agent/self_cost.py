@@ -60,10 +60,23 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
+def main_thread_switches() -> int | None:
+    """The main thread's voluntary context switches so far: each time it waited (for the GIL among others)."""
+    try:
+        with open(f"/proc/self/task/{threading.main_thread().native_id}/status", "rb") as f:
+            for row in f:
+                if row.startswith(b"voluntary_ctxt_switches:"):
+                    return int(row.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 OURS = ("vllm-otel-startup", "Otel")  # our threads' names, and the SDK's (batch span processor, metric reader)
 
 
-def line(kind: str, processor: MainThreadCost | None, retro: Any, monitoring: Any = None) -> str:
+def line(kind: str, processor: MainThreadCost | None, retro: Any, monitoring: Any = None, nudge: Any = None,
+         exports: Any = None) -> str:
     threads = thread_cpu()
     ours = {k: v for k, v in threads.items() if k.startswith(OURS)}
     others = sum(v for k, v in threads.items() if k not in ours)
@@ -76,4 +89,9 @@ def line(kind: str, processor: MainThreadCost | None, retro: Any, monitoring: An
         parts.append(f"gc callbacks {retro.gc_calls} imports watched {retro.imports}")
     if monitoring is not None:
         parts.append(f"PY_UNWIND callbacks {monitoring.unwinds} switched {monitoring.switches} times")
+    if nudge is not None and exports is not None:
+        parts.append(f"exports {exports.exports} of {exports.spans} spans, {nudge.flushes} woken by a phase's end")
+    switches = main_thread_switches()
+    if switches is not None:
+        parts.append(f"main thread waited {switches} times")
     return "; ".join(parts)
