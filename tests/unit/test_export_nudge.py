@@ -28,6 +28,12 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 TICK_MS = 60_000  # the batch processor's own schedule: far beyond any wait below, so only the nudge can export
 
 
+@pytest.fixture(autouse=True)
+def each_phase(monkeypatch):
+    """The switch these tests are about (off by default: test_by_default_a_phase_waits_for_the_batch_schedule)."""
+    monkeypatch.setenv(settings.EXPORT_EACH_PHASE.name, "true")
+
+
 def runtime(*exporters, kind: str = "worker") -> tuple[Runtime, TracerProvider]:
     provider = TracerProvider()
     for exporter in exporters:  # one batch processor per exporter, as the SDK's configurator builds them
@@ -55,6 +61,24 @@ def wait_for(pred, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.005)
     return False
+
+
+def test_by_default_a_phase_waits_for_the_batch_schedule_and_no_thread_of_ours_exports(monkeypatch):
+    """Issue 25: an export per phase took the GIL beside vLLM's busy main thread tens of times a process; by default
+    spans leave on the SDK's schedule, at the ready point and at exit."""
+    monkeypatch.delenv(settings.EXPORT_EACH_PHASE.name)
+    exporter = InMemorySpanExporter()
+    rt, provider = runtime(exporter)
+    try:
+        with rt.tracer.start_as_current_span("Load weights"):
+            pass
+        assert not wait_for(lambda: exporter.get_finished_spans(), timeout=0.3)
+        assert not any(t.name.startswith("vllm-otel-startup-export") for t in threading.enumerate()
+                       if t.is_alive()) and rt.nudge.flushes == 0
+        provider.force_flush()  # what the ready point does
+        assert "Load weights" in {s.name for s in exporter.get_finished_spans()}
+    finally:
+        stop(rt, provider)
 
 
 def test_a_phase_is_exported_when_it_ends_not_at_the_next_batch_tick():

@@ -28,6 +28,7 @@ from typing import Any
 from opentelemetry.instrumentation.distro import BaseDistro
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
 from vllm_otel_startup.agent.process import HELPER, child_rank, classify, cmdline, redact_argv
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -81,8 +82,10 @@ class VllmStartupDistro(BaseDistro):
         os.environ.setdefault("OTEL_METRICS_EXPORTER", "otlp" if endpoint_configured(names=METRICS_ENDPOINT_VARS)
                               else "none")
         os.environ.setdefault("OTEL_LOGS_EXPORTER", "none")
-        # finished phases leave within half a second (SDK default 5 s): a process killed mid-start keeps them
-        os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "500")
+        if settings.flag(settings.EXPORT_EACH_PHASE):
+            # spans that are not phases leave within half a second too (SDK default 5 s). Without it the SDK's
+            # schedule stands: an export every 500 ms beside a busy main thread cost a warm H100 start (issue 25)
+            os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "500")
 
 
 def _service_name_set(environ: Any = None) -> bool:

@@ -81,8 +81,8 @@ class Runtime:
         # (start, end, name, span id, parent span id, phase)
         self.ended: list[Any] = []  # the same spans (SDK ReadableSpan): metrics and the spool are made of them
         self.sampler: Sampler | None = None
-        self.nudge = ExportNudge(provider)  # exports a phase as soon as it ends
-        self.exports: ExportCount | None = None  # OTEL_PYTHON_VLLM_STARTUP_DEBUG: the exports made (self_cost.py)
+        self.nudge = ExportNudge(provider)  # EXPORT_EACH_PHASE: exports a phase as soon as it ends
+        self.exports = ExportCount().install(provider) if settings.flag(settings.DEBUG) else None  # self_cost.py
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self._no_span_resources = settings.off("span_resources")  # diagnostics (settings.OFF)
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
@@ -179,10 +179,8 @@ class Runtime:
         if info.root:
             attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
-        if not settings.off("export_nudge"):  # diagnostics (settings.OFF)
-            self.nudge.start()
-        if settings.flag(settings.DEBUG):  # the self-cost line's export count
-            self.exports = ExportCount().install(self.provider)
+        if settings.flag(settings.EXPORT_EACH_PHASE) and not settings.off("export_nudge"):
+            self.nudge.start()  # opt-in: each phase's export at once (nudge.py)
         self._start_live()
         name = PROCESS_SPANS[info.kind] if info.root or info.kind != API_SERVER else sc.API_SERVER_PROCESS_SPAN
         self.process_span = self.tracer.start_span(name, context=parent, start_time=info.create_ns, attributes=attrs)
@@ -450,4 +448,3 @@ class Runtime:
     def pop_pending(self, phase: str) -> dict[str, Any]:
         with self._lock:
             return self.pending.pop(phase, {})
-

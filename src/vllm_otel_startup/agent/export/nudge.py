@@ -1,15 +1,21 @@
-"""A finished phase leaves the process at once, not at the batch processor's next tick.
+"""A finished phase leaves the process at once, not at the batch processor's next tick
+(``OTEL_PYTHON_VLLM_STARTUP_EXPORT_EACH_PHASE``, off by default).
 
-The SDK's batch span processor exports every ``OTEL_BSP_SCHEDULE_DELAY`` (500 ms here) or when a full batch is
-queued (512 spans); a process killed inside that delay (SIGKILL, the OOM killer: nothing runs in it afterwards)
-loses the phases that ended in it. When a phase span ends, the span processor calls :meth:`ExportNudge.notify`:
-one ``Event.set()`` per batch processor and nothing else on the thread that ends the span (vLLM's). A thread of
-ours per batch processor wakes and flushes it, so each exporter starts as soon as the phase ends, and a slow
-collector never holds up the local file (the batch processors' export lock keeps these threads from racing the
-processors' own workers). Phases that end together make one export (the event is cleared before each flush).
-Detail spans (compile regions, garbage collections, imports) do not wake them, nor do phases that come in bursts
-(``semconv.BURST_PHASES``: a graph loaded from the compile cache each): they end inside a phase, and that phase's end
-exports them too.
+The SDK's batch span processor exports every ``OTEL_BSP_SCHEDULE_DELAY`` (5 s; 500 ms with this switch) or when a
+full batch is queued (512 spans); a process killed inside that delay (SIGKILL, the OOM killer: nothing runs in it
+afterwards) loses the phases that ended in it. With the switch, when a phase span ends, the span processor calls
+:meth:`ExportNudge.notify`: one ``Event.set()`` per batch processor and nothing else on the thread that ends the span
+(vLLM's). A thread of ours per batch processor wakes and flushes it, so each exporter starts as soon as the phase
+ends, and a slow collector never holds up the local file (the batch processors' export lock keeps these threads from
+racing the processors' own workers). Phases that end together make one export (the event is cleared before each
+flush). Detail spans (compile regions, garbage collections, imports) do not wake them, nor do phases that come in
+bursts (``semconv.BURST_PHASES``: a graph loaded from the compile cache each): they end inside a phase, and that
+phase's end exports them too.
+
+Why off by default (issue 25): an export per phase is tens of exports a process, each Python holding the GIL
+beside vLLM's busy main thread. On a warm H100 start the export threads took ~0.13 s of CPU, and the main threads
+waited ~780 more times than with no export during the start (EngineCore 936 against 405, API server 621 against
+372).
 
 The export is Python and needs the GIL: while vLLM's main thread holds it in one long C call (a ``gc.collect()``
 of a large heap takes ~0.4 s after loading weights on the test machine) the export waits for it.

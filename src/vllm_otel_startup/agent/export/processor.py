@@ -4,8 +4,8 @@ The span processor tags every startup span (vLLM's or ours) with its phase and p
 the open bootstrap segment when a phase begins, runs the phase's cause probes, attaches the span's
 resource summary (CPU, memory, disk, GPU), scrubs what the span carries (attributes, events such as the
 recorded exception's message and stack trace, the status message: ``model/redact.py``) and keeps the
-ended spans for the gap accounting, the metrics and the spool; a phase's end wakes the export threads
-(nudge.py), so a process killed right after it keeps it. The sampler drops vLLM's startup-span names once
+ended spans for the gap accounting, the metrics and the spool; with ``EXPORT_EACH_PHASE`` a phase's end wakes the
+export threads (nudge.py), so a process killed right after it keeps it. The sampler drops vLLM's startup-span names once
 this process is past ready, so later recompiles or dummy runs while serving never look like startup.
 """
 
@@ -138,7 +138,7 @@ class StartupSpanProcessor(SpanProcessor):
         if phase is not None and span.start_time and span.end_time:
             rt.record_local(span, interval=not is_process)
             if phase not in sc.DETAIL_PHASES and phase not in sc.BURST_PHASES:
-                rt.nudge.notify()  # export it now, not at the batch processor's next tick
+                rt.nudge.notify()  # EXPORT_EACH_PHASE: export it now, not at the batch processor's next tick
         if native_end is not None:  # after the span is recorded: the effect may end this process's start
             effect, exc = native_end
             safe(HOOKS, effect, exc)
