@@ -300,22 +300,15 @@ def self_cost(log: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for (kind, cpu, threads, detail, others, _calls, proc_s, gcs, imports, unwinds, switches, exports, spans, woken,
          waits) in SELF_COST.findall(log):
-        for key, v in (("process_cpu_s", cpu), ("agent_threads_s", threads), ("other_threads_s", others)):
-            out[f"{kind}.{key}"] = out.get(f"{kind}.{key}", 0.0) + float(v)
+        figures = {"process_cpu_s": cpu, "agent_threads_s": threads, "other_threads_s": others}
         for part in filter(None, (p.strip() for p in detail.split(","))):
             name, _, secs = part.rpartition(" ")
-            key = f"{kind}.{name}_s"
-            out[key] = out.get(key, 0.0) + float(secs.rstrip("s"))
-        if proc_s:
-            out[f"{kind}.span_processor_s"] = out.get(f"{kind}.span_processor_s", 0.0) + float(proc_s)
-        if gcs:
-            out[f"{kind}.gc_callbacks"] = out.get(f"{kind}.gc_callbacks", 0.0) + float(gcs)
-            out[f"{kind}.imports_watched"] = out.get(f"{kind}.imports_watched", 0.0) + float(imports)
-        if unwinds:
-            out[f"{kind}.unwind_callbacks"] = out.get(f"{kind}.unwind_callbacks", 0.0) + float(unwinds)
-            out[f"{kind}.unwind_switches"] = out.get(f"{kind}.unwind_switches", 0.0) + float(switches)
-        for key, v in (("exports", exports), ("exported_spans", spans), ("exports_after_phase", woken),
-                       ("main_thread_waits", waits)):
+            figures[f"{name}_s"] = secs.rstrip("s")
+        # the line's optional parts: an empty group is a part that line did not have
+        figures.update({"span_processor_s": proc_s, "gc_callbacks": gcs, "imports_watched": imports,
+                        "unwind_callbacks": unwinds, "unwind_switches": switches, "exports": exports,
+                        "exported_spans": spans, "exports_after_phase": woken, "main_thread_waits": waits})
+        for key, v in figures.items():
             if v:
                 out[f"{kind}.{key}"] = out.get(f"{kind}.{key}", 0.0) + float(v)
     return out
