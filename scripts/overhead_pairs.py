@@ -47,7 +47,8 @@ instrumentor not loaded; on the H100 1.026 against the whole agent's 1.038, docs
 ``env…`` (``--variant env=``: no extra variables) is activated the way deploy/adoption does it for an unchanged
 command, with no ``opentelemetry-instrument`` launcher: OpenTelemetry's sitecustomize folder on ``PYTHONPATH`` and
 ``OTEL_PYTHON_DISTRO`` / ``OTEL_PYTHON_CONFIGURATOR`` (on the GPU with the driver patched by
-scripts/gpu_driver_lanes.diff: its ``launcher`` key).
+scripts/gpu_driver_lanes.diff: its ``launcher`` key). Each variant is also set against the agent pair by pair
+(``instr / NAME``): against OpenTelemetry alone, that ratio is what is ours.
 """
 
 from __future__ import annotations
@@ -359,15 +360,19 @@ def report(rows: list[dict]) -> dict:
     arms = sorted({r["arm"] for r in rows}, key=lambda a: (a != "plain", a != "instr", a))
     by = {(r["pair"], r["arm"]): r for r in rows if r.get("ready_s")}
     pairs = sorted({p for p, _ in by})
-    out: dict = {"arms": {}}
-    for arm in arms[1:]:
-        ok = [p for p in pairs if (p, arm) in by and (p, "plain") in by]
-        ratios = [by[p, arm]["ready_s"] / by[p, "plain"]["ready_s"] for p in ok]
+    out: dict = {"arms": {}, "against_instr": {}}
+    # each arm against plain; the agent against each variant too (e.g. OpenTelemetry alone: what is ours)
+    pairs_of = [(arm, "plain") for arm in arms[1:]]
+    pairs_of += [("instr", arm) for arm in arms[2:] if "instr" in arms and arm != "instr"]
+    for arm, base in pairs_of:
+        ok = [p for p in pairs if (p, arm) in by and (p, base) in by]
+        ratios = [by[p, arm]["ready_s"] / by[p, base]["ready_s"] for p in ok]
         if not ratios:
             continue
         s = summary(ratios)
-        out["arms"][arm] = {"ratios": [round(r, 4) for r in ratios], **{k: round(v, 4) for k, v in s.items()}}
-        print(f"\n{arm} / plain over {s['pairs']} pairs: " + " ".join(f"{r:.3f}" for r in ratios))
+        key = ("arms", arm) if base == "plain" else ("against_instr", base)
+        out[key[0]][key[1]] = {"ratios": [round(r, 4) for r in ratios], **{k: round(v, 4) for k, v in s.items()}}
+        print(f"\n{arm} / {base} over {s['pairs']} pairs: " + " ".join(f"{r:.3f}" for r in ratios))
         print(f"  median {s['median']:.4f}  geometric mean {s['geomean']:.4f}  bootstrap 95 % interval of the median "
               f"{s['ci95_low']:.4f}-{s['ci95_high']:.4f}  slower in {s['slower_in']} of {s['pairs']} "
               f"(sign test p = {s['sign_p']:.3f})")

@@ -375,3 +375,15 @@ def test_an_env_arm_on_the_gpu_runs_without_the_launcher_with_the_sitecustomize_
     assert env["env"]["OTEL_PYTHON_DISTRO"] == env["env"]["OTEL_PYTHON_CONFIGURATOR"] == "vllm_startup"
     for arm in ("instr", "otelonly", "plain"):  # the others as before: the launcher where instrumented
         assert "launcher" not in by_arm[arm] and "PYTHONPATH" not in by_arm[arm]["env"]
+
+
+def test_the_report_sets_the_agent_against_each_variant_pair_by_pair():
+    """With a third arm (OpenTelemetry alone), what is ours is the agent over that arm in the same pair."""
+    ready = {1: (30.0, 31.2, 31.0), 2: (31.0, 31.9, 32.2), 3: (29.0, 30.3, 30.0)}
+    rows = [dict(arm=arm, pair=p, ready_s=t, log="", spawn_ns=0)
+            for p, ts in ready.items() for arm, t in zip(("plain", "instr", "otelonly"), ts, strict=True)]
+    out = overhead_pairs.report(rows)
+    assert out["arms"]["instr"]["ratios"] == [1.04, 1.029, 1.0448]
+    assert out["arms"]["otelonly"]["ratios"] == [1.0333, 1.0387, 1.0345]
+    assert out["against_instr"]["otelonly"]["ratios"] == [1.0065, 0.9907, 1.01]
+    assert out["against_instr"]["otelonly"]["slower_in"] == 2
