@@ -363,15 +363,15 @@ def report(rows: list[dict]) -> dict:
     out: dict = {"arms": {}, "against_instr": {}}
     # each arm against plain; the agent against each variant too (e.g. OpenTelemetry alone: what is ours)
     pairs_of = [(arm, "plain") for arm in arms[1:]]
-    pairs_of += [("instr", arm) for arm in arms[2:] if "instr" in arms and arm != "instr"]
+    pairs_of += [("instr", arm) for arm in arms[2:] if "instr" in arms]  # arms: plain, instr, then the variants
     for arm, base in pairs_of:
         ok = [p for p in pairs if (p, arm) in by and (p, base) in by]
         ratios = [by[p, arm]["ready_s"] / by[p, base]["ready_s"] for p in ok]
         if not ratios:
             continue
         s = summary(ratios)
-        key = ("arms", arm) if base == "plain" else ("against_instr", base)
-        out[key[0]][key[1]] = {"ratios": [round(r, 4) for r in ratios], **{k: round(v, 4) for k, v in s.items()}}
+        section, name = ("arms", arm) if base == "plain" else ("against_instr", base)
+        out[section][name] = {"ratios": [round(r, 4) for r in ratios], **{k: round(v, 4) for k, v in s.items()}}
         print(f"\n{arm} / {base} over {s['pairs']} pairs: " + " ".join(f"{r:.3f}" for r in ratios))
         print(f"  median {s['median']:.4f}  geometric mean {s['geomean']:.4f}  bootstrap 95 % interval of the median "
               f"{s['ci95_low']:.4f}-{s['ci95_high']:.4f}  slower in {s['slower_in']} of {s['pairs']} "
