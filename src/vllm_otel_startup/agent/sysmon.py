@@ -14,7 +14,7 @@ import types
 import weakref
 from typing import Any
 
-from vllm_otel_startup import settings
+from vllm_otel_startup import diagnostics
 from vllm_otel_startup.agent.patching.guard import HOOKS, failed
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -24,7 +24,7 @@ TOOL_NAME = "vllm-otel-startup"
 
 
 def available() -> bool:
-    return hasattr(sys, "monitoring") and not settings.off("frameless")
+    return hasattr(sys, "monitoring") and not diagnostics.off("frameless")
 
 
 def import_code() -> types.CodeType:

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from vllm_otel_startup import settings
+from vllm_otel_startup import diagnostics
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -143,7 +143,7 @@ def in_pid_namespace(status: str = "/proc/self/status") -> bool:
 def child_may_load_nvml() -> bool:
     """May an EngineCore or worker load NVML for its own GPU memory? Only with the driver, outside a PID namespace
     (NVML lists host PIDs, never this process there), unless the overhead diagnostic ``OFF=child_nvml`` says not."""
-    return driver_present() and not in_pid_namespace() and not settings.off("child_nvml")
+    return driver_present() and not in_pid_namespace() and not diagnostics.off("child_nvml")
 
 
 NVML_PROCESS, TORCH_RESERVED = "nvml_process", "torch_reserved"
