@@ -18,7 +18,7 @@ _FALSE = frozenset({"0", "false", "no", "off", "none"})
 
 class Setting:
     """One setting. A plain class, not a dataclass: this module is imported at every interpreter start (the
-    instrumentor's disabled check), where building a dataclass costs ~2 ms."""
+    instrumentor's disabled check), where a dataclass's class creation would cost every start."""
 
     __slots__ = ("name", "default", "doc", "internal")
 
@@ -50,8 +50,8 @@ FAILURE_FLUSH_MS = _s("FAILURE_FLUSH_MS", "1000", "when a process fails or exits
 EXPORT_EACH_PHASE = _s("EXPORT_EACH_PHASE", "false", "true: a phase's end starts its export at once, on a thread of "
                        "ours, and the batch processor exports every 500 ms (`OTEL_BSP_SCHEDULE_DELAY` unless set): a "
                        "process SIGKILLed right after a phase keeps it. Its cost: an export per phase, each taking the "
-                       "GIL beside vLLM's main thread (a warm H100 start: ~0.13 s of export CPU and ~780 more waits "
-                       "of the main threads). Default: spans leave on the SDK's schedule (every 5 s), at the ready "
+                       "GIL beside vLLM's main thread (export CPU, and more waits of the main threads for the GIL). "
+                       "Default: spans leave on the SDK's schedule (every 5 s), at the ready "
                        "point and at exit")
 DEBUG = _s("DEBUG", "false", "true: each process prints to stderr how long its ready-point flush took and what the "
            "agent cost it (`self-cost`: CPU seconds of its threads, its span processor's time, the collections and "

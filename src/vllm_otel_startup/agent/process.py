@@ -103,7 +103,7 @@ def process_index() -> int | None:
 
 
 class ProcessInfo:
-    """Who this process is. (A plain class: a dataclass costs ~1 ms to build at every interpreter start.)"""
+    """Who this process is. (A plain class: a dataclass's class creation would cost every interpreter start.)"""
 
     __slots__ = ("kind", "pid", "create_ns", "create_source", "hook_ns", "argv", "rank", "root", "embedded")
 

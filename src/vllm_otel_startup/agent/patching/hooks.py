@@ -252,8 +252,8 @@ class Installer:
                 return
             if point.hook in ("ready", "guard") and span:
                 # no wrapper: a frame of ours under vLLM's call shifts its whole stack, and a loop deep in it can land
-                # on a boundary of CPython's data-stack chunks (a chunk mapped and unmapped per call: issue 25). The
-                # row's effect runs as vLLM's span ends (export/processor.py)
+                # on a boundary of CPython's data-stack chunks (a chunk mapped and unmapped per call: cpython#142183).
+                # The row's effect runs as vLLM's span ends (export/processor.py)
                 effect = at_native_end(self.rt, point)
                 if effect is not None:
                     self.rt.native_effects[span] = effect

@@ -170,9 +170,9 @@ class ProcessGpuMemory:
     def fix(self, nvml: Nvml | None) -> str | None:
         """Choose the source once; later calls keep it. Where NVML could list this process, wait until the process
         demonstrably holds GPU memory: ``torch.cuda`` reports itself initialised before the CUDA runtime creates
-        the context (lazily, at the first allocation), and NVML lists the process only from then on (on the H100
-        every EngineCore read ``torch_reserved`` when the source was fixed at the first sight of
-        ``is_initialized()``). Listed: ``nvml_process``; PyTorch holds memory but NVML does not list us (or fails):
+        the context (lazily, at the first allocation), and NVML lists the process only from then on (fixed at the
+        first sight of ``is_initialized()``, the source would be ``torch_reserved`` before NVML could list the
+        process). Listed: ``nvml_process``; PyTorch holds memory but NVML does not list us (or fails):
         ``torch_reserved``; neither yet: still None (the reading is pending)."""
         if self.source is None:
             if nvml is None or not nvml.ok or in_pid_namespace():
@@ -209,7 +209,7 @@ class ProcessGpuMemory:
 def reserved_bytes() -> int:
     """PyTorch's reserved bytes on the current device: ``torch.cuda.memory_reserved()``'s figure, read from the
     allocator's nested statistics (``torch.cuda.memory_stats_as_nested_dict``'s source): memory_reserved() flattens
-    every statistic into a new dict first, ~0.5 ms per span end on the H200 host (420 calls in an EngineCore)."""
+    every statistic into a new dict first, a cost paid at every span end (hundreds in an EngineCore)."""
     cuda = sys.modules["torch.cuda"]
     stats = getattr(sys.modules.get("torch._C"), "_cuda_memoryStats", None)
     if stats is not None:
