@@ -16,7 +16,7 @@ import traceback
 import pytest
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import sysmon
+from vllm_otel_startup.agent.foundation import sysmon
 from vllm_otel_startup.agent.patching import frameless
 from vllm_otel_startup.agent.patching.hooks import Installer
 from vllm_otel_startup.agent.patching.patch_points import PatchPoint
