@@ -12,7 +12,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, PATCH_POINTS
+from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, PATCH_POINTS
 from vllm_otel_startup.cli import report
 from vllm_otel_startup.model import critical_path
 

@@ -10,7 +10,7 @@ import pytest
 
 from support import harness
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, SEGMENT_SPANS
+from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, SEGMENT_SPANS
 from vllm_otel_startup.cli import phase_tree, report
 from vllm_otel_startup.model import critical_path, intervals
 

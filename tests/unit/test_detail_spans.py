@@ -219,8 +219,8 @@ def test_cuda_init_is_traced_on_its_first_successful_call_only(start):
 
 def test_a_once_hook_traces_the_outermost_first_success_only(start, monkeypatch):
     """torch re-enters _lazy_init while it initialises: one CUDA init span, for the outer call."""
+    from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
     from vllm_otel_startup.agent.patching.hooks import Installer
-    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
 
     mod = types.ModuleType("fake_cuda_mod")
     calls = []
@@ -348,7 +348,7 @@ def test_a_childs_hooks_can_fire_and_wrap_nothing(start, monkeypatch):
     """OTEL_PYTHON_VLLM_STARTUP_OFF=child_wrappers: an EngineCore's post-import hooks still run (wrapt's import finder
     stays) but wrap nothing; the API server's still wrap (diagnostics, to tell the finder from the wrappers)."""
     from vllm_otel_startup import VllmStartupInstrumentor, settings
-    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
+    from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
 
     class Mod:
         @staticmethod
@@ -370,7 +370,7 @@ def test_a_childs_hooks_can_fire_and_wrap_nothing(start, monkeypatch):
 def test_one_row_can_be_left_out_by_its_key(start, monkeypatch):
     """OTEL_PYTHON_VLLM_STARTUP_OFF=row:TARGET: that patch point is not applied (status ``off``); the others are."""
     from vllm_otel_startup import settings
-    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
+    from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
 
     class Mod:
         @staticmethod

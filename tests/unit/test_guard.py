@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace import Span as SdkSpan
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.foundation import guard
+from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES, PatchPoint
 from vllm_otel_startup.agent.foundation.process import SPAWN_ENV
 from vllm_otel_startup.agent.patching import hooks, wrappers
-from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint
 
 RESULT = object()  # what vLLM's function returns
 ERR = RuntimeError("vLLM's own failure")  # what it raises (one object: the caller must get this very one)

@@ -21,11 +21,11 @@ from vllm_otel_startup import settings
 from vllm_otel_startup.agent import causes
 from vllm_otel_startup.agent.foundation import sysmon
 from vllm_otel_startup.agent.foundation.guard import HOOKS, safe
+from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES, PatchPoint, by_module
 from vllm_otel_startup.agent.foundation.versions import vllm_version
 from vllm_otel_startup.agent.foundation.wrapping import wrap
 from vllm_otel_startup.agent.patching import frameless, helper_env, post_import, proctitle
 from vllm_otel_startup.agent.patching.compile_stages import CompileStages
-from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint, by_module
 from vllm_otel_startup.agent.patching.wrappers import Hook, at_native_end, build
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ from opentelemetry.trace import Status, StatusCode
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import causes
 from vllm_otel_startup.agent.foundation.guard import HOOKS, safe
+from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
 from vllm_otel_startup.agent.foundation.process import (
     API_SERVER,
     EMBEDDED,
@@ -40,7 +41,6 @@ from vllm_otel_startup.agent.foundation.process import (
     SPAWN_ENV,
     WORKER,
 )
-from vllm_otel_startup.agent.patching.patch_points import PatchPoint
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
