@@ -110,7 +110,7 @@ def test_the_wheel_needs_no_grpc_and_warns_once_when_grpc_is_asked_for(e2e, dist
     _uv("venv", "-q", "-p", os.path.realpath(str(harness.VENV / "bin/python")), str(venv))
     _uv("pip", "install", "-q", "-p", str(venv / "bin/python"), *FIND_LINKS, str(next(dist.glob("*.whl"))))
     probe = ("import importlib.util as u, json\n"
-             "from vllm_otel_startup.agent import env_check\n"
+             "from vllm_otel_startup.agent.bootstrap import env_check\n"
              "from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter\n"
              "env = {'OTEL_EXPORTER_OTLP_PROTOCOL': 'grpc'}\n"
              "print(json.dumps([u.find_spec('grpc') is None, env_check.repair(env), env]))\n")

@@ -204,7 +204,7 @@ def test_every_e2e_test_module_is_marked_e2e():
 
 
 def test_every_wrapper_of_ours_is_made_in_one_place():
-    """Only ``agent/patching/wrapping.py`` makes wrapt wrappers: those pickle and copy as the function they wrap (a
+    """Only ``agent/foundation/wrapping.py`` makes wrapt wrappers: those pickle and copy as the function they wrap (a
     plain wrapt proxy reaching multiprocessing's pickler killed ``vllm serve --api-server-count 2``)."""
     makers = ("wrap_function_wrapper", "FunctionWrapper(", "wrap_object(", "ObjectProxy", "function_wrapper(",
               "patch_function_wrapper", "transient_function_wrapper")

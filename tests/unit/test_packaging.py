@@ -8,7 +8,7 @@ import pytest
 from opentelemetry.instrumentation import dependencies
 
 from vllm_otel_startup import VllmStartupInstrumentor
-from vllm_otel_startup.agent.distro import VllmStartupDistro, resource_attributes
+from vllm_otel_startup.agent.bootstrap.distro import VllmStartupDistro, resource_attributes
 
 
 def _only(installed: dict[str, str]):

@@ -27,7 +27,7 @@ except ImportError:  # not on every platform
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent.patching.guard import SAMPLER, failed
+from vllm_otel_startup.agent.foundation.guard import SAMPLER, failed
 from vllm_otel_startup.agent.resources import gpu
 from vllm_otel_startup.agent.resources.procfs import (
     ProcFiles,

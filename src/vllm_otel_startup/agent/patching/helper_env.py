@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from vllm_otel_startup.agent.patching.guard import HOOKS, failed
+from vllm_otel_startup.agent.foundation.guard import HOOKS, failed
 
 MODULE, FUNCTION = "torch._inductor.utils", "python_subprocess_env"
 
@@ -52,7 +52,7 @@ def install(module: Any, undo: list[tuple[Any, str, Any]]) -> None:
     original = getattr(module, FUNCTION, None)
     if not callable(original):
         return  # torch < 2.9 builds the environment inline: its helpers keep the bootstrap
-    from vllm_otel_startup.agent.patching.wrapping import wrap
+    from vllm_otel_startup.agent.foundation.wrapping import wrap
 
     wrap(module, FUNCTION, _helper_env)
     undo.append((module, FUNCTION, original))
