@@ -154,7 +154,7 @@ def test_the_readme_install_commands_are_the_ones_run():
 
 def test_the_dists_pass_twine_check(dist):
     """The release workflow's check (.github/workflows/release.yml), on the dists this checkout builds."""
-    dists = sorted(str(p) for p in dist.iterdir())
+    dists = sorted(str(p) for p in [*dist.glob("*.whl"), *dist.glob("*.tar.gz")])
     assert len(dists) == 2, dists
     out = _uv("tool", "run", "twine", "check", "--strict", *dists)
     assert out.count("PASSED") == 2, out
