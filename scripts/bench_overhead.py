@@ -104,9 +104,9 @@ def call_cost(n: int = 20000) -> dict:
 
     from vllm_otel_startup.agent.assembly import assemble
     from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
+    from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
+    from vllm_otel_startup.agent.foundation.process import ProcessInfo
     from vllm_otel_startup.agent.patching.hooks import Installer
-    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
-    from vllm_otel_startup.agent.process import ProcessInfo
 
     with tempfile.TemporaryDirectory() as d:
         provider = TracerProvider()
@@ -195,7 +195,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from vllm_otel_startup.agent.assembly import assemble
-from vllm_otel_startup.agent.process import ProcessInfo
+from vllm_otel_startup.agent.foundation.process import ProcessInfo
 from vllm_otel_startup.agent.runtime import Runtime
 
 import threading

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from vllm_otel_startup import semconv as sc  # noqa: E402
 from vllm_otel_startup import settings  # noqa: E402
-from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES  # noqa: E402
+from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES  # noqa: E402
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "telemetry.md"
 COMPAT = Path(__file__).resolve().parents[1] / "tests" / "data" / "compat-results.json"

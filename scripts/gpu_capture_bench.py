@@ -12,7 +12,7 @@ running parts is on. Arms alternate within every round (rotated order), so each 
   /proc at 10 Hz, NVML device readings at 2 Hz) — NVML calls from another process while this one captures;
 - ``api_nvml_10hz``: the same with NVML read at 10 Hz (how sensitive capture is to the driver calls);
 - ``worker_sampler``: this process's own sampler (``host=False``, 10 Hz), as in an EngineCore or worker;
-- ``watchers``: the garbage-collection callback and import watcher (agent/retro_spans.py);
+- ``watchers``: the garbage-collection callback and import watcher (agent/resources/retro_spans.py);
 - ``sdk_threads``: the SDK's batch span processor and periodic metric reader threads, idle as during capture;
 - ``all``: every one of the above at once;
 - ``nvml_loaded``: NVML initialised in this process (as the agent's sampler does in an EngineCore or worker once
@@ -97,7 +97,7 @@ def worker_sampler():
 def watchers():
     from opentelemetry import trace
 
-    from vllm_otel_startup.agent.retro_spans import RetroSpans
+    from vllm_otel_startup.agent.resources.retro_spans import RetroSpans
 
     r = RetroSpans(trace.get_tracer("bench"))
     r.install()

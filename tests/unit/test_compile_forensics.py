@@ -13,7 +13,7 @@ import pytest
 from recorded import dev, named
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import compile_key as ck
+from vllm_otel_startup.agent.causes import compile_key as ck
 from vllm_otel_startup.cli import compare as cmp
 from vllm_otel_startup.model import compile_factors as cf
 from vllm_otel_startup.model.start import Start

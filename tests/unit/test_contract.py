@@ -6,7 +6,13 @@ from pathlib import Path
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import causes
-from vllm_otel_startup.agent.patching.patch_points import HOOKS, NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES, WAITING_SPANS
+from vllm_otel_startup.agent.foundation.patch_points import (
+    HOOKS,
+    NATIVE_SPANS,
+    PATCH_POINTS,
+    SPAN_PHASES,
+    WAITING_SPANS,
+)
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
 

@@ -12,7 +12,7 @@ import types
 import pytest
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import retro_spans
+from vllm_otel_startup.agent.resources import retro_spans
 
 
 def _phase_span(rt, name="Load model"):
@@ -219,8 +219,8 @@ def test_cuda_init_is_traced_on_its_first_successful_call_only(start):
 
 def test_a_once_hook_traces_the_outermost_first_success_only(start, monkeypatch):
     """torch re-enters _lazy_init while it initialises: one CUDA init span, for the outer call."""
+    from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
     from vllm_otel_startup.agent.patching.hooks import Installer
-    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
 
     mod = types.ModuleType("fake_cuda_mod")
     calls = []
@@ -322,8 +322,8 @@ def test_a_child_can_be_left_without_hooks_or_without_the_agent(start, otel, mon
     still does); child_agent: an EngineCore or worker runs nothing of ours at all (diagnostics, to tell the API
     server's side of the agent from the child's)."""
     from vllm_otel_startup import VllmStartupInstrumentor, diagnostics
+    from vllm_otel_startup.agent.foundation.process import ProcessInfo
     from vllm_otel_startup.agent.patching import hooks
-    from vllm_otel_startup.agent.process import ProcessInfo
 
     registered: list[str] = []
     monkeypatch.setattr(hooks.post_import, "register", lambda fn, module: registered.append(module))
@@ -348,7 +348,7 @@ def test_a_childs_hooks_can_fire_and_wrap_nothing(start, monkeypatch):
     """OTEL_PYTHON_VLLM_STARTUP_OFF=child_wrappers: an EngineCore's post-import hooks still run (wrapt's import finder
     stays) but wrap nothing; the API server's still wrap (diagnostics, to tell the finder from the wrappers)."""
     from vllm_otel_startup import VllmStartupInstrumentor, diagnostics
-    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
+    from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
 
     class Mod:
         @staticmethod
@@ -370,7 +370,7 @@ def test_a_childs_hooks_can_fire_and_wrap_nothing(start, monkeypatch):
 def test_one_row_can_be_left_out_by_its_key(start, monkeypatch):
     """OTEL_PYTHON_VLLM_STARTUP_OFF=row:TARGET: that patch point is not applied (status ``off``); the others are."""
     from vllm_otel_startup import diagnostics
-    from vllm_otel_startup.agent.patching.patch_points import PatchPoint
+    from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
 
     class Mod:
         @staticmethod
@@ -399,7 +399,7 @@ def test_pytorchs_python_helpers_start_without_opentelemetrys_sitecustomize(star
         pytest.skip("this torch builds its helpers' environment inline")
     import opentelemetry.instrumentation.auto_instrumentation as ai
 
-    from vllm_otel_startup.agent import helper_env
+    from vllm_otel_startup.agent.patching import helper_env
 
     folder = helper_env.otel_site_dir()
     assert folder == os.path.normcase(os.path.dirname(os.path.abspath(ai.__file__)))
@@ -417,7 +417,7 @@ def test_pytorchs_python_helpers_start_without_opentelemetrys_sitecustomize(star
 
 
 def test_a_pythonpath_loses_only_that_folder():
-    from vllm_otel_startup.agent.helper_env import without
+    from vllm_otel_startup.agent.patching.helper_env import without
 
     sep = os.pathsep
     assert without(sep.join(["/a", "/otel/ai", "", "/b", "/otel/ai/"]), os.path.abspath("/otel/ai")) == sep.join(

@@ -13,10 +13,10 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from vllm_otel_startup import environment_variables as ev
 from vllm_otel_startup import package, settings
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import distro
+from vllm_otel_startup.agent.bootstrap import distro
+from vllm_otel_startup.agent.bootstrap import environment_variables as ev
 
 
 def test_empty_otel_values_are_unset():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from vllm_otel_startup.agent.env_check import repair
+from vllm_otel_startup.agent.bootstrap.env_check import repair
 
 
 def run(environ: dict, caplog) -> list[str]:
@@ -53,7 +53,7 @@ def test_grpc_without_the_grpc_extra_falls_back_to_http_protobuf(caplog, monkeyp
     for gRPC without it costs one warning that says what to install, not a traceback and a start with no SDK.
     (The gRPC exporter is installed in the test environment: its absence is stood in for here; tests/e2e/test_wheel
     installs the wheel where it really is absent.)"""
-    from vllm_otel_startup.agent import env_check
+    from vllm_otel_startup.agent.bootstrap import env_check
 
     monkeypatch.setattr(env_check, "_grpc_exporter", lambda: False)
     env = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}

@@ -21,7 +21,7 @@ CHILD = """
 import signal, sys, time
 sys.path.insert(0, sys.argv[1])
 from opentelemetry import trace
-from vllm_otel_startup.agent.retro_spans import RetroSpans
+from vllm_otel_startup.agent.resources.retro_spans import RetroSpans
 RetroSpans(trace.get_tracer("t")).install()
 fired = []
 def handler(signum, frame):  # as vLLM's worker: raise SystemExit once
@@ -62,7 +62,7 @@ def test_a_sigterm_handled_inside_our_gc_callback_still_ends_the_process():
 def test_what_our_callback_does_not_own_still_reaches_the_previous_hook(monkeypatch):
     from opentelemetry import trace
 
-    from vllm_otel_startup.agent.retro_spans import RetroSpans
+    from vllm_otel_startup.agent.resources.retro_spans import RetroSpans
 
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", seen.append)
@@ -80,7 +80,7 @@ def test_what_our_callback_does_not_own_still_reaches_the_previous_hook(monkeypa
 
 
 def test_at_interpreter_shutdown_nothing_is_handed_back_and_nothing_is_raised_into_the_hook(monkeypatch):
-    from vllm_otel_startup.agent import retro_spans
+    from vllm_otel_startup.agent.resources import retro_spans
 
     def refused(self):  # what Python >= 3.12 raises once the interpreter shuts down
         raise RuntimeError("can't create new thread at interpreter shutdown")
@@ -90,7 +90,7 @@ def test_at_interpreter_shutdown_nothing_is_handed_back_and_nothing_is_raised_in
 
 
 def test_a_thread_limit_is_still_raised_from_the_hand_back(monkeypatch):
-    from vllm_otel_startup.agent import retro_spans
+    from vllm_otel_startup.agent.resources import retro_spans
 
     def limit(self):
         raise RuntimeError("can't start new thread")

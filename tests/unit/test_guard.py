@@ -22,9 +22,10 @@ from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import Span as SdkSpan
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patching import guard, hooks, wrappers
-from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint
-from vllm_otel_startup.agent.process import SPAWN_ENV
+from vllm_otel_startup.agent.foundation import guard
+from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES, PatchPoint
+from vllm_otel_startup.agent.foundation.process import SPAWN_ENV
+from vllm_otel_startup.agent.patching import hooks, wrappers
 
 RESULT = object()  # what vLLM's function returns
 ERR = RuntimeError("vLLM's own failure")  # what it raises (one object: the caller must get this very one)
@@ -413,7 +414,8 @@ def test_the_import_and_compile_watchers_never_raise_either(start, monkeypatch, 
     """The other wrappers of ours: the import watcher (every import of the process runs through it) and
     PyTorch's compile-region hooks; their steps made to raise, the import and the region work as without us."""
     torch_utils = pytest.importorskip("torch._dynamo.utils")
-    from vllm_otel_startup.agent import compile_stages, retro_spans
+    from vllm_otel_startup.agent.patching import compile_stages
+    from vllm_otel_startup.agent.resources import retro_spans
 
     st = start("worker")
     monkeypatch.setattr(retro_spans, "threading", types.SimpleNamespace(get_ident=lambda: 1 / 0))

@@ -6,7 +6,7 @@ import random
 
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
-from vllm_otel_startup.agent.ids import UrandomIdGenerator
+from vllm_otel_startup.agent.foundation.ids import UrandomIdGenerator
 
 
 def _ids_after_seed(gen) -> list[int]:

@@ -13,8 +13,8 @@ import fake_vllm
 import pytest
 from packaging.version import Version
 
+from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, PATCH_POINTS
 from vllm_otel_startup.agent.patching.hooks import in_range
-from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, PATCH_POINTS
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = fake_vllm.QUALNAMES

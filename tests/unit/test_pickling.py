@@ -21,8 +21,8 @@ from multiprocessing.reduction import ForkingPickler
 
 import pytest
 
-from vllm_otel_startup.agent.patching.patch_points import PATCH_POINTS
-from vllm_otel_startup.agent.patching.wrapping import FunctionWrapper, wrap
+from vllm_otel_startup.agent.foundation.patch_points import PATCH_POINTS
+from vllm_otel_startup.agent.foundation.wrapping import FunctionWrapper, wrap
 
 PROTOCOLS = range(2, pickle.HIGHEST_PROTOCOL + 1)
 OURS = b"vllm_otel_startup"

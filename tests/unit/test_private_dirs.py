@@ -15,8 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import private_dir
-from vllm_otel_startup.agent.export import spool
+from vllm_otel_startup.agent.export import private_dir, spool
 from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
 
 NOBODY = 65534

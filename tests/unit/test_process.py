@@ -6,7 +6,7 @@ import time
 
 import psutil
 
-from vllm_otel_startup.agent.process import (
+from vllm_otel_startup.agent.foundation.process import (
     API_SERVER,
     ENGINE_CORE,
     ENV_KIND,
@@ -64,7 +64,7 @@ def test_urls_lose_their_credentials_anywhere():
 
 
 def test_model_from_the_command_line_labels_a_start_that_fails_before_its_config():
-    from vllm_otel_startup.agent.process import model_from_argv
+    from vllm_otel_startup.agent.foundation.process import model_from_argv
 
     assert model_from_argv(["vllm", "serve", "/models/llama", "--port", "8000"]) == "/models/llama"
     assert model_from_argv(["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"]) == "m"

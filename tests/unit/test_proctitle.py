@@ -1,4 +1,4 @@
-"""vLLM's process titles survive OpenTelemetry's bootstrap (agent/proctitle.py). Real setproctitle in a real child
+"""vLLM's process titles survive OpenTelemetry's bootstrap (patching/proctitle.py). Real setproctitle in a real child
 interpreter whose environment starts with PYTHONPATH, rewritten to the same text as OpenTelemetry's sitecustomize
 rewrites it in every process."""
 
@@ -19,7 +19,7 @@ CHILD = """
 import os, sys
 os.environ["PYTHONPATH"] = os.environ["PYTHONPATH"]  # glibc gives it a new string: as OpenTelemetry's bootstrap does
 if sys.argv[1] == "restore":
-    from vllm_otel_startup.agent.proctitle import restore_first_env_string
+    from vllm_otel_startup.agent.patching.proctitle import restore_first_env_string
     print(restore_first_env_string())
 import setproctitle
 setproctitle.setproctitle("VLLM::EngineCore")
@@ -45,6 +45,6 @@ def test_nothing_is_touched_where_pythonpath_is_not_first():
 
 
 def test_the_kernels_environment_is_found():
-    from vllm_otel_startup.agent.proctitle import env_start
+    from vllm_otel_startup.agent.patching.proctitle import env_start
 
     assert env_start()

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from vllm_otel_startup.agent import ready
+from vllm_otel_startup.agent.export import ready
 
 BUDGET_S = 0.025  # OTEL_PYTHON_VLLM_STARTUP_FLUSH_MS's default
 
@@ -68,7 +68,7 @@ def test_a_process_leaving_before_ready_hands_over_at_interpreter_shutdown_too(t
 import atexit, sys
 from types import SimpleNamespace
 sys.path.insert(0, {str(Path(ready.__file__).parents[2])!r})
-from vllm_otel_startup.agent import ready
+from vllm_otel_startup.agent.export import ready
 rt = SimpleNamespace(provider=SimpleNamespace(force_flush=lambda timeout: print("exported")),
                      info=SimpleNamespace(kind="engine_core"))
 def at_exit():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_otel_startup.agent import self_cost
+from vllm_otel_startup.agent.foundation import self_cost
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import overhead_pairs  # noqa: E402

@@ -17,10 +17,10 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from vllm_otel_startup import diagnostics, settings
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import ready
+from vllm_otel_startup.agent.export import ready
 from vllm_otel_startup.agent.export.nudge import ExportCount, ExportNudge
-from vllm_otel_startup.agent.patching.patch_points import SEGMENT_SPANS, SPAN_PHASES
-from vllm_otel_startup.agent.process import (
+from vllm_otel_startup.agent.foundation.patch_points import SEGMENT_SPANS, SPAN_PHASES
+from vllm_otel_startup.agent.foundation.process import (
     API_SERVER,
     ENGINE_CORE,
     WORKER,
@@ -31,10 +31,10 @@ from vllm_otel_startup.agent.process import (
     redact_argv,
     scrub,
 )
+from vllm_otel_startup.agent.foundation.self_cost import MainThreadCost
+from vllm_otel_startup.agent.foundation.versions import start_versions
+from vllm_otel_startup.agent.resources.retro_spans import RetroSpans
 from vllm_otel_startup.agent.resources.sampler import Sampler, Snapshot
-from vllm_otel_startup.agent.retro_spans import RetroSpans
-from vllm_otel_startup.agent.self_cost import MainThreadCost
-from vllm_otel_startup.agent.versions import start_versions
 from vllm_otel_startup.model.intervals import uncovered
 
 _log = logging.getLogger("vllm_otel_startup")

@@ -16,11 +16,11 @@ from vllm_otel_startup.model import compile_factors as cf
 from vllm_otel_startup.model.facts import Facts, human_bytes, no_aot_artifact_yet, phase_of, seconds
 from vllm_otel_startup.model.spanmodel import Span
 
-# A cache hit saves most of torch.compile on every pair measured and every figure published (docs/results.md):
+# A cache hit saves most of torch.compile on every pair measured and every figure published (docs/report.md):
 # we promise the low end.
 COMPILE_WARM_SAVING = 0.6
 # vLLM >= 0.26's JIT kernel warmup (Triton / FlashInfer kernels) reads its kernels back from their caches: nearly
-# all of it is saved (docs/results.md). Counted from JIT_MIN_S of its wall time.
+# all of it is saved (docs/report.md). Counted from JIT_MIN_S of its wall time.
 JIT_WARM_SAVING, JIT_MIN_S = 0.95, 1.0
 # A weight load that streams well reaches >= 2 GB/s (Run:ai streamer, parallel NVMe reads, ~10 GB/s at best).
 STREAMER_GBPS = 2.0

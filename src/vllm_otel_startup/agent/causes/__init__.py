@@ -115,6 +115,6 @@ class Probes:
 
 
 def _failed(what: str) -> None:
-    from vllm_otel_startup.agent.patching.guard import SPANS, failed  # standard library only; imported by then anyway
+    from vllm_otel_startup.agent.foundation.guard import SPANS, failed  # standard library only; imported by then anyway
 
     failed(SPANS, what)

@@ -14,7 +14,7 @@ phase's end exports them too.
 
 Why off by default: an export per phase is tens of exports a process, each Python holding the GIL beside vLLM's
 busy main thread, so the start pays the export threads' CPU and its main threads wait for the GIL more often
-(measured: docs/results-log.md).
+(measured: docs/lab/overhead-gpu.md).
 
 The export is Python and needs the GIL: while vLLM's main thread holds it in one long C call (a ``gc.collect()``
 of the large heap left after loading weights) the export waits for it.

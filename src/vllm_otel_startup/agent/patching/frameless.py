@@ -24,10 +24,10 @@ import threading
 import types
 from typing import Any
 
-from vllm_otel_startup.agent import sysmon
+from vllm_otel_startup.agent.foundation import sysmon
+from vllm_otel_startup.agent.foundation.sysmon import events
 from vllm_otel_startup.agent.patching import post_import
 from vllm_otel_startup.agent.patching.wrappers import BUILDERS, Call, Hook, Steps, run_after, run_before
-from vllm_otel_startup.agent.sysmon import events
 
 KINDS = frozenset({"span", "ready", "guard", "enrich"})  # kinds whose steps are only "before" and "after" the call
 _NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE

@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 
 from vllm_otel_startup import diagnostics
-from vllm_otel_startup.agent import causes, helper_env, proctitle, sysmon
-from vllm_otel_startup.agent.compile_stages import CompileStages
-from vllm_otel_startup.agent.patching import frameless, post_import
-from vllm_otel_startup.agent.patching.guard import HOOKS, safe
-from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, PatchPoint, by_module
+from vllm_otel_startup.agent import causes
+from vllm_otel_startup.agent.foundation import sysmon
+from vllm_otel_startup.agent.foundation.guard import HOOKS, safe
+from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES, PatchPoint, by_module
+from vllm_otel_startup.agent.foundation.versions import vllm_version
+from vllm_otel_startup.agent.foundation.wrapping import wrap
+from vllm_otel_startup.agent.patching import frameless, helper_env, post_import, proctitle
+from vllm_otel_startup.agent.patching.compile_stages import CompileStages
 from vllm_otel_startup.agent.patching.wrappers import Hook, at_native_end, build
-from vllm_otel_startup.agent.patching.wrapping import wrap
-from vllm_otel_startup.agent.versions import vllm_version
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime

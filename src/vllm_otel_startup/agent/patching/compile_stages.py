@@ -19,8 +19,8 @@ from typing import Any
 from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patching import guard
-from vllm_otel_startup.agent.patching.wrapping import wrap
+from vllm_otel_startup.agent.foundation import guard
+from vllm_otel_startup.agent.foundation.wrapping import wrap
 
 _PLAIN = (str, bool, int, float)
 MAX_DEPTH = 128

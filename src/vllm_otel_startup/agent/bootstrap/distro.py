@@ -29,7 +29,7 @@ from opentelemetry.instrumentation.distro import BaseDistro
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent.process import HELPER, child_rank, classify, cmdline, redact_argv
+from vllm_otel_startup.agent.foundation.process import HELPER, child_rank, classify, cmdline, redact_argv
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 METRICS_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
@@ -69,7 +69,7 @@ def endpoint_configured(environ: Any = None, names: tuple[str, ...] = ENDPOINT_V
 
 class VllmStartupDistro(BaseDistro):
     def _configure(self, **kwargs: Any) -> None:
-        from vllm_otel_startup.agent.env_check import repair
+        from vllm_otel_startup.agent.bootstrap.env_check import repair
 
         unset_empty(os.environ)
         # our distro runs: our configurator goes with it, whatever the entry points' order
@@ -165,7 +165,7 @@ def _sdk_configurator() -> type:
             attrs.update(kwargs.get("resource_attributes") or {})
             kwargs["resource_attributes"] = attrs
             if not os.environ.get("OTEL_PYTHON_ID_GENERATOR"):
-                from vllm_otel_startup.agent.ids import UrandomIdGenerator
+                from vllm_otel_startup.agent.foundation.ids import UrandomIdGenerator
 
                 kwargs.setdefault("id_generator", UrandomIdGenerator())
             super()._configure(**kwargs)

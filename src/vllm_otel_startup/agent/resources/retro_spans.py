@@ -27,8 +27,8 @@ from typing import Any
 from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import sysmon, threads
-from vllm_otel_startup.agent.patching.guard import SPANS, failed
+from vllm_otel_startup.agent.foundation import sysmon, threads
+from vllm_otel_startup.agent.foundation.guard import SPANS, failed
 from vllm_otel_startup.model.intervals import merge, minus
 
 GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
