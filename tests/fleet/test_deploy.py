@@ -22,7 +22,8 @@ from vllm_otel_startup import semconv as sc
 
 KUSTOMIZE = tools.REPO / "deploy" / "kubernetes"
 OVERLAYS = sorted(p.name for p in (KUSTOMIZE / "overlays").iterdir() if (p / "kustomization.yaml").exists())
-BUILDS = ["base", *(f"overlays/{o}" for o in OVERLAYS)]
+EXAMPLES = sorted(p.name for p in (KUSTOMIZE / "examples").iterdir() if (p / "kustomization.yaml").exists())
+BUILDS = ["base", *(f"overlays/{o}" for o in OVERLAYS), *(f"examples/{e}" for e in EXAMPLES)]
 COMPOSE = tools.REPO / "deploy" / "compose"
 IDENTITY = {v.CLUSTER, v.NAMESPACE, v.POD, v.NODE}
 
