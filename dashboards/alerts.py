@@ -3,7 +3,7 @@
 They live here, next to the dashboards, because they ask the same questions in the same vocabulary
 (startup_queries.py, which reads the recording rules' series where one answers: load mixin/prometheus_rules.yaml
 with them); ``python -m dashboards.generate`` writes them as the mixin's mixin/prometheus_alerts.yaml and, with
-the recording rules, as a PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml). Adding an alert is one
+the recording rules, as a PrometheusRule (deploy/kubernetes/monitoring/prometheusrule.yaml). Adding an alert is one
 builder in ``BUILDERS`` (its runbook: a ``## <AlertName>`` section of docs/runbooks.md).
 
 Budgets are bucket bounds of the recording rules (recording.READY_BOUNDS) where a quantile is compared with them:

@@ -23,7 +23,7 @@ from vllm_otel_startup import semconv as sc
 KUSTOMIZE = tools.REPO / "deploy" / "kubernetes"
 OVERLAYS = sorted(p.name for p in (KUSTOMIZE / "overlays").iterdir() if (p / "kustomization.yaml").exists())
 EXAMPLES = sorted(p.name for p in (KUSTOMIZE / "examples").iterdir() if (p / "kustomization.yaml").exists())
-BUILDS = ["base", *(f"overlays/{o}" for o in OVERLAYS), *(f"examples/{e}" for e in EXAMPLES)]
+BUILDS = ["monitoring", "base", *(f"overlays/{o}" for o in OVERLAYS), *(f"examples/{e}" for e in EXAMPLES)]
 COMPOSE = tools.REPO / "deploy" / "compose"
 IDENTITY = {v.CLUSTER, v.NAMESPACE, v.POD, v.NODE}
 
@@ -56,16 +56,19 @@ def test_there_are_overlays_for_the_operator_span_metrics_and_a_concrete_deploym
     assert {"example", "operator", "spanmetrics", "kube-prometheus-stack", "scrape-only"} <= set(OVERLAYS)
 
 
-def test_the_monitoring_only_overlay_is_the_rules_dashboards_scrape_and_collector_config():
-    """For a team with its own vLLM and collector: no workload of ours, the same PrometheusRule and PodMonitor as the
-    base, every dashboard ConfigMap, and the collector configuration to take the startup pipeline from."""
-    kinds = sorted({d["kind"] for d in docs("overlays/monitoring-only")})
-    assert kinds == ["ConfigMap", "PodMonitor", "PrometheusRule"], kinds
-    assert one("overlays/monitoring-only", "PrometheusRule", "vllm-startup") == one("base", "PrometheusRule",
-                                                                                  "vllm-startup")
-    maps = {d["metadata"]["name"] for d in docs("overlays/monitoring-only") if d["kind"] == "ConfigMap"}
+def test_the_monitoring_side_is_the_rules_dashboards_and_collector_config_without_a_workload():
+    """deploy/kubernetes/monitoring, once per cluster (the base builds on it): the PrometheusRule, every dashboard
+    ConfigMap and the collector configuration, and nothing that runs; the scrape comes with the workload (the
+    base's PodMonitor, or the component's for a team's own vLLM)."""
+    kinds = sorted({d["kind"] for d in docs("monitoring")})
+    assert kinds == ["ConfigMap", "PrometheusRule"], kinds
+    rule, in_base = one("monitoring", "PrometheusRule", "vllm-startup"), one("base", "PrometheusRule", "vllm-startup")
+    assert "namespace" not in rule["metadata"] and in_base["metadata"].pop("namespace") == "vllm"  # yours to set
+    assert rule == in_base
+    maps = {d["metadata"]["name"] for d in docs("monitoring") if d["kind"] == "ConfigMap"}
     assert maps == {d["metadata"]["name"] for d in docs("base") if d["kind"] == "ConfigMap"}
     assert {f"grafana-dashboard-{p.stem}" for p in (tools.REPO / "mixin/dashboards_out").glob("*.json")} <= maps
+    assert _collector_configmap("monitoring") in maps
 
 
 def test_a_teams_mixin_configuration_sets_runbook_urls_and_budgets(tmp_path):
@@ -87,7 +90,7 @@ def test_a_teams_mixin_configuration_sets_runbook_urls_and_budgets(tmp_path):
     assert 'container="vllm-server"' in text
     default = (tools.REPO / "mixin/prometheus_alerts.yaml").read_text()
     assert 'container="vllm"' in default and "wiki.example.com" not in default  # the repository's files untouched
-    rule = yaml.safe_load((tmp_path / "out/deploy/kubernetes/base/prometheusrule.yaml").read_text())
+    rule = yaml.safe_load((tmp_path / "out" / generate.PROMETHEUS_RULE.relative_to(tools.REPO)).read_text())
     assert [g["name"] for g in rule["spec"]["groups"]][-len(rules["groups"]):] == [g["name"] for g in rules["groups"]]
     for bad in ("runbook_base: docs/runbooks.md\n", "budgets: {ready_s: soon}\n", "budget: {}\n"):
         conf.write_text(bad)
@@ -188,7 +191,7 @@ def _assert_components_defined(config: dict) -> None:
 
 
 def test_span_metrics_overlay_is_the_base_pipeline_plus_the_connector():
-    base = yaml.safe_load((KUSTOMIZE / "base/otel-collector-config.yaml").read_text())
+    base = yaml.safe_load((KUSTOMIZE / "monitoring/otel-collector-config.yaml").read_text())
     spans = yaml.safe_load((KUSTOMIZE / "overlays/spanmetrics/otel-collector-config.yaml").read_text())
     for section in ("extensions", "receivers", "processors", "exporters"):
         assert spans[section] == base[section]
