@@ -236,6 +236,9 @@ def test_operator_variant_injects_the_agent_with_inject_python_and_our_image():
     stages = re.findall(r"^FROM (\S+)(?: AS (\w+))?$", dockerfile, re.M)
     assert stages[0] == ("${VLLM_IMAGE}", "build") and stages[-1][0].startswith("busybox")  # cp, for the Operator
     assert "COPY --from=build /autoinstrumentation /autoinstrumentation" in dockerfile
+    from vllm_otel_startup.version import __version__  # the checkout's version, pinned and checked in the build
+
+    assert re.search(rf"^ARG VLLM_OTEL_STARTUP_VERSION={re.escape(__version__)}$", dockerfile, re.M)
     script = (tools.REPO / "deploy/operator-image/autoinstrumentation.sh").read_text()
     assert "auto_instrumentation/sitecustomize.py" in script and "--target" in script
 
