@@ -1,7 +1,7 @@
 """Each interpreter's imports, plain against instrumented, read from outside the agent (issue 25). Never asserted
-in tests. (py-spy profiles of a queue's ``--profile`` pair: scripts/profile_diff.py.)
+in tests. (py-spy profiles of a queue's ``--profile`` pair: python -m benchmarks profiles.)
 
-    python scripts/import_diff.py RUNS_DIR [RUNS_DIR ...] [--top 15]
+    python -m benchmarks imports RUNS_DIR [RUNS_DIR ...] [--top 15]
         the ``imports<N>_<arm>`` starts of ``overhead_pairs.py gpu-queue --imports N``: every interpreter's
         ``PYTHONPROFILEIMPORTTIME`` lines in serve.log, split per interpreter (each prints the header first; a module
         already seen in the newest interpreter is given to the earlier one with the most modules that lacks it, as
@@ -13,10 +13,11 @@ in tests. (py-spy profiles of a queue's ``--profile`` pair: scripts/profile_diff
 
 from __future__ import annotations
 
-import argparse
 import collections
 import re
 from pathlib import Path
+
+from benchmarks import command_parser
 
 HEADER = "import time: self [us] | cumulative | imported package"
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| ?( *)(\S+)\s*$")
@@ -99,13 +100,9 @@ def imports(dirs: list[Path], top: int = 15) -> None:
             f"{p} {v:.3f}" for p, v in sorted(opkg.items(), key=lambda kv: -kv[1])[:top]))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = command_parser("imports", __doc__)
     ap.add_argument("runs", type=Path, nargs="+")
     ap.add_argument("--top", type=int, default=15)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     imports(a.runs, a.top)
-
-
-if __name__ == "__main__":
-    main()
