@@ -134,19 +134,26 @@ def child(args: argparse.Namespace) -> dict:
     result["wall_s"] = time.perf_counter() - t_start  # to ready (the sampler's tail comes after, while serving)
     if rt is not None:
         rt.sampler.join(10)
-        result["spans"] = {s.name: dict(s.attributes) for s in spans.get_finished_spans()}
-        result["durations"] = {s.name: (s.end_time - s.start_time) / 1e9 for s in spans.get_finished_spans()}
-        result["metrics"] = {}  # the last exported point of every series
-        for data in reader.batches:
-            for rm in data.resource_metrics:
-                for sm in rm.scope_metrics:
-                    for m in sm.metrics:
-                        result["metrics"][m.name] = [
-                            {"attrs": dict(dp.attributes), "value": getattr(dp, "value", getattr(dp, "sum", None))}
-                            for dp in m.data.data_points]
-        result["metric_batches"] = len(reader.batches)
+        result.update(exported(spans, reader))
     del kv, graphs
     return result
+
+
+def exported(spans, reader) -> dict:
+    """What the agent exported in the child: each span's attributes and seconds, the last exported point of every
+    metric series, and how many metric batches went out."""
+    out: dict = {"spans": {s.name: dict(s.attributes) for s in spans.get_finished_spans()},
+                 "durations": {s.name: (s.end_time - s.start_time) / 1e9 for s in spans.get_finished_spans()},
+                 "metrics": {}}
+    for data in reader.batches:
+        for rm in data.resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    out["metrics"][m.name] = [
+                        {"attrs": dict(dp.attributes), "value": getattr(dp, "value", getattr(dp, "sum", None))}
+                        for dp in m.data.data_points]
+    out["metric_batches"] = len(reader.batches)
+    return out
 
 
 def sampler_cost(seconds: float, host: bool = True) -> dict:

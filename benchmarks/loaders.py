@@ -87,6 +87,6 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
-        harness._stop(moto)
+        harness.stop_process(moto)
     if a.out:
         Path(a.out).write_text(json.dumps(rows, indent=1))
