@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
                                            parse_variants(a.tail), a.tail_pairs, parse_variants(a.once),
                                            a.first_pair, a.imports),
                                  indent=1))
-        print(f"{a.out}: {a.pairs} pairs; copy benchmarks/{LOGGING.name} beside it (the driver reads @tools/ as its own folder)")
+        print(f"{a.out}: {a.pairs} pairs; copy benchmarks/{LOGGING.name} beside it (the driver reads @tools/ as its "
+              "own folder)")
         return
     if a.cmd == "cpu":
         import tempfile

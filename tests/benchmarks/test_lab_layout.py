@@ -59,6 +59,15 @@ def test_the_pattern_sees_every_form_of_a_path_edit():
     assert not PATH_EDIT.search("monkeypatch.syspath_prepend(str(tmp_path))")  # a fixture's, undone after the test
 
 
+def test_the_lab_packages_are_the_repository_roots():
+    """tests/benchmarks (no ``__init__.py``: its tests import by basename) never shadows the package it tests."""
+    import benchmarks
+    import support
+    import tools
+
+    assert [Path(m.__file__).parent for m in (benchmarks, tools, support)] == [ROOT / top for top in LAB]
+
+
 def test_scripts_holds_only_the_readme_demo():
     assert sorted(p.name for p in (ROOT / "scripts").iterdir()) == ["demo.sh"]
 
