@@ -18,11 +18,11 @@ import re
 from pathlib import Path
 
 from benchmarks import command_parser
+from benchmarks.pairs import queue_runs
 
 HEADER = "import time: self [us] | cumulative | imported package"
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| ?( *)(\S+)\s*$")
 PROCESS_NAMES = ("api_server", "engine_core")
-RUN = re.compile(r"\d+_imports(\d+)_(\w+)$")
 
 
 def import_segments(log: str) -> list[dict[str, int]]:
@@ -54,11 +54,8 @@ def main_two(segs: list[dict[str, int]]) -> list[dict[str, int]]:
 def runs(dirs: list[Path]) -> dict[str, list[Path]]:
     """arm -> its ``imports<N>_<arm>`` run folders, in queue order."""
     out: dict[str, list[Path]] = collections.defaultdict(list)
-    for d in dirs:
-        for run in sorted(p for p in d.iterdir() if p.is_dir()):
-            m = RUN.match(run.name)
-            if m:
-                out[m.group(2)].append(run)
+    for _, arm, run in queue_runs(dirs, "imports"):
+        out[arm].append(run)
     return out
 
 

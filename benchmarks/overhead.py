@@ -54,14 +54,13 @@ benchmarks/gpu/driver_lanes.diff: its ``launcher`` key). Each variant is also se
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from benchmarks import command_parser
 from benchmarks.activation import activation, byte_compile, sitecustomize_dir
 from benchmarks.overhead_queue import DEBUG, LOGGING_NAME, gpu_queue
 from benchmarks.overhead_report import report
-from benchmarks.pairs import arms_of, parse_variants
+from benchmarks.pairs import arms_of, parse_variants, queue_runs
 
 LOGGING = Path(__file__).resolve().parent / LOGGING_NAME  # vLLM's logging at millisecond resolution, both arms
 
@@ -108,16 +107,14 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
 
 def gpu(dirs: list[Path]) -> list[dict]:
     rows = []
-    for d in dirs:
-        for run in sorted(p for p in d.iterdir() if (p / "stopwatch.json").exists()):
-            m = re.match(r"\d+_pair(\d+)_(\w+)$", run.name)
-            if not m:
-                continue
-            sw = json.loads((run / "stopwatch.json").read_text())
-            ready = (sw["health_ok_ns"] - sw["spawn_ns"]) / 1e9 if sw.get("health_ok_ns") else None
-            threads = json.loads((run / "threads.json").read_text()) if (run / "threads.json").exists() else {}
-            rows.append({"arm": m.group(2), "pair": int(m.group(1)), "ready_s": ready, "spawn_ns": sw["spawn_ns"],
-                         "log": (run / "serve.log").read_text(errors="replace"), "threads": threads})
+    for pair, arm, run in queue_runs(dirs, "pair"):
+        if not (run / "stopwatch.json").exists():
+            continue
+        sw = json.loads((run / "stopwatch.json").read_text())
+        ready = (sw["health_ok_ns"] - sw["spawn_ns"]) / 1e9 if sw.get("health_ok_ns") else None
+        threads = json.loads((run / "threads.json").read_text()) if (run / "threads.json").exists() else {}
+        rows.append({"arm": arm, "pair": pair, "ready_s": ready, "spawn_ns": sw["spawn_ns"],
+                     "log": (run / "serve.log").read_text(errors="replace"), "threads": threads})
     return rows
 
 

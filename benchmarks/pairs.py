@@ -6,7 +6,9 @@ settings."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -57,6 +59,16 @@ def parse_arms(specs: list[str]) -> dict[str, dict[str, str] | None]:
 
 def instrumented(arm: str) -> bool:
     return not arm.startswith("plain")
+
+
+def queue_runs(dirs: list[Path], label: str) -> Iterator[tuple[int, str, Path]]:
+    """(pair, arm, folder) of each start the GPU driver ran from a queue's ``<label><pair>_<arm>`` entries (its run
+    folders are ``NN_<entry name>``), in queue order."""
+    name = re.compile(rf"\d+_{label}(\d+)_(\w+)$")
+    for d in dirs:
+        for run in sorted(p for p in d.iterdir() if p.is_dir()):
+            if m := name.match(run.name):
+                yield int(m.group(1)), m.group(2), run
 
 
 def arms_of(pair: int, variants: dict[str, dict[str, str]]) -> list[Arm]:
