@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 
-import tools
+import fleet_tools
 import yaml
 from test_deploy import IDENTITY, docs
 
 from vllm_otel_startup import semconv as sc
 
-ADOPTION = tools.REPO / "deploy" / "adoption"
+ADOPTION = fleet_tools.REPO / "deploy" / "adoption"
 # servingEngineSpec.serviceMonitor keys servicemonitor-engine.yaml reads
 SERVICE_MONITOR_KEYS = {"enabled", "additionalLabels", "interval", "scrapeTimeout", "honorLabels",
                         "metricRelabelings", "relabelings"}

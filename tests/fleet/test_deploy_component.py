@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-import tools
+import fleet_tools
 import yaml
 from test_deploy import KUSTOMIZE, docs, env
 
@@ -25,7 +25,7 @@ def _kind(name: str, kind: str) -> list[dict]:
 
 def _activation_env() -> dict[str, str]:
     """The activation variables tests/e2e/test_layouts.py starts vLLM with (read from the KServe runtime)."""
-    runtime = yaml.safe_load((tools.REPO / "deploy/adoption/kserve-servingruntime.yaml").read_text())
+    runtime = yaml.safe_load((fleet_tools.REPO / "deploy/adoption/kserve-servingruntime.yaml").read_text())
     wanted = ("PYTHONPATH", "OTEL_PYTHON_DISTRO", "OTEL_PYTHON_CONFIGURATOR")
     return {e["name"]: e["value"] for e in runtime["spec"]["containers"][0]["env"] if e["name"] in wanted}
 
@@ -87,7 +87,7 @@ def _build(tmp_path, deployments: list[dict]):
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": ["deployments.yaml"], "components": [os.path.relpath(COMPONENT, tmp_path)]}))
-    return tools.run(tools.tool("kubectl"), "kustomize", str(tmp_path))
+    return fleet_tools.run(fleet_tools.tool("kubectl"), "kustomize", str(tmp_path))
 
 
 def _deployment(name: str, labels: dict[str, str], container: dict) -> dict:

@@ -7,6 +7,7 @@ after). Real signals, a real allocation-heavy loop, our real watcher."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -19,7 +20,6 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 CHILD = """
 import signal, sys, time
-sys.path.insert(0, sys.argv[1])
 from opentelemetry import trace
 from vllm_otel_startup.agent.resources.retro_spans import RetroSpans
 RetroSpans(trace.get_tracer("t")).install()
@@ -42,8 +42,9 @@ print("swallowed", flush=True)
 
 
 def run_once() -> tuple[int, str, str]:
-    p = subprocess.Popen([sys.executable, "-c", CHILD, str(SRC)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)}
+    p = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
     assert p.stdout is not None
     assert p.stdout.readline().strip() == "ready"
     time.sleep(0.3)

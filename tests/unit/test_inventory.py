@@ -1,12 +1,11 @@
 """The patch table against the qualname inventory of real released wheels (tests/data/vllm-qualnames-by-release.txt,
-written by scripts/qualname_inventory.py): every row's version range holds only releases that define its target,
+written by tools/qualname_inventory.py): every row's version range holds only releases that define its target,
 native_since is the first release whose source decorates the target with vLLM's @instrument, and every vLLM target
 of the table has an inventory line (a new row means: re-run the script)."""
 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import fake_vllm
@@ -38,17 +37,14 @@ def test_the_inventory_covers_the_compat_releases_and_every_release_has_every_ta
     for release in ("0.10.1", "0.15.1", "0.20.2", "0.26.0", "0.32.0", "0.33.0"):
         assert release in RELEASES
     assert all(list(row) == RELEASES for row in CELLS.values())
-    assert "scripts/qualname_inventory.py" in INVENTORY.read_text().split("\n", 3)[1]
+    assert "tools/qualname_inventory.py" in INVENTORY.read_text().split("\n", 3)[1]
 
 
 def test_every_vllm_target_of_the_patch_table_has_an_inventory_line():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import qualname_inventory
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    from tools import qualname_inventory
+
     missing = [t for t in qualname_inventory.targets() if t not in CELLS]
-    assert not missing, f"re-run scripts/qualname_inventory.py: no inventory line for {missing}"
+    assert not missing, f"re-run python -m tools.qualname_inventory: no inventory line for {missing}"
     assert {p.target for p in VLLM_ROWS} <= set(CELLS)
 
 

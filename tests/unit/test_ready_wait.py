@@ -4,6 +4,7 @@ the caller's thread is back within the budget even when the flush thread keeps t
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -64,10 +65,9 @@ def test_a_process_leaving_before_ready_hands_over_at_interpreter_shutdown_too(t
     import subprocess
     import sys
 
-    code = f"""
-import atexit, sys
+    code = """
+import atexit
 from types import SimpleNamespace
-sys.path.insert(0, {str(Path(ready.__file__).parents[2])!r})
 from vllm_otel_startup.agent.export import ready
 rt = SimpleNamespace(provider=SimpleNamespace(force_flush=lambda timeout: print("exported")),
                      info=SimpleNamespace(kind="engine_core"))
@@ -76,7 +76,11 @@ def at_exit():
     print("exit hook done")
 atexit.register(at_exit)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    import vllm_otel_startup
+
+    src = str(Path(vllm_otel_startup.__file__).parents[1])  # the package under test first, not another copy
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert "handed over" in out.stdout and "exit hook done" in out.stdout
 

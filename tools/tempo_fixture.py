@@ -4,7 +4,7 @@
 code, 64-bit integers as strings), one ResourceSpans per process as Tempo merges them. Shape from Tempo's
 docs ("Push spans with HTTP": the v2 example response) and grafana/tempo#3802 (v1 ``batches``).
 
-    python scripts/tempo_fixture.py START.jsonl[.gz] OUT_V2.json [OUT_V1.json]
+    python -m tools.tempo_fixture START.jsonl[.gz] OUT_V2.json [OUT_V1.json]
 
 Tempo itself cannot run here; tests serve these files from a local http.server.
 """

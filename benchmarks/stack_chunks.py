@@ -2,16 +2,17 @@
 boundary maps and unmaps a chunk on every call. Prints, for one loop of calls at each stack depth, the depths where
 that happens, the time per call there against elsewhere, and the page faults per call. Run it with each Python:
 
-    python scripts/stack_chunks.py [--calls 20000] [--depths 600]
+    python -m benchmarks stack-chunks [--calls 20000] [--depths 600]
 """
 
 from __future__ import annotations
 
-import argparse
 import resource
 import statistics
 import sys
 import time
+
+from benchmarks import command_parser
 
 
 def leaf(a: object = None) -> object:
@@ -40,11 +41,11 @@ def measure(depths: int, calls: int) -> list[tuple[int, float, float]]:
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = command_parser("stack-chunks", __doc__)
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--depths", type=int, default=600)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     rows = measure(a.depths, a.calls)
     bad = [r for r in rows if r[1] > 0.5]
     typical = statistics.median(r[2] for r in rows if r[1] < 0.01)
@@ -52,7 +53,3 @@ def main() -> None:
           f"({', '.join(str(r[0]) for r in bad)})")
     print(f"  ns per call: {typical:.0f} typical, {statistics.median(r[2] for r in bad) if bad else 0:.0f} there; "
           f"page faults per call there: {statistics.median(r[1] for r in bad) if bad else 0:.2f}")
-
-
-if __name__ == "__main__":
-    main()

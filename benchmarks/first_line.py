@@ -6,12 +6,12 @@ seconds, minor page faults and voluntary context switches (each wait, for the GI
 arms in turn (order flipped every round). Faults repeat to ~0.01 % within an arm, so they tell apart what the ±0.2 s of
 CPU cannot. Never asserted in tests.
 
-    python scripts/api_first_line.py setup VENV
+    python -m benchmarks first-line setup VENV
         makes VENV (a venv of Python >= 3.12 with vLLM's CUDA wheel and its dependencies, e.g. the wheels
         ../shared/gpu/fetch_wheels.sh fetches, plus OpenTelemetry and this project) start here: a stub
         ``libcuda.so.1`` (every driver call says "no device"; built with gcc into VENV/cudastub) and a vLLM platform
         plugin naming vLLM's own CUDA platform (no NVML here to detect one).
-    python scripts/api_first_line.py run VENV MODEL_DIR [--rounds 5] [--strace] ARM ...
+    python -m benchmarks first-line run VENV MODEL_DIR [--rounds 5] [--strace] ARM ...
         ARM: ``plain``, or NAME or NAME=K=V;K=V (opentelemetry-instrument with those environment variables, e.g.
         ``instr`` or ``nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers``); a NAME beginning with ``plain`` runs without
         it, with its variables (``plainsrc=PYTHONPYCACHEPREFIX=/tmp/none;PYTHONDONTWRITEBYTECODE=1``: every module
@@ -21,7 +21,7 @@ CPU cannot. Never asserted in tests.
         strace, counting the 16 KiB anonymous mappings CPython's data-stack chunks are (cpython#142183).
         ``--callgrind`` (``run`` and ``child``): instead of rounds, one start of each arm at once under valgrind's
         callgrind, the main thread's instruction count (the host's load barely moves it; ~7 minutes an arm here).
-    python scripts/api_first_line.py child VENV [--rounds 8] [--modules M,M] ARM ...
+    python -m benchmarks first-line child VENV [--rounds 8] [--modules M,M] ARM ...
         a spawned EngineCore's part of the same: an interpreter started as multiprocessing's spawn starts one
         (``--multiprocessing-fork``, the child kind our agent reads from its parent's environment), importing vLLM's
         engine-core module (``--modules``: others, e.g. ``vllm.v1.engine.core,vllm.v1.worker.cpu_worker``), its main
@@ -33,7 +33,6 @@ Measured this way (2026-11-29, vLLM 0.26.0, CPython 3.12.1, 2-core AMD EPYC): se
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -45,6 +44,10 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from benchmarks import command_parser
+from benchmarks.activation import activated, byte_compile, sitecustomize_dir
+from benchmarks.pairs import clean_env, instrumented, parse_arms, rotated
 
 FIRST_LINE = "api_utils.py:345"  # vLLM 0.26's first line of `vllm serve` (its banner)
 PLUGIN = '''def plugin():  # no GPU, no NVML here: vLLM's CUDA platform anyway (the import chain of a GPU host)
@@ -78,25 +81,8 @@ def setup(venv: Path) -> None:
     print(f"{venv}: platform plugin in {site}, stub driver with {len(symbols)} symbols in {stub}")
 
 
-def parse_arms(specs: list[str]) -> dict[str, dict[str, str] | None]:
-    """``plain`` -> None (no opentelemetry-instrument); NAME[=K=V;K=V] -> its extra environment (a NAME beginning with
-    ``plain``: no opentelemetry-instrument either, :func:`instrumented`)."""
-    arms: dict[str, dict[str, str] | None] = {}
-    for spec in specs:
-        name, _, kv = spec.partition("=")
-        if name == "plain":
-            arms[name] = None
-            continue
-        arms[name] = dict(x.split("=", 1) for x in kv.split(";")) if kv else {}
-    return arms
-
-
-def instrumented(arm: str) -> bool:
-    return not arm.startswith("plain")
-
-
 def _env(venv: Path, arm: str, extra: dict[str, str] | None, work: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env = clean_env()
     env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", CUDA_VISIBLE_DEVICES="", VLLM_LOGGING_LEVEL="INFO",
                LD_LIBRARY_PATH=str(venv / "cudastub"), VLLM_PLUGINS="vos_fakecuda")
     if instrumented(arm):
@@ -161,39 +147,6 @@ with open("/proc/thread-self/status") as f:
 print("VOS-CHILD", int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]), vcsw, flush=True)
 os._exit(0)
 """
-
-
-def sitecustomize_dir(venv: Path) -> str:
-    """OpenTelemetry's auto-instrumentation folder in ``venv`` (its sitecustomize)."""
-    return subprocess.run([str(venv / "bin" / "python"), "-c", "import os, opentelemetry.instrumentation."
-                           "auto_instrumentation as a; print(os.path.dirname(a.__file__))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-
-
-def byte_compile(venv: Path) -> str:
-    """Byte-compile this project's package where ``venv``'s interpreter imports it from. An editable install has no
-    bytecode, and a host that sets PYTHONDONTWRITEBYTECODE (this one does) never writes it: every instrumented
-    process compiled our modules from source (~0.02-0.05 s each here), which an installed package, compiled by pip
-    at install, never does. Returns the folder compiled."""
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import os, vllm_otel_startup as v; "
-                            "print(os.path.dirname(v.__file__))"], capture_output=True, text=True, check=True)
-    folder = where.stdout.strip()
-    subprocess.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", folder], capture_output=True, check=True)
-    return folder
-
-
-def activation(site: str, pythonpath: str | None = None) -> dict[str, str]:
-    """The agent switched on through the environment alone: what a child of `opentelemetry-instrument vllm serve`
-    inherits, and what deploy/adoption sets for an unchanged command (OpenTelemetry's sitecustomize folder first on
-    ``PYTHONPATH``, our distro and configurator)."""
-    return {"PYTHONPATH": os.pathsep.join(p for p in (site, pythonpath) if p), "OTEL_PYTHON_DISTRO": "vllm_startup",
-            "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"}
-
-
-def activated(env: dict[str, str], site: str) -> dict[str, str]:
-    """``env`` with the agent switched on through it: the sitecustomize first on PYTHONPATH; an arm's own distro or
-    configurator wins."""
-    return {**activation(site, env.get("PYTHONPATH")), **{k: v for k, v in env.items() if k != "PYTHONPATH"}}
 
 
 def child_env(venv: Path, arm: str, extra: dict[str, str] | None, work: str, site: str) -> dict[str, str]:
@@ -299,8 +252,8 @@ def summary(rows: list[dict], arms: list[str]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = command_parser("first-line", __doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("setup")
     s.add_argument("venv", type=Path)
@@ -323,7 +276,7 @@ def main() -> None:
     c.add_argument("--callgrind", action="store_true", help="one child per arm under callgrind, the arms at once: "
                    "the main thread's instruction count")
     c.add_argument("--out", type=Path)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.cmd == "setup":
         setup(a.venv)
         return
@@ -343,7 +296,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="vos-first-line-") as work:
         for rnd in range(a.rounds):
-            for arm in list(arms) if rnd % 2 == 0 else list(arms)[::-1]:
+            for arm in rotated(list(arms)[::-1], rnd):
                 if a.cmd == "child":
                     row = child_one(a.venv, arm, arms[arm], work, site, a.modules)
                 else:
@@ -357,7 +310,3 @@ def main() -> None:
     if a.out:
         a.out.write_text(json.dumps(rows, indent=1))
     print(summary(rows, list(arms)))
-
-
-if __name__ == "__main__":
-    main()

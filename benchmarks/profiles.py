@@ -1,7 +1,7 @@
 """Two py-spy profiles of one start each (raw, ``--subprocesses --idle --threads``: the GPU overhead queue's
-``--profile`` pair, scripts/overhead_pairs.py), compared where the time goes in one kind of process.
+``--profile`` pair, python -m benchmarks overhead gpu-queue), compared where the time goes in one kind of process.
 
-    python scripts/profile_diff.py PLAIN/profile.txt INSTR/profile.txt [--process EngineCore] [--rate 100] [--top 30]
+    python -m benchmarks profiles PLAIN/profile.txt INSTR/profile.txt [--process EngineCore] [--rate 100] [--top 30]
 
 Per thread of the process (named as Python names it): seconds sampled; of the main thread's, those with a frame of
 ours (the agent, OpenTelemetry, wrapt) on its stack. For its main thread: the functions whose
@@ -12,10 +12,11 @@ Python frame it waits in, so a main thread that waits longer (for the GIL, a loc
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections import Counter
 from pathlib import Path
+
+from benchmarks import command_parser
 
 LINE = re.compile(r"^(.*) (\d+)$")
 PROCESS = re.compile(r'process \d+:"[^"]*";?')
@@ -66,15 +67,15 @@ def load(path: Path, process: str) -> tuple[Counter, Counter, Counter, Counter]:
     return threads, inclusive, own, ours
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = command_parser("profiles", __doc__)
     ap.add_argument("plain", type=Path)
     ap.add_argument("instr", type=Path)
     ap.add_argument("--process", default="EngineCore", help="a text of the process's py-spy frame (its title); "
                     f"{LAUNCH!r}: the launched process (the API server)")
     ap.add_argument("--rate", type=float, default=100.0, help="py-spy's sampling rate (samples a second)")
     ap.add_argument("--top", type=int, default=30)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     (tp, ip, op, _), (ti, ii, oi, ours) = load(a.plain, a.process), load(a.instr, a.process)
     if not tp or not ti:
         raise SystemExit(f"no samples of a process matching {a.process!r} in {a.plain if not tp else a.instr}")
@@ -90,7 +91,3 @@ def main() -> None:
         print("\nmain thread (instr), the outermost frame of ours on its stack (s): a wrapper under vLLM's call")
         for fn, n in ours.most_common(a.top // 3 or 1):
             print(f"  {fn[-70:]:<70} {n * s:8.2f}")
-
-
-if __name__ == "__main__":
-    main()

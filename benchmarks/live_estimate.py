@@ -7,7 +7,7 @@ configuration (the same way a node's history grows). Every progress message of a
 the start's spawn -> first 200 on /health minus T. Per phase (the phase the message names): messages, mean
 estimate, mean actual remaining, mean absolute error, mean absolute error as a share of the actual.
 
-    python scripts/live_estimate_error.py [--runs 3] [--interval-ms 2000] [--out FILE]
+    python -m benchmarks live-estimate [--runs 3] [--interval-ms 2000] [--out FILE]
 
 Series: `compiled-cold` (a fresh cache root each start: every start compiles), `eager-warm` (one cache root:
 the first start is cold and only gives the warm ones nothing; the others are warm with warm history).
@@ -16,18 +16,14 @@ Run it with the e2e venv's python, one start at a time (flock /tmp/vos-e2e.lock)
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-
-from support import harness  # noqa: E402
+from benchmarks import command_parser
+from support import harness
 
 LINE = re.compile(r"vllm-otel-startup: starting: (?P<name>.+?) [\d.]+ s(?: of ~[\d.]+ s, ready in ~(?P<rem>[\d.]+) s)? "
                   r"\((?P<at>[\d.]+) s since start(?:; from (?P<n>\d+) recorded)?")
@@ -91,18 +87,14 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = command_parser("live-estimate", __doc__)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--interval-ms", type=int, default=2000)
     ap.add_argument("--out", help="write the raw rows as JSON here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vos-live-est-") as d:
         result = run(args.runs, args.interval_ms, Path(d))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1))
     print(table(result))
-
-
-if __name__ == "__main__":
-    main()

@@ -12,7 +12,7 @@ processor adopts it, runs the phase's probes (compile counters, CUDA-graph count
 summary (NVML GPU memory delta). The single process plays the API server's part too, so the host-level
 NVML sampling (hw.gpu.*) runs in it.
 
-    python scripts/gpu_startup_probe.py [--out DIR] [--pairs 5] [--layers 24]
+    python -m benchmarks gpu-probe [--out DIR] [--pairs 5] [--layers 24]
 
 1. Two instrumented runs with the same Inductor cache directory: compile miss, then hit.
 2. ``--pairs`` paired runs, instrumented and not, order alternating, warm cache: the overhead ratio.
@@ -32,35 +32,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import command_parser
+
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [2, 4, 8, 16, 32, 64, 128, 256]  # 1 would be specialised by Dynamo (a second compile)
 HIDDEN, FFN = 4096, 8192
 
 
 # ---- child: one start ------------------------------------------------------------------------------------
-def kept_batches_exporter():
-    """A metric exporter that keeps every batch it is given, as an OTLP exporter would have sent it (exemplars
-    are reported once, by the collection that follows the measurement). The unit tests use it too."""
-    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
-
-    class KeptBatches(MetricExporter):
-        def __init__(self) -> None:
-            super().__init__()
-            self.batches: list = []
-
-        def export(self, metrics_data, timeout_millis: float = 10_000, **kwargs) -> MetricExportResult:
-            self.batches.append(metrics_data)
-            return MetricExportResult.SUCCESS
-
-        def force_flush(self, timeout_millis: float = 10_000) -> bool:
-            return True
-
-        def shutdown(self, timeout_millis: float = 30_000, **kwargs) -> None:
-            return None
-
-    return KeptBatches()
-
-
 def setup_instrumentation():
     """Our runtime in this process, exactly as the instrumentor builds it (minus vLLM's patch points)."""
     from opentelemetry import metrics, trace
@@ -77,6 +56,8 @@ def setup_instrumentation():
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     trace.set_tracer_provider(provider)
+    from support.kept_batches import kept_batches_exporter
+
     reader = kept_batches_exporter()
     metrics.set_meter_provider(MeterProvider(metric_readers=[PeriodicExportingMetricReader(reader, 3_600_000)]))
     info = ProcessInfo.current()
@@ -153,19 +134,26 @@ def child(args: argparse.Namespace) -> dict:
     result["wall_s"] = time.perf_counter() - t_start  # to ready (the sampler's tail comes after, while serving)
     if rt is not None:
         rt.sampler.join(10)
-        result["spans"] = {s.name: dict(s.attributes) for s in spans.get_finished_spans()}
-        result["durations"] = {s.name: (s.end_time - s.start_time) / 1e9 for s in spans.get_finished_spans()}
-        result["metrics"] = {}  # the last exported point of every series
-        for data in reader.batches:
-            for rm in data.resource_metrics:
-                for sm in rm.scope_metrics:
-                    for m in sm.metrics:
-                        result["metrics"][m.name] = [
-                            {"attrs": dict(dp.attributes), "value": getattr(dp, "value", getattr(dp, "sum", None))}
-                            for dp in m.data.data_points]
-        result["metric_batches"] = len(reader.batches)
+        result.update(exported(spans, reader))
     del kv, graphs
     return result
+
+
+def exported(spans, reader) -> dict:
+    """What the agent exported in the child: each span's attributes and seconds, the last exported point of every
+    metric series, and how many metric batches went out."""
+    out: dict = {"spans": {s.name: dict(s.attributes) for s in spans.get_finished_spans()},
+                 "durations": {s.name: (s.end_time - s.start_time) / 1e9 for s in spans.get_finished_spans()},
+                 "metrics": {}}
+    for data in reader.batches:
+        for rm in data.resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    out["metrics"][m.name] = [
+                        {"attrs": dict(dp.attributes), "value": getattr(dp, "value", getattr(dp, "sum", None))}
+                        for dp in m.data.data_points]
+    out["metric_batches"] = len(reader.batches)
+    return out
 
 
 def sampler_cost(seconds: float, host: bool = True) -> dict:
@@ -189,12 +177,12 @@ def sampler_cost(seconds: float, host: bool = True) -> dict:
 # ---- parent --------------------------------------------------------------------------------------------
 def run_child(weights: Path, cache: Path, instrument: bool, layers: int, kv_gb: int, **extra_env: str) -> dict:
     out = cache / f"result-{time.monotonic_ns()}.json"
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"), TRITON_CACHE_DIR=str(cache / "triton"),
-               TORCHINDUCTOR_FX_GRAPH_CACHE="1", PYTHONPATH=f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}",
-               **extra_env)
-    subprocess.run([sys.executable, __file__, "--child", "--weights", str(weights), "--result", str(out),
-                    "--layers", str(layers), "--kv-gb", str(kv_gb), *(["--instrument"] if instrument else [])],
-                   env=env, check=True)
+               TORCHINDUCTOR_FX_GRAPH_CACHE="1", PYTHONPATH=path, **extra_env)
+    subprocess.run([sys.executable, "-m", "benchmarks", "gpu-probe", "--child", "--weights", str(weights),
+                    "--result", str(out), "--layers", str(layers), "--kv-gb", str(kv_gb),
+                    *(["--instrument"] if instrument else [])], env=env, check=True, cwd=ROOT)
     return json.loads(out.read_text())
 
 
@@ -207,8 +195,8 @@ def make_weights(path: Path, layers: int) -> None:
                for i in range(layers) for n, shape in (("up", (HIDDEN, FFN)), ("down", (FFN, HIDDEN)))}, str(path))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> int:
+    ap = command_parser("gpu-probe", __doc__)
     ap.add_argument("--child", action="store_true")
     ap.add_argument("--instrument", action="store_true")
     ap.add_argument("--weights")
@@ -219,7 +207,7 @@ def main() -> int:
     ap.add_argument("--kv-gb", type=int, default=8)
     ap.add_argument("--sampler-seconds", type=float, default=20)
     ap.add_argument("--cooldown", type=float, default=3)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.child:
         Path(a.result).write_text(json.dumps(child(a), default=str))
         return 0
@@ -252,7 +240,6 @@ def main() -> int:
         "phase_s": {k: [r["phase_s"] for r in v] for k, v in runs.items()},
         "median_phase_s": {k: {p: statistics.median(r["phase_s"].get(p, 0.0) for r in v)
                                for p in v[0]["phase_s"]} for k, v in runs.items()}}
-    sys.path.insert(0, str(ROOT / "src"))
     report["sampler"] = sampler_cost(a.sampler_seconds)
     report["sampler_process"] = sampler_cost(a.sampler_seconds, host=False)
     (Path(a.out) / "gpu_probe.json").write_text(json.dumps(report, indent=1, default=str))
@@ -290,7 +277,3 @@ def summarize(r: dict) -> None:
         print(f"sampler at 10 Hz ({'API server' if s['host'] else 'EngineCore/worker'}, NVML={s['nvml']}): "
               f"{100 * s['share_of_one_core']:.3f} % of one core ({s['samples']} samples); "
               f"device model {s['device_model']}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """Convert the GPU machine's OTLP sink rows (../shared/gpu/otlp_sink.py: one JSON line per span, protobuf decoded
 with MessageToDict) into the OTLP JSON lines the local file exporter writes, for tests/data/starts/gpu.
 
-    python scripts/gpu_sink_to_otlp.py runs/03_dp2_warm_otlp/spans.jsonl tests/data/starts/gpu/NAME.jsonl.gz
+    python -m tools.gpu_sink_to_otlp runs/03_dp2_warm_otlp/spans.jsonl tests/data/starts/gpu/NAME.jsonl.gz
 
 MessageToDict writes int64 values as strings: a string of digits becomes an int again (our attributes never hold a
 string of digits). Ids are base64 there, hex here."""

@@ -1,7 +1,7 @@
 """Each interpreter's imports, plain against instrumented, read from outside the agent (issue 25). Never asserted
-in tests. (py-spy profiles of a queue's ``--profile`` pair: scripts/profile_diff.py.)
+in tests. (py-spy profiles of a queue's ``--profile`` pair: python -m benchmarks profiles.)
 
-    python scripts/import_diff.py RUNS_DIR [RUNS_DIR ...] [--top 15]
+    python -m benchmarks imports RUNS_DIR [RUNS_DIR ...] [--top 15]
         the ``imports<N>_<arm>`` starts of ``overhead_pairs.py gpu-queue --imports N``: every interpreter's
         ``PYTHONPROFILEIMPORTTIME`` lines in serve.log, split per interpreter (each prints the header first; a module
         already seen in the newest interpreter is given to the earlier one with the most modules that lacks it, as
@@ -13,15 +13,16 @@ in tests. (py-spy profiles of a queue's ``--profile`` pair: scripts/profile_diff
 
 from __future__ import annotations
 
-import argparse
 import collections
 import re
 from pathlib import Path
 
+from benchmarks import command_parser
+from benchmarks.pairs import queue_runs
+
 HEADER = "import time: self [us] | cumulative | imported package"
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \| ?( *)(\S+)\s*$")
 PROCESS_NAMES = ("api_server", "engine_core")
-RUN = re.compile(r"\d+_imports(\d+)_(\w+)$")
 
 
 def import_segments(log: str) -> list[dict[str, int]]:
@@ -53,11 +54,8 @@ def main_two(segs: list[dict[str, int]]) -> list[dict[str, int]]:
 def runs(dirs: list[Path]) -> dict[str, list[Path]]:
     """arm -> its ``imports<N>_<arm>`` run folders, in queue order."""
     out: dict[str, list[Path]] = collections.defaultdict(list)
-    for d in dirs:
-        for run in sorted(p for p in d.iterdir() if p.is_dir()):
-            m = RUN.match(run.name)
-            if m:
-                out[m.group(2)].append(run)
+    for _, arm, run in queue_runs(dirs, "imports"):
+        out[arm].append(run)
     return out
 
 
@@ -99,13 +97,9 @@ def imports(dirs: list[Path], top: int = 15) -> None:
             f"{p} {v:.3f}" for p, v in sorted(opkg.items(), key=lambda kv: -kv[1])[:top]))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = command_parser("imports", __doc__)
     ap.add_argument("runs", type=Path, nargs="+")
     ap.add_argument("--top", type=int, default=15)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     imports(a.runs, a.top)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """Regenerate the generated tables of docs/telemetry.md from the code (the code is the source of truth).
 
-    python scripts/gen_docs.py          # rewrite in place
-    python scripts/gen_docs.py --check  # exit 1 when the committed doc differs from the code
+    python -m tools.gen_docs          # rewrite in place
+    python -m tools.gen_docs --check  # exit 1 when the committed doc differs from the code
 """
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from vllm_otel_startup import semconv as sc  # noqa: E402
-from vllm_otel_startup import settings  # noqa: E402
-from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES  # noqa: E402
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
+from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "telemetry.md"
 COMPAT = Path(__file__).resolve().parents[1] / "tests" / "data" / "compat-results.json"
@@ -137,12 +135,17 @@ def render(text: str) -> str:
     return text
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> int:
     current = DOC.read_text()
     wanted = render(current)
-    if "--check" in sys.argv:
+    if "--check" in argv:
         if wanted != current:
-            print("docs/telemetry.md is out of date: run python scripts/gen_docs.py", file=sys.stderr)
-            sys.exit(1)
+            print("docs/telemetry.md is out of date: run python -m tools.gen_docs", file=sys.stderr)
+            return 1
     else:
         DOC.write_text(wanted)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

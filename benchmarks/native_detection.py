@@ -1,13 +1,13 @@
 """Native-span detection against vLLM's REAL tracing code of every release (a measurement, never run by the tests).
 
-For each release of scripts/qualname_inventory.py's list whose wheel has vLLM's tracing package (0.16+), the
+For each release of tools/qualname_inventory.py's list whose wheel has vLLM's tracing package (0.16+), the
 package's own files are taken from the cached wheel into a scratch tree (with a stand-in ``vllm.logger`` and
 ``vllm.utils.func_utils``, the only other vLLM modules it imports), a function of a ``vllm.*`` module is decorated
 with that release's ``@instrument(span_name=...)``, and ``hooks.native_span`` must read the span name back; the same
 function decorated by a look-alike (a non-vLLM module's OpenTelemetry decorator) must not be taken for it. Needs a
 Python with OpenTelemetry's SDK and OTLP exporters (the e2e venv):
 
-    ~/.cache/vllm-otel-startup/e2e/venv-vllm/bin/python scripts/native_detection_check.py
+    ~/.cache/vllm-otel-startup/e2e/venv-vllm/bin/python -m benchmarks native-detection
 """
 
 from __future__ import annotations
@@ -19,9 +19,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from qualname_inventory import RELEASES, ROOT, wheel  # noqa: E402
+from benchmarks import command_parser
+from tools.qualname_inventory import RELEASES, ROOT, wheel
 
 STUBS = {
     "vllm/__init__.py": "",
@@ -73,7 +72,9 @@ def check(release: str, log) -> str | None:
         return done.stdout.strip() if done.returncode == 0 else f"failed: {done.stderr.strip().splitlines()[-1:]}"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    command_parser("native-detection", __doc__).parse_args(argv)
+
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
@@ -89,7 +90,3 @@ def main() -> int:
         bad += not ok
         print(f"{release} | {' | '.join(parts)} | {'ok' if ok else 'WRONG'}")
     return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

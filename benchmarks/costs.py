@@ -13,13 +13,12 @@
    without our instrumentor, alternating (order flipped every pair), warm caches, stopwatch spawn -> first
    200 on /health. Median of the per-pair ratios.
 
-    python scripts/bench_overhead.py [--interp 40] [--sampler 20] [--starts 3] [--mode eager|compiled] [--out FILE]
+    python -m benchmarks costs [--interp 40] [--sampler 20] [--starts 3] [--mode eager|compiled] [--out FILE]
 Run it with the e2e venv's python (tests/e2e/bootstrap.sh).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -30,12 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # the repository root: support/ (shared with the e2e tests)
+from benchmarks import command_parser
+from benchmarks.gpu_probe import sampler_cost
+from benchmarks.pairs import clean_env, rotated
+from benchmarks.stats import median_diff
+from support import harness
 
-from gpu_startup_probe import sampler_cost  # noqa: E402
-
-from support import harness  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 DISABLED = {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "vllm_startup"}
 WAIT = re.compile(r"\[vllm-otel-startup\] (\w+) pid \d+ ready-point wait ([\d.]+) ms")
@@ -43,33 +43,33 @@ WAIT = re.compile(r"\[vllm-otel-startup\] (\w+) pid \d+ ready-point wait ([\d.]+
 
 def interp(n: int) -> dict:
     bindir = Path(sys.executable).parent
-    base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    base = clean_env()
     cmd = [str(bindir / "opentelemetry-instrument"), sys.executable, "-c", "pass"]
     on, off = [], []
     for i in range(n):
-        for enabled in ((True, False) if i % 2 else (False, True)):
+        for enabled in rotated((True, False), i):
             env = dict(base) if enabled else dict(base, **DISABLED)
             t = time.perf_counter()
             subprocess.run(cmd, env=env, check=True)
             (on if enabled else off).append(time.perf_counter() - t)
     return {"runs_each": n, "median_on_ms": 1e3 * statistics.median(on), "median_off_ms": 1e3 * statistics.median(off),
-            "added_ms": 1e3 * (statistics.median(on) - statistics.median(off))}
+            "added_ms": 1e3 * median_diff(on, off)}
 
 
 def bootstrap(n: int) -> dict:
     """`python -c pass` plain vs under `opentelemetry-instrument` (this package enabled), interleaved."""
     bindir = Path(sys.executable).parent
-    base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    base = clean_env()
     plain, otel = [], []
     for i in range(n):
-        for instrumented in ((True, False) if i % 2 else (False, True)):
+        for instrumented in rotated((True, False), i):
             cmd = ([str(bindir / "opentelemetry-instrument")] if instrumented else []) + [sys.executable, "-c", "pass"]
             t = time.perf_counter()
             subprocess.run(cmd, env=base, check=True)
             (otel if instrumented else plain).append(time.perf_counter() - t)
     return {"runs_each": n, "median_plain_ms": 1e3 * statistics.median(plain),
             "median_instrumented_ms": 1e3 * statistics.median(otel),
-            "added_ms": 1e3 * (statistics.median(otel) - statistics.median(plain))}
+            "added_ms": 1e3 * median_diff(otel, plain)}
 
 
 HOOK_COST = """
@@ -88,8 +88,8 @@ def hook_cost(n: int) -> dict:
 
     # as after `pip install` (which writes bytecode): an editable checkout under PYTHONDONTWRITEBYTECODE=1
     # would otherwise recompile our sources in every process
-    compileall.compile_dir(str(HERE.parent / "src" / "vllm_otel_startup"), quiet=1)
-    base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    compileall.compile_dir(str(REPO / "src" / "vllm_otel_startup"), quiet=1)
+    base = clean_env()
     runs = [float(subprocess.run([sys.executable, "-c", HOOK_COST], env=base, check=True, capture_output=True,
                                  text=True).stdout) for _ in range(n)]
     return {"runs": n, "median_ms": 1e3 * statistics.median(runs), "max_ms": 1e3 * max(runs)}
@@ -157,7 +157,7 @@ def process_rss(api_pid: int) -> dict[str, int]:
 def starts(n: int, mode: str, workdir: Path) -> dict:
     model = workdir / "tiny-model"
     if not model.exists():
-        subprocess.run([sys.executable, str(HERE.parent / "support/make_tiny_model.py"), str(model)],
+        subprocess.run([sys.executable, str(REPO / "support/make_tiny_model.py"), str(model)],
                        check=True, capture_output=True)
     args = ["--enforce-eager"] if mode == "eager" else []
     cache = workdir / f"cache-{mode}"
@@ -166,7 +166,7 @@ def starts(n: int, mode: str, workdir: Path) -> dict:
     pairs, rss, waits = [], {"on": [], "off": []}, []
     for i in range(n):
         row = {}
-        for enabled in ((True, False) if i % 2 else (False, True)):
+        for enabled in rotated((True, False), i):
             arm = "on" if enabled else "off"
             st = harness.serve(model, cache, None, args=args, files=workdir / "starts",
                                env={"OTEL_PYTHON_VLLM_STARTUP_DEBUG": "1"} if enabled else DISABLED,
@@ -178,8 +178,7 @@ def starts(n: int, mode: str, workdir: Path) -> dict:
         print(f"  pair {i + 1}: on {row['on']:.2f}s off {row['off']:.2f}s", flush=True)
     ratios = [p["on"] / p["off"] for p in pairs]
     kinds = sorted({k for r in rss["on"] + rss["off"] for k in r})
-    added = {k: statistics.median(r.get(k, 0) for r in rss["on"]) - statistics.median(r.get(k, 0) for r in rss["off"])
-             for k in kinds}
+    added = {k: median_diff([r.get(k, 0) for r in rss["on"]], [r.get(k, 0) for r in rss["off"]]) for k in kinds}
     return {"mode": mode, "pairs": pairs, "median_ratio": statistics.median(ratios),
             "median_on_s": statistics.median(p["on"] for p in pairs),
             "median_off_s": statistics.median(p["off"] for p in pairs),
@@ -228,7 +227,6 @@ assert (rt.live is not None) == (sys.argv[3] == "on")
 
 
 def settings_interval() -> str:
-    sys.path.insert(0, str(HERE.parent / "src"))
     from vllm_otel_startup import settings
 
     return settings.LIVE_INTERVAL_MS.default
@@ -238,16 +236,16 @@ def live_cost(seconds: float) -> dict:
     """CPU per second of an idle API-server runtime held in one phase, exporting its metrics every 5 s: in-progress
     machinery on (default interval, status server, history from tests/data/starts/dev) vs off (none of it: no
     thread, no server, no gauges); sampler off in both. Alternating runs."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    base.update(PYTHONPATH=str(HERE.parent / "src"), OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ="0")
+    base = clean_env()
+    base.update(PYTHONPATH=str(REPO / "src"), OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ="0")
     out: dict[str, list[float]] = {"on": [], "off": []}
     with tempfile.TemporaryDirectory(prefix="vos-live-") as d:
         for i in range(4):
-            for mode in (("on", "off") if i % 2 == 0 else ("off", "on")):
+            for mode in rotated(("off", "on"), i):
                 env = dict(base, TMPDIR=d, OTEL_PYTHON_VLLM_STARTUP_DIR=str(Path(d) / "starts"))
                 if mode == "on":
                     env.update(OTEL_PYTHON_VLLM_STARTUP_STATUS_PORT=f"127.0.0.1:{harness.free_port()}",
-                               OTEL_PYTHON_VLLM_STARTUP_HISTORY=str(HERE.parent / "tests/data/starts/dev"))
+                               OTEL_PYTHON_VLLM_STARTUP_HISTORY=str(REPO / "tests/data/starts/dev"))
                 r = subprocess.run([sys.executable, "-c", LIVE_CHILD, "6", str(seconds / 4), mode], env=env, check=True,
                                    capture_output=True, text=True)
                 cpu, wall = map(float, r.stdout.split()[-2:])
@@ -257,15 +255,15 @@ def live_cost(seconds: float) -> dict:
             "runs": out}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = command_parser("costs", __doc__)
     ap.add_argument("--interp", type=int, default=40, help="pairs of `python -c pass` runs")
     ap.add_argument("--sampler", type=float, default=20, help="seconds of sampler measurement (0 to skip)")
     ap.add_argument("--starts", type=int, default=3, help="pairs of real vllm serve starts (0 to skip)")
     ap.add_argument("--live", type=float, default=0, help="seconds of in-progress measurement, each mode (0 to skip)")
     ap.add_argument("--mode", choices=["eager", "compiled"], default="eager")
     ap.add_argument("--out", help="write the figures as JSON here")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     result: dict = {}
     if args.interp:
         print(f"interpreter start, {args.interp} interleaved pairs ...", flush=True)
@@ -280,7 +278,6 @@ def main() -> None:
     result["call"] = c = call_cost()
     print(f"  one traced call (span open/close, processor, export queue): {c['per_call_us']:.1f} us")
     if args.sampler:
-        sys.path.insert(0, str(HERE.parent / "src"))
         for host in (True, False):
             result[f"sampler_{'host' if host else 'process'}"] = m = sampler_cost(args.sampler, host)
             print(f"  sampler at 10 Hz, {'API server' if host else 'EngineCore/worker'}: "
@@ -300,7 +297,3 @@ def main() -> None:
         print(f"  ready-point waits (ms, medians, no collector: the local file): {s['ready_point_wait_ms']}")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,12 +1,12 @@
 """Benchmark only (issue 25): one stderr line per full garbage collection, in every Python process of BOTH arms of
 a GPU overhead queue, so the two arms' collections can be counted alike (the agent's own "Garbage collection" spans
 exist in the instrumented arm only). Installed on the GPU machine for a whole queue, before stage2's driver runs, by
-scripts/gpu_prepare.sh: a ``.pth`` in the base interpreter's site-packages (``import vos_gccount``).
+benchmarks/gpu/prepare.sh: a ``.pth`` in the base interpreter's site-packages (``import vos_gccount``).
 
 Every process (API server, EngineCore, helpers) then writes, per full collection, a line to its stderr (the start's
 serve.log) with ``os.write`` (no buffered stream: a collection may come while the thread writes to one):
 ``vos-gc pid=N wall=EPOCH_S dur=S n=GEN0,GEN1,GEN2 collected=N argv=...`` (n: collections of each generation so
-far). scripts/overhead_pairs.py ``gpu`` counts them per process (full_gc.* and full_gc_s.* per start).
+far). ``python -m benchmarks overhead gpu`` counts them per process (full_gc.* and full_gc_s.* per start).
 """
 
 import gc

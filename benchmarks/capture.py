@@ -23,7 +23,7 @@ Also timed: one per-span resource snapshot (``Sampler.snapshot``: CPU, I/O, this
 context, the cost the agent pays at each phase span's start and end. ``--nvml-only``: just that reading where NVML
 lists the process (an EngineCore's source: NVML's process list through pynvml).
 
-Runs where torch sees a GPU: ``PYTHONPATH=src python scripts/gpu_capture_bench.py [--rounds 6] [--out FILE]``
+Runs where torch sees a GPU: ``PYTHONPATH=src python -m benchmarks capture [--rounds 6] [--out FILE]``
 (opentelemetry-api/-sdk/-instrumentation importable). Prints a table of each arm's median round time and its
 median paired ratio to ``base``.
 """
@@ -41,6 +41,8 @@ import time
 from contextlib import ExitStack, contextmanager
 from typing import Any
 from unittest import mock
+
+from benchmarks import command_parser
 
 ARMS = ("base", "api_sampler", "api_nvml_10hz", "worker_sampler", "watchers", "sdk_threads", "all")
 EXTRA_ARMS = ("nvml_loaded",)
@@ -241,8 +243,8 @@ def nvml_read_cost(torch: Any, calls: int = 300) -> dict[str, Any]:
     return {"bytes": held, "reading_us": round(reading * 1e6, 1), **snapshot_cost(torch, calls, nvml)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = command_parser("capture", __doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--graphs", type=int, default=51)
     ap.add_argument("--repeat", type=int, default=3, help="the sizes captured this many times a round")
@@ -253,7 +255,7 @@ def main() -> int:
     ap.add_argument("--nvml-only", action="store_true",
                     help="only the per-span readings where NVML lists this process: NVML's figure, a whole snapshot")
     ap.add_argument("--poller", action="store_true", help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.poller:
         poller()
         return 0
@@ -308,7 +310,3 @@ def main() -> int:
                        "rounds": rows, "table": table, "snapshot": snap}, f,
                       indent=1)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

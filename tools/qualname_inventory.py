@@ -7,9 +7,9 @@ folder), reads the modules straight out of the zip and AST-scans them for every 
 that binds the name) and vLLM's own ``@instrument(span_name=...)`` decorator on it. Nothing is imported or
 installed. The fake module trees of the unit tests (tests/unit/fake_vllm.py) are built from the file it writes.
 
-    python scripts/qualname_inventory.py                 # every release, write the file
-    python scripts/qualname_inventory.py --check         # exit 1 when the file differs from a fresh scan
-    python scripts/qualname_inventory.py --releases 0.32.0 0.33.0 --out /tmp/inv.txt
+    python -m tools.qualname_inventory                 # every release, write the file
+    python -m tools.qualname_inventory --check         # exit 1 when the file differs from a fresh scan
+    python -m tools.qualname_inventory --releases 0.32.0 0.33.0 --out /tmp/inv.txt
 
 Any Python >= 3.10 runs it (the patch table is read without importing the package's dependencies).
 """
@@ -357,7 +357,7 @@ def scan(whl: Path, wanted: list[str]) -> dict[str, str]:
 def render(results: dict[str, dict[str, str]], wheels: dict[str, str], wanted: list[str]) -> str:
     lines = [
         "# Presence of vLLM startup qualnames across releases: an AST scan of released wheels, written by",
-        "# scripts/qualname_inventory.py (regenerate: python scripts/qualname_inventory.py; --check for drift).",
+        "# tools/qualname_inventory.py (regenerate: python -m tools.qualname_inventory; --check for drift).",
         "# Targets: the patch table (agent/foundation/patch_points.py), the script's reference list and vLLM's tracing "
         "entry",
         "# points. Wheels (PyPI, pip download --no-deps): "

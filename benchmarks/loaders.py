@@ -7,26 +7,24 @@ fake credentials), tensorizer, sharded_state, runai_streamer_sharded, dummy. The
 are made by vLLM's own serializers (support/loader_artifacts.py). Page cache warm: every format's bytes were
 read just before (by the serializer, the upload, or the previous start), so this is CPU-side load speed, not disk.
 
-    python scripts/bench_loaders.py [--hidden 1024] [--layers 4] [--out FILE]
+    python -m benchmarks loaders [--hidden 1024] [--layers 4] [--out FILE]
 Run it with the e2e venv's python after tests/e2e/bootstrap.sh and tests/e2e/bootstrap_loaders.sh.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # support/
+from benchmarks import command_parser
+from support import harness
+from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.model.spanmodel import parse_otlp
 
-from support import harness  # noqa: E402
-from vllm_otel_startup import semconv as sc  # noqa: E402
-from vllm_otel_startup.model.spanmodel import parse_otlp  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 FAKE_S3 = {"AWS_ACCESS_KEY_ID": "AKIABENCHFAKE", "AWS_SECRET_ACCESS_KEY": "bench-fake-secret",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
@@ -41,19 +39,19 @@ def weights_span(start: harness.Start) -> dict:
     return {**s.attrs, "seconds": (s.end - s.start) / 1e9}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> None:
+    ap = command_parser("loaders", __doc__)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--only", nargs="*", help="format labels to run (default: all)")
     ap.add_argument("--out")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-loaders-"))
     model = work / "model"
     harness.make_tiny_model(model, "--hidden", str(a.hidden), "--layers", str(a.layers))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
     env.update(HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(work / "vc"), TMPDIR=str(work))
-    subprocess.run([harness.python(), str(HERE.parent / "support/loader_artifacts.py"), str(model), str(work / "art")],
+    subprocess.run([harness.python(), str(REPO / "support/loader_artifacts.py"), str(model), str(work / "art")],
                    check=True, capture_output=True, env=env)
     port = harness.free_port()
     url = f"http://127.0.0.1:{port}"
@@ -89,10 +87,6 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
-        harness._stop(moto)
+        harness.stop_process(moto)
     if a.out:
         Path(a.out).write_text(json.dumps(rows, indent=1))
-
-
-if __name__ == "__main__":
-    main()

@@ -4,9 +4,9 @@ of their /metrics scrapes, with what the recording rules (dashboards/recording.p
 measured: series created, bytes on disk, ingestion time, and the latency of every dashboard panel query, template
 variable, alert expression and recording rule.
 
-    python scripts/fleet_scale.py --n 1000 10000 [--stores vm prom] [--json out.json]
-    python scripts/fleet_scale.py --n 100000 --stores vm --work /big --no-queries --end T   # ingest, keep it
-    python scripts/fleet_scale.py --n 100000 --stores vm --store /big/fleet-vm-.../vm --end T  # query it
+    python -m benchmarks fleet-scale --n 1000 10000 [--stores vm prom] [--json out.json]
+    python -m benchmarks fleet-scale --n 100000 --stores vm --work /big --no-queries --end T   # ingest, keep it
+    python -m benchmarks fleet-scale --n 100000 --stores vm --store /big/fleet-vm-.../vm --end T  # query it
 
 Run it with the e2e venv's python (opentelemetry-sdk, prometheus-client, numpy, tqdm); the stores are the e2e
 pkgroot's (tests/e2e/bootstrap.sh). Under `nice`: it is CPU-heavy. The recording rules' output over the whole
@@ -40,12 +40,11 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path[:0] = [str(REPO), str(REPO / "src")]
+from benchmarks import command_parser
+from support import fleet_sim as fs
+from support.harness import free_port, wait_until
 
-from support import fleet_sim as fs  # noqa: E402
-from support.harness import free_port, wait_until  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 PKG_BIN = Path(os.environ.get("VOS_E2E_HOME", Path.home() / ".cache/vllm-otel-startup/e2e")) / "pkgroot/usr/bin"
 RANGES = {"now-6h": 6 * 3600, "now-24h": 86400, "now-7d": 7 * 86400}
@@ -348,8 +347,8 @@ HEADER = ("| starts | store | startup series | per start | bytes/start | recorde
           + "|---" * 13 + "|")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = command_parser("fleet-scale", __doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[1000])
     ap.add_argument("--stores", nargs="+", default=["vm", "prom"], choices=["vm", "prom"])
     ap.add_argument("--samples", type=int, default=2, help="points per series (each start's series live this long)")
@@ -365,7 +364,7 @@ def main() -> int:
                                                "it was ingested with) instead of ingesting")
     ap.add_argument("--work", type=Path, help="keep the stores here (default: a temporary directory)")
     ap.add_argument("--json", type=Path, help="write every figure, every query's latency, here")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     templates = fs.templates()
     end_s = a.end or int(time.time()) // 60 * 60 - a.samples * a.interval - 60
     results = []
@@ -385,7 +384,3 @@ def main() -> int:
             if a.json:
                 a.json.write_text(json.dumps(results, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

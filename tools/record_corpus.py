@@ -1,7 +1,7 @@
 """Record a corpus of real instrumented starts (local OTLP-JSON files) over models of several sizes, eager and
 compiled, cold and warm: the data `vllm-otel-startup predict` is fitted and validated on.
 
-    python scripts/record_corpus.py OUT_DIR [--quick]
+    python -m tools.record_corpus OUT_DIR [--quick]
 
 Run it with the e2e venv's python (tests/e2e/bootstrap.sh). Each start is written to
 OUT_DIR/<name>/<trace_id>.jsonl; a start that fails is reported and skipped. Takes ~15 minutes on 2 cores.
@@ -14,10 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # the repository root: support/ (shared with the e2e tests)
-
-from support import harness  # noqa: E402
+from support import harness
 
 # (layers, hidden): from the 1.7 MB default to ~200 MB of float32 weights
 SIZES = [(1, 128), (2, 128), (4, 256), (8, 256), (2, 512), (6, 512), (4, 1024), (8, 1024)]
