@@ -66,7 +66,9 @@ def run(args: argparse.Namespace, tempo: str | None) -> int:
         validation = None
     else:
         starts = sources.many(corpus, ready_only=True, warn=warn)
-        model, validation = predict.fit_validated([predict.sample(s) for s in starts])
+        from vllm_otel_startup.cli.lstsq import solver
+
+        model, validation = predict.fit_validated([predict.sample(s) for s in starts], solver())
         say(f"fitted on {model.n} starts from {' '.join(corpus)}")
     if args.save:
         try:
