@@ -8,8 +8,10 @@ before vLLM's own HTTP server exists.
                                       text 0.0.4, OpenMetrics when the scraper asks): a plain Prometheus scrape
                                       sees a starting pod with no collector
 
-Imported only when the setting is set. A bad setting or a port already taken costs one warning; the start goes
-on. Closed at the ready point (vLLM's ``/health`` and ``/metrics`` take over).
+The server is the standard library's, not prometheus-client's ``start_http_server``: that one answers every path
+with the metrics, and ``/status`` is JSON. Imported only when the setting is set. A bad setting or a port already
+taken costs one warning; the start goes on. Closed at the ready point (vLLM's ``/health`` and ``/metrics`` take
+over).
 """
 
 from __future__ import annotations
