@@ -8,12 +8,18 @@ as counter tracks."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 from numbers import Real
 
 import pytest
 from recorded import DATA
 
+from support import ci
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import main as cli
 from vllm_otel_startup.cli import sources
@@ -127,3 +133,31 @@ def test_compare_writes_both_starts_side_by_side(tmp_path, capsys):
         assert len(xs) == len(st.spans) and min(e["ts"] for e in xs) == 0  # each side from its own first span
         root = next(e for e in xs if e["name"] == sc.ROOT_SPAN)
         assert root["dur"] == pytest.approx(st.root.duration * 1e6, abs=1e-3)
+
+
+def test_a_real_trace_viewer_opens_it(tmp_path):
+    """speedscope (npm, installed by tests/report/bootstrap.sh; Perfetto UI is not published as a package) reads the
+    file as a Chrome trace in headless Chromium, offline, and shows one timeline per process row: its title bar
+    names the first process's track and counts three (the CPU start's API server, EngineCore and worker)."""
+    install = "bash tests/report/bootstrap.sh"
+    browser = ci.command("chromium", "chromium-browser", "google-chrome", install=install)
+    home = os.environ.get("VOS_E2E_HOME") or os.path.expanduser("~/.cache/vllm-otel-startup/e2e")
+    page = os.path.join(home, "speedscope", "node_modules", "speedscope", "dist", "release", "index.html")
+    if not os.path.isfile(page):
+        ci.missing(f"speedscope is not at {page}", install)
+    doc = _write(tmp_path, "report", CPU_WITH_READINGS)
+    loader = tmp_path / "load.js"  # what speedscope's own command line hands the page: the file, base64
+    data = base64.b64encode(json.dumps(doc).encode()).decode()
+    loader.write_text(f"speedscope.loadFileFromBase64('start.trace.json', {json.dumps(data)})")
+    profile = tempfile.mkdtemp()
+    try:
+        dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                              "--disable-background-networking", f"--user-data-dir={profile}",
+                              "--allow-file-access-from-files", "--virtual-time-budget=8000", "--dump-dom",
+                              f"file://{page}#localProfilePath={loader}"],
+                             check=True, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "HOME": profile}).stdout
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    first = next(e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name" and e["pid"] == 1)
+    assert f"{first} (pid 1), phases (tid 1)" in dom and "1/3)" in dom, dom[-2000:]
