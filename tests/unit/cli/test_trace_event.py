@@ -22,7 +22,7 @@ from recorded import DATA
 from support import ci
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.cli import main as cli
-from vllm_otel_startup.cli import sources
+from vllm_otel_startup.cli import sources, trace_event
 
 CPU_WITH_READINGS = str(DATA / "aot-off" / "first.jsonl.gz")  # a CPU start that carries vllm.startup.resource.*
 CORPUS_COLD = str(DATA / "corpus" / "l4-h256-compiled-cold.jsonl.gz")
@@ -108,6 +108,21 @@ def test_a_corpus_start_without_readings_has_no_counters(tmp_path):
     assert len(names) >= 3
     assert not [e for e in doc["traceEvents"] if e["ph"] == "C"]  # recorded before the resource readings
     assert len([e for e in doc["traceEvents"] if e["ph"] == "X"]) == len(sources.one(CORPUS_COLD).spans)
+
+
+STARTS = sorted(p for p in DATA.rglob("*.jsonl.gz") if not p.name.endswith(".metrics.jsonl.gz"))
+
+
+@pytest.mark.parametrize("path", STARTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_recorded_start_is_a_valid_file_with_a_track_per_process(path):
+    st = sources.one(str(path))
+    doc = json.loads(json.dumps(trace_event.document([("", st)])))
+    assert len(validate(doc)) == len(st.lanes)
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(slices) == len(st.spans)
+    failed = sorted(e["name"] for e in slices if e["cat"].endswith(",error"))
+    assert failed == sorted(s.name for s in st.spans if s.status == 2)
+    assert all(e["args"]["error"] for e in slices if e["cat"].endswith(",error"))
 
 
 def test_gpu_dp2_start_names_ranks_and_tracks_gpu_memory(tmp_path):
