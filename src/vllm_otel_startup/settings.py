@@ -62,6 +62,8 @@ SUMMARY = _s("SUMMARY", "true", "false: the API server prints no breakdown at re
              "vLLM logs, with or without an OTLP endpoint)")
 TEMPO_URL = _s("TEMPO_URL", "", "`vllm-otel-startup report` reads a trace id from this Tempo (`--tempo` wins)")
 TEMPO_TENANT = _s("TEMPO_TENANT", "", "a multi-tenant Tempo's tenant (`X-Scope-OrgID`)")
+JAEGER_URL = _s("JAEGER_URL", "", "`vllm-otel-startup report` reads a trace id from this Jaeger v2 query service "
+                "(`/api/v3/traces/<id>`; `--jaeger` wins)")
 SAMPLE_HZ = _s("SAMPLE_HZ", "10", "resource sampler rate once a process's imports are over (while it imports: once a "
                "second); `0` turns the sampler (resource metrics, peaks) off; the exact per-span CPU / disk deltas "
                "remain")
@@ -89,8 +91,8 @@ CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned chi
 CHILD_RANK = _s("CHILD_RANK", "", "a spawned worker's global rank", internal=True)
 
 ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, EXPORT_EACH_PHASE, DEBUG, SUMMARY,
-                            TEMPO_URL, TEMPO_TENANT, SAMPLE_HZ, GPU_SAMPLE_HZ, SAMPLE_TAIL_MS, METRICS_FLUSH_MS,
-                            LIVE_INTERVAL_MS, STATUS_PORT, HISTORY, LABELS, TRACEPARENT,
+                            TEMPO_URL, TEMPO_TENANT, JAEGER_URL, SAMPLE_HZ, GPU_SAMPLE_HZ, SAMPLE_TAIL_MS,
+                            METRICS_FLUSH_MS, LIVE_INTERVAL_MS, STATUS_PORT, HISTORY, LABELS, TRACEPARENT,
                             CHILD_KIND, CHILD_RANK)
 
 

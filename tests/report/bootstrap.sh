@@ -19,3 +19,14 @@ if [ -x "$V/bin/python" ] && ! "$V/bin/python" -c 'import PIL' 2>/dev/null; then
   UV="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/uvtool/bin/uv"
   UV_NATIVE_TLS=1 "$UV" pip install -q -p "$V/bin/python" 'pillow>=10'
 fi
+# speedscope (npm; the trace viewer py-spy uses, a static page that runs offline): tests/unit/cli/test_trace_event.py
+# opens a `report --trace-event` file in it in headless Chromium. Perfetto UI is not published as a package.
+S="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/speedscope"
+if [ ! -f "$S/node_modules/speedscope/dist/release/index.html" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    log "installing speedscope into $S (npm)"
+    mkdir -p "$S" && npm install --prefix "$S" --no-audit --no-fund -s speedscope@1.25.0 >/dev/null
+  else
+    log "npm missing: the trace viewer test fails in CI (CI=true), skips elsewhere"
+  fi
+fi
