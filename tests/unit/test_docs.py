@@ -45,13 +45,11 @@ def anchors(path: Path) -> set[str]:
     text = path.read_text()
     seen: dict[str, int] = {}
     out = set(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", text))
-    raw = text.splitlines()
-    for i, line in enumerate(prose(text).splitlines()):
-        m = re.match(r" {0,3}#{1,6}\s+(.*?)\s*#*\s*$", line)
-        if not m:
+    heading = re.compile(r" {0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+    for line, raw in zip(prose(text).split("\n"), text.splitlines(), strict=True):
+        if not heading.match(line):  # a heading of the rendered page, not a comment in a code block
             continue
-        # the heading's own text, inline code included (prose() blanked it)
-        base = anchor(re.match(r" {0,3}#{1,6}\s+(.*?)\s*#*\s*$", raw[i]).group(1))
+        base = anchor(heading.match(raw).group(1))  # its own text, inline code included (prose() blanked it)
         n = seen.get(base, 0)
         seen[base] = n + 1
         out.add(base if n == 0 else f"{base}-{n}")
