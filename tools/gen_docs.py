@@ -1,7 +1,8 @@
-"""Regenerate the generated tables of docs/telemetry.md from the code (the code is the source of truth).
+"""Regenerate the generated tables of the telemetry reference (docs/telemetry.md, metrics.md, configuration.md,
+patch-points.md) from the code (the code is the source of truth).
 
-    python -m tools.gen_docs          # rewrite in place
-    python -m tools.gen_docs --check  # exit 1 when the committed doc differs from the code
+    python -m tools.gen_docs        # rewrite in place
+    python -m tools.gen_docs --check  # exit 1 when a committed page differs from the code
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "telemetry.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+# the reference page each generated table lives in
+PAGES = {"phases": "telemetry.md", "patch-points": "patch-points.md", "versions": "patch-points.md",
+         "settings": "configuration.md", "startup-metrics": "metrics.md", "resource-metrics": "metrics.md",
+         "live-metrics": "metrics.md"}
 COMPAT = Path(__file__).resolve().parents[1] / "tests" / "data" / "compat-results.json"
 
 
@@ -121,13 +126,16 @@ def versions_table(results: dict) -> str:
     return out
 
 
-def render(text: str) -> str:
+def render(text: str, page: str) -> str:
+    """`text` (the page `page` of docs/) with each of its generated tables rewritten from the code."""
     tables = (("phases", phases_table()), ("patch-points", patch_table()), ("settings", settings_table()),
               ("versions", versions_table(json.loads(COMPAT.read_text()))),
               ("startup-metrics", metrics_table(sc.STARTUP_METRICS, True)),
               ("resource-metrics", metrics_table(sc.RESOURCE_METRICS, False)),
               ("live-metrics", metrics_table(sc.LIVE_METRICS, True)))
     for name, table in tables:
+        if PAGES[name] != page:
+            continue
         start, end = f"<!-- generated:{name} -->", f"<!-- /generated:{name} -->"
         head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)
@@ -136,14 +144,18 @@ def render(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    current = DOC.read_text()
-    wanted = render(current)
-    if "--check" in argv:
-        if wanted != current:
-            print("docs/telemetry.md is out of date: run python -m tools.gen_docs", file=sys.stderr)
-            return 1
-    else:
-        DOC.write_text(wanted)
+    stale = []
+    for page in sorted(set(PAGES.values())):
+        current = (DOCS / page).read_text()
+        wanted = render(current, page)
+        if wanted == current:
+            continue
+        stale.append(page)
+        if "--check" not in argv:
+            (DOCS / page).write_text(wanted)
+    if stale and "--check" in argv:
+        print(f"docs/{', docs/'.join(stale)} out of date: run python -m tools.gen_docs", file=sys.stderr)
+        return 1
     return 0
 
 

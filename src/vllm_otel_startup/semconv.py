@@ -1,4 +1,4 @@
-"""The public vocabulary: span names, phases and attribute names (documented in docs/telemetry.md).
+"""The public vocabulary: span names, phases and attribute names (documented in docs/telemetry.md and metrics.md).
 
 Span names follow vLLM's own startup spans (>= 0.16: "Load weights", "Init device", ...) so a mixed
 fleet reads the same; every startup span, vLLM's or ours, also carries ``vllm.startup.phase``, a stable
@@ -298,7 +298,7 @@ METRIC_PHASES: frozenset[str] = frozenset(phase_groups.STACKED_GROUPS["stacked"]
 
 
 
-# --- metrics (docs/telemetry.md "Metrics") ----------------------------------------------------------
+# --- metrics (docs/metrics.md) -----------------------------------------------------------------------
 # Labels every startup metric carries: low-cardinality, what a fleet is compared by. Pod / host identity
 # rides on resource attributes (OTLP) or on the scrape target (Prometheus).
 FLEET_LABELS: tuple[str, ...] = (

@@ -1,5 +1,5 @@
-"""Every ``OTEL_PYTHON_VLLM_STARTUP_*`` setting, with its default, read one way (docs/telemetry.md,
-"Configuration"). Standard library only: the agent, the model and the command line all read settings here. The
+"""Every ``OTEL_PYTHON_VLLM_STARTUP_*`` setting, with its default, read one way (docs/configuration.md).
+Standard library only: the agent, the model and the command line all read settings here. The
 diagnostics that benchmarks set are no setting of the users': diagnostics.py.
 
 Booleans have one grammar: ``1``/``true``/``yes``/``on`` are true, ``0``/``false``/``no``/``off``/``none`` are

@@ -5,7 +5,7 @@ query sees them all.
 
 Each start is a plan of the run (support/plans.py: queued when the run begins, several made at once) and is shared
 by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts showed to tests/data/compat-results.json
-(python -m tools.gen_docs renders docs/telemetry.md's version table from it).
+(python -m tools.gen_docs renders docs/patch-points.md's version table from it).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ UV = harness.E2E_HOME / "uvtool/bin/uv"
 UV_ENV = {**os.environ, "UV_CACHE_DIR": str(harness.E2E_HOME / "uv-cache"), "UV_NATIVE_TLS": "1"}
 UV_ENV.pop("PYTHONPATH", None)
 FIND_LINKS = [a for d in ("/opt/wheels",) if Path(d).is_dir() for a in ("--find-links", d)]
-ENTRY_POINTS = {  # group -> names the docs promise (README, docs/telemetry.md "Configuration")
+ENTRY_POINTS = {  # group -> names the docs promise (README, docs/configuration.md)
     "console_scripts": {"vllm-otel-startup"},
     "opentelemetry_instrumentor": {"vllm_startup"},
     "opentelemetry_distro": {"vllm_startup"},

@@ -152,7 +152,7 @@ PENDING = "pending"  # no source yet: the sampler thread is loading NVML, or the
 
 class ProcessGpuMemory:
     """GPU memory held by this process, from one source fixed for the process's life, so that both ends of every
-    span are read the same way (vllm.startup.resource.gpu_memory_source; docs/telemetry.md):
+    span are read the same way (vllm.startup.resource.gpu_memory_source; docs/metrics.md):
 
     - ``nvml_process``: NVML's per-process figure (everything the process holds, CUDA context included), where
       NVML lists this process when its CUDA context is first seen;
