@@ -13,7 +13,7 @@ from vllm_otel_startup.model import critical_path, summary
 from vllm_otel_startup.model.facts import facts
 from vllm_otel_startup.model.start import Start
 
-GPU = Path(__file__).resolve().parents[1] / "data" / "starts" / "gpu"
+GPU = Path(__file__).resolve().parents[2] / "data" / "starts" / "gpu"
 COLD, WARM = GPU / "h100-llama8b-compiled-cold.jsonl.gz", GPU / "h100-llama8b-compiled-warm.jsonl.gz"
 
 

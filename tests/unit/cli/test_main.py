@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from recorded import DATA, dev_path
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -25,7 +25,7 @@ from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
 from vllm_otel_startup.agent.process import ProcessInfo
 from vllm_otel_startup.agent.runtime import Runtime
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[4] / "src"
 TICK_MS = 60_000  # the batch processor's own schedule: far beyond any wait below, so only the nudge can export
 
 

@@ -255,7 +255,7 @@ def test_fake_pre_032_loaders(fake, model_dir, cls, mod, ext, ret, nbytes):
 def test_loader_rows_in_the_release_inventory_are_ours_not_native():
     """The inventory lists the runai/sharded/tensorizer/dummy load_weights in every release, never natively traced:
     our rows cover every release (>=0.10) and add the only Load weights span."""
-    text = (Path(__file__).resolve().parents[1] / "data" / "vllm-qualnames-by-release.txt").read_text()
+    text = (Path(__file__).resolve().parents[2] / "data" / "vllm-qualnames-by-release.txt").read_text()
     rows = {p.target: p for p in PATCH_POINTS}
     for cls, mod in [("RunaiModelStreamerLoader", "runai_streamer_loader"),
                      ("ShardedStateLoader", "sharded_state_loader"), ("TensorizerLoader", "tensorizer_loader"),

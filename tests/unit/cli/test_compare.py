@@ -72,7 +72,7 @@ def test_a_failed_start_compares_by_what_it_did():
 
 
 def test_pictures_are_valid(tmp_path):
-    PIL = ci.module("PIL.Image", install="the report extra (Pillow; tests/report/bootstrap.sh)")
+    PIL = ci.module("PIL.Image", install="the report extra (Pillow; tests/e2e/bootstrap_report.sh)")
     c = _cmp("compiled-cold", "compiled-warm")
     compare.write_png(c, str(tmp_path / "c.png"))
     compare.write_html(c, str(tmp_path / "c.html"))

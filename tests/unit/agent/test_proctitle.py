@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("setproctitle")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and glibc's environ")
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 CHILD = """
 import os, sys
 os.environ["PYTHONPATH"] = os.environ["PYTHONPATH"]  # glibc gives it a new string: as OpenTelemetry's bootstrap does

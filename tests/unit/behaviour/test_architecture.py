@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SRC = ROOT / "src"
 PKG = "vllm_otel_startup"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
@@ -186,13 +186,17 @@ def test_a_type_only_import_is_an_arrow(tmp_path):
     assert "pkg.b" not in set(imports(tmp_path / "pkg" / "a.py", tmp_path, type_only=False))
 
 
-def test_test_file_basenames_are_unique():
-    """pytest's default import mode imports test modules by basename: two files of one name in different
-    directories stop the whole collection."""
+def test_test_file_basenames_are_unique_outside_packages():
+    """pytest's default import mode imports a test module outside a package by its basename: two such files of one
+    name in different directories stop the whole collection. tests/unit is a package (its files import as
+    ``unit.agent.export.test_processor``), so only the other tiers' names must be unique among themselves."""
     from collections import Counter
     from pathlib import Path
 
-    names = Counter(p.name for p in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
+    loose = [p for p in (Path(__file__).resolve().parents[3]).rglob("test_*.py")
+             if not (p.parent / "__init__.py").exists()]
+    assert loose, "no test module outside tests/unit was found"
+    names = Counter(p.name for p in loose)
     assert [n for n, c in names.items() if c > 1] == []
 
 

@@ -25,8 +25,8 @@ from vllm_otel_startup.agent.export import spool
 from vllm_otel_startup.agent.live import status_server
 from vllm_otel_startup.model import estimate
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "starts"
-REPO = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[3] / "data" / "starts"
+REPO = Path(__file__).resolve().parents[4]
 
 
 def free_port() -> int:

@@ -8,7 +8,7 @@ from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import causes
 from vllm_otel_startup.agent.patching.patch_points import HOOKS, NATIVE_SPANS, PATCH_POINTS, SPAN_PHASES, WAITING_SPANS
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "telemetry.md").read_text()
+DOC = (Path(__file__).resolve().parents[3] / "docs" / "telemetry.md").read_text()
 
 
 def test_every_row_is_well_formed():
@@ -53,5 +53,5 @@ def test_generated_tables_in_the_doc_match_the_code():
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parents[2] / "scripts" / "gen_docs.py"
+    script = Path(__file__).resolve().parents[3] / "scripts" / "gen_docs.py"
     assert subprocess.run([sys.executable, str(script), "--check"]).returncode == 0

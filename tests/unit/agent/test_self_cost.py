@@ -12,7 +12,7 @@ import pytest
 
 from vllm_otel_startup.agent import self_cost
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import overhead_pairs  # noqa: E402
 
 
@@ -268,7 +268,7 @@ def test_the_gpu_driver_patch_applies_to_the_shared_driver_and_the_result_compil
     import shutil
     import subprocess
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     driver = repo.parent / "shared/gpu/driver.py"
     if not driver.exists() or shutil.which("patch") is None:
         pytest.skip("no ../shared/gpu/driver.py or no `patch` on this machine")

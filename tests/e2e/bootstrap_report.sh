@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the report's picture tests need besides the e2e venv (idempotent): headless Chromium, to screenshot
-# the waterfall HTML as a user sees it (without it tests/unit/test_waterfall.py fails that test in CI, skips it elsewhere), and Pillow
+# the waterfall HTML as a user sees it (without it tests/unit/cli/test_waterfall.py fails that test in CI, skips it elsewhere), and Pillow
 # (the `report` extra) in the e2e venv for PNG output. Debian/Ubuntu; needs root for apt.
 set -euo pipefail
 V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"

@@ -1,6 +1,6 @@
 """The waterfall picture: self-contained HTML (inline SVG, tooltips, no network) and PNG, one lane per
 process, the causes in labels and tooltips, a CPU strip only when the resource summary is present; and the
-HTML as a user sees it, screenshotted by headless Chromium (tests/report/bootstrap.sh installs it; without it the
+HTML as a user sees it, screenshotted by headless Chromium (tests/e2e/bootstrap_report.sh installs it; without it the
 screenshot test fails in CI and skips elsewhere)."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def test_cpu_strip_only_with_resource_attributes():
     assert "AMD EPYC" in texts[1]
 
 
-REPORT_BOOTSTRAP = "tests/report/bootstrap.sh"
+REPORT_BOOTSTRAP = "tests/e2e/bootstrap_report.sh"
 
 
 def test_png_is_valid(tmp_path):

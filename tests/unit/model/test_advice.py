@@ -15,7 +15,7 @@ from vllm_otel_startup.model import advice
 from vllm_otel_startup.model.spanmodel import Span
 from vllm_otel_startup.model.start import Start
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
+DOC = (Path(__file__).resolve().parents[3] / "docs" / "report.md").read_text()
 
 
 def _advise(st):

@@ -16,7 +16,7 @@ from packaging.version import Version
 from vllm_otel_startup.agent.patching.hooks import in_range
 from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, PATCH_POINTS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 INVENTORY = fake_vllm.QUALNAMES
 VLLM_ROWS = [p for p in PATCH_POINTS if p.module.startswith("vllm.")]
 

@@ -15,7 +15,7 @@ import pytest
 from vllm_otel_startup.cli import sources
 from vllm_otel_startup.model.start import Start
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCHEMAS = REPO / "docs" / "schemas"
 DEV = REPO / "tests" / "data" / "starts" / "dev"
 GPU = REPO / "tests" / "data" / "starts" / "gpu"

@@ -1,5 +1,5 @@
 """Detail spans: PyTorch's compile regions, long garbage collections and slow imports inside a phase; CUDA init
-traced on its first success. (A span's GPU memory: test_gpu_memory.py.)"""
+traced on its first success. (A span's GPU memory: agent/resources/test_gpu.py.)"""
 
 from __future__ import annotations
 
