@@ -18,9 +18,9 @@ from opentelemetry.sdk.resources import ProcessResourceDetector, Resource, get_a
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from prometheus_client import CollectorRegistry, generate_latest
-from unit.cli.test_tempo import TRACE, tempo  # noqa: F401 - the fake Tempo fixture
-from unit.behaviour.test_version_dispatch import call, replace_body
 
+from unit.behaviour.test_version_dispatch import call, replace_body
+from unit.cli.test_tempo import TRACE, tempo  # noqa: F401 - the fake Tempo fixture
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import ready
 from vllm_otel_startup.agent.distro import command_line_override

@@ -4,14 +4,12 @@ at the observed span, and a resource sampler that summarises each span and stops
 from __future__ import annotations
 
 import importlib
-import time
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.export import spool
 from vllm_otel_startup.agent.export.observations import (
     PHASE_LAST,
     fleet_labels,
@@ -20,8 +18,7 @@ from vllm_otel_startup.agent.export.observations import (
     start_observations,
 )
 from vllm_otel_startup.agent.export.prometheus import StartupCollector
-from vllm_otel_startup.agent.resources.sampler import Sampler
-from vllm_otel_startup.model.spanmodel import Span, from_readable
+from vllm_otel_startup.model.spanmodel import Span
 
 FLEET = fleet_labels({sc.MODEL: "m", sc.VLLM_VERSION: "0.33.0", sc.TP_SIZE: 2, sc.MODE: "cold"})
 
@@ -42,15 +39,6 @@ START = [
     span("Model architecture inspection", "model_inspection", "api_server", 2, 3, "06" * 8, "01" * 8,
          **{sc.MODEL_INSPECTION_CACHE_HIT: True, sc.RES_CPU_TIME: 0.8, sc.RES_DISK_READ: 4096}),
 ]
-
-
-def test_prometheus_names_follow_the_otlp_translation_rules():
-    assert sc.prom_name("vllm.startup.phase.last_duration") == "vllm_startup_phase_last_duration_seconds"
-    assert sc.prom_name("vllm.startup.starts") == "vllm_startup_starts_total"
-    assert sc.prom_name("vllm.startup.weights.bytes") == "vllm_startup_weights_bytes_total"  # no bytes_bytes
-    assert sc.prom_name("hw.gpu.utilization") == "hw_gpu_utilization_ratio"
-    assert sc.prom_name("process.cpu.time") == "process_cpu_time_seconds_total"
-    assert sc.prom_label(sc.PHASE) == "vllm_startup_phase"
 
 
 def test_label_values_are_the_same_strings_on_both_paths():
@@ -139,27 +127,6 @@ def test_otlp_and_scrape_paths_report_the_same_numbers(metrics_reader):
     assert len(otel) >= 10
 
 
-def test_scraped_counters_carry_the_observed_span_as_an_openmetrics_exemplar():
-    """/metrics in OpenMetrics (what Prometheus asks for): each counter series names its last observed span, the
-    start's root for the starts counter; the plain text format has no exemplars and is unchanged."""
-    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
-    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
-
-    registry = CollectorRegistry()
-    registry.register(StartupCollector(lambda: START, FLEET))
-    root = START[0]
-    exemplars = {}
-    for fam in parse_openmetrics(openmetrics_latest(registry).decode()):
-        for smp in fam.samples:
-            if smp.exemplar is not None:
-                exemplars.setdefault(smp.name, []).append(smp.exemplar.labels)
-    starts = sc.prom_name("vllm.startup.starts")  # the counter's sample name (prom_name keeps `_total`)
-    assert {"trace_id": root.trace_id, "span_id": root.span_id} in exemplars[starts]
-    assert all(e["trace_id"] == root.trace_id for found in exemplars.values() for e in found)
-    assert all(name.endswith("_total") for name in exemplars)  # counters only: gauges have none in OpenMetrics
-    assert "# {" not in generate_latest(registry).decode()
-
-
 def test_exemplars_point_at_the_observed_span(metrics_reader, start):
     """A real start's phase gauges keep the trace and span id of the span they observed."""
     s = start("worker", "0.33.0")
@@ -180,97 +147,3 @@ def test_exemplars_point_at_the_observed_span(metrics_reader, start):
     assert (root.trace_id, root.span_id) in exemplars["worker_process"]
 
 
-def test_each_span_gets_its_resource_summary(start, monkeypatch):
-    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "50")
-    s = start("worker", "0.33.0")
-    from opentelemetry import trace
-
-    wall, cpu = time.perf_counter(), time.process_time()
-    with trace.get_tracer("vllm.v1.worker.gpu_worker").start_as_current_span("Allocate KV cache"):  # as vLLM does
-        t = time.process_time()
-        while time.process_time() - t < 0.3:  # a CPU-bound phase: one core busy for 0.3 s of its own CPU time
-            pass
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    [alloc] = s.spans("Allocate KV cache")
-    a = alloc.attributes
-    assert a[sc.RES_CPU_TIME] == pytest.approx(cpu, abs=0.05)
-    # the cores this process kept busy, as the test measures them itself: 1.0 on an idle machine, less where
-    # other work shares the cores (the sampler must see the same, not a figure of this machine)
-    assert a[sc.RES_CORES_AVG] == pytest.approx(cpu / wall, abs=0.1), (a[sc.RES_CORES_AVG], cpu, wall)
-    assert a[sc.RES_SAMPLES] >= 5 and a[sc.RES_CORES_AVG] - 0.1 <= a[sc.RES_CORES_PEAK] <= 1.5
-    assert a[sc.RES_RSS_PEAK] > 10e6 and sc.RES_DISK_READ in a
-    assert sc.RES_GPU_MEMORY_DELTA not in a  # no GPU here: absent, not zero
-    s.rt.finish()
-    proc = s.spans(sc.WORKER_PROCESS_SPAN)[0].attributes
-    assert proc[sc.RES_CPU_TIME] >= a[sc.RES_CPU_TIME]
-    assert list(proc[sc.COMMAND_ARGS]) == ["vllm", "serve", "m"]
-
-
-def test_the_sampler_stops_after_its_tail_and_its_instruments_go_quiet(metrics_reader, monkeypatch):
-    from opentelemetry import metrics
-
-    from vllm_otel_startup.agent.export.otel_metrics import meter, register_resource_instruments
-
-    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "50")
-    sampler = Sampler(host=True)
-    sampler.start()
-    register_resource_instruments(meter(metrics.get_meter_provider()), sampler)
-    time.sleep(0.2)
-
-    def names() -> set[str]:
-        data = metrics_reader.get_metrics_data()
-        return {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
-                if any(True for _ in m.data.data_points)} if data else set()
-
-    live = names()
-    assert {"process.cpu.time", "process.memory.usage", "vllm.startup.cpu.cores"} <= live
-    assert not any(n.startswith("hw.") for n in live)  # no GPU on this host
-    flushed = []
-    sampler.stop_after(0.1, lambda: flushed.append(True))
-    sampler.join(5)
-    assert flushed == [True] and sampler.stopped
-    assert names() == set()
-    summary = sampler.host_summary()
-    assert summary[sc.RES_TREE_CPU_TIME] > 0 and summary[sc.RES_SYSTEM_CORES_BUSY_PEAK] >= 0
-
-
-def test_spool_hands_a_childs_spans_to_the_api_server(otel, tmp_path, monkeypatch):
-    provider, exporter = otel
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    with provider.get_tracer("t").start_as_current_span("Load weights", attributes={sc.PHASE: "weights_load"}):
-        pass
-    [ended] = exporter.get_finished_spans()
-    trace_id = f"{ended.context.trace_id:032x}"
-    assert spool.write(trace_id, "worker-42", [ended])
-    [back] = spool.read(trace_id)
-    assert back == from_readable(ended) and back.name == "Load weights"
-    spool.remove(trace_id)
-    assert spool.read(trace_id) == []
-
-
-def test_prometheus_multiprocess_mode_serves_what_the_root_wrote_once(tmp_path):
-    """PROMETHEUS_MULTIPROC_DIR: /metrics is prometheus-client's MultiProcessCollector over that directory (vLLM's
-    API servers and its Helm chart): the start's series are written there in files of our own, read back once."""
-    from prometheus_client import CollectorRegistry, generate_latest, multiprocess
-
-    from vllm_otel_startup.agent.export.observations import Obs
-    from vllm_otel_startup.agent.export.prometheus import write_multiprocess
-
-    fleet = {sc.MODEL: "tiny", sc.OUTCOME: "ready"}
-    obs = [Obs("vllm.startup.starts", 1, fleet), Obs("vllm.startup.last_start.duration", 12.5, fleet)]
-    from prometheus_client.mmap_dict import MmapedDict, mmap_key
-
-    theirs = MmapedDict(str(tmp_path / "counter_4242.db"))  # a vLLM process's own file: never touched
-    theirs.write_value(mmap_key("vllm:x", "vllm:x_total", [], [], "x"), 3.0, 0.0)
-    theirs.close()
-    before = (tmp_path / "counter_4242.db").read_bytes()
-    assert write_multiprocess(obs, str(tmp_path)) == 2
-    assert (tmp_path / "counter_4242.db").read_bytes() == before
-    registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=str(tmp_path))
-    text = generate_latest(registry).decode()
-    assert text.count('vllm_startup_starts_total{vllm_model="tiny",vllm_startup_outcome="ready"} 1.0') == 1
-    assert 'vllm_startup_last_start_duration_seconds{vllm_model="tiny",vllm_startup_outcome="ready"} 12.5' in text

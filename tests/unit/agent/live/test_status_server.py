@@ -1,5 +1,5 @@
-"""A start in progress (agent/live/progress.py, agent/live/status_server.py, model/estimate.py): the open phase
-stack, the in-progress series and their end at ready, the status endpoint, the readiness estimate from recorded starts.
+"""The status endpoint of a start in progress (agent/live/status_server.py): JSON and Prometheus until ready, the
+children's spooled state merged in, fail-soft on a taken port, not even imported when disabled.
 
 Fast-feedback tests on the fake vLLM tree (tests/unit/fake_vllm.py) and on the recorded starts in
 tests/data/starts; the real proof (a real `vllm serve` held in torch.compile, VictoriaMetrics, Prometheus,
@@ -23,7 +23,6 @@ import pytest
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.export import spool
 from vllm_otel_startup.agent.live import status_server
-from vllm_otel_startup.model import estimate
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "starts"
 REPO = Path(__file__).resolve().parents[4]
@@ -40,84 +39,13 @@ def get(url: str) -> tuple[int, bytes]:
         return r.status, r.read()
 
 
-def gauges(reader, name: str) -> list:
-    data = reader.get_metrics_data()
-    return [dp for rm in (data.resource_metrics if data else []) for sm in rm.scope_metrics for m in sm.metrics
-            if m.name == name for dp in m.data.data_points]
-
-
 # ---- the open phase stack ----------------------------------------------------------------------------------
-
-def test_the_stack_follows_open_phases_and_the_innermost_is_current(start):
-    s = start("worker")
-    t = s.rt.tracer
-    outer = t.start_span("Prepare model")  # vLLM's native name: kv_cache_init
-    inner = t.start_span("torch.compile")
-    snap = s.rt.live.snapshot()
-    assert [e["phase"] for e in snap["stack"]][-2:] == ["kv_cache_init", "torch_compile"]
-    assert snap["stack"][0]["phase"] == "worker_process"  # the process span is the outermost
-    assert snap["phase"] == "torch_compile" and snap["process_kind"] == "worker"
-    assert snap["elapsed_s"] >= snap["phase_elapsed_s"] >= 0
-    inner.end()
-    assert s.rt.live.snapshot()["phase"] == "kv_cache_init"
-    again = t.start_span("torch.compile")  # the second torch.compile of this process: occurrence 1
-    assert s.rt.live.snapshot()["stack"][-1]["occurrence"] == 1
-    again.end()
-    outer.end()
-
-
-def test_detail_spans_and_waiting_spans(start):
-    s = start("engine_core")
-    t = s.rt.tracer
-    wait = t.start_span("Worker wait ready")
-    assert s.rt.live.snapshot()["stack"][-1]["waiting"] is True
-    stage = t.start_span("inductor_compile", attributes={sc.PHASE: "torch_compile_stage"})  # a detail phase
-    assert s.rt.live.snapshot()["phase"] == "worker_wait"
-    stage.end()
-    wait.end()
 
 
 # ---- the series: in progress until the ready point, then gone ----------------------------------------------
 
-def test_in_progress_series_while_starting_and_none_after_ready(start, metrics_reader):
-    s = start("worker")
-    span = s.rt.tracer.start_span("Load weights")
-    time.sleep(0.05)
-    [dp] = gauges(metrics_reader, "vllm.startup.in_progress.phase_elapsed")
-    assert dp.attributes[sc.PHASE] == "weights_load" and dp.attributes[sc.PROCESS_KIND] == "worker"
-    assert dp.attributes[sc.TRACE_ID] == s.rt.trace_id() and sc.MODEL in dp.attributes  # fleet labels
-    assert dp.value >= 0.05
-    [el] = gauges(metrics_reader, "vllm.startup.in_progress.elapsed")
-    assert el.value >= dp.value
-    assert not gauges(metrics_reader, "vllm.startup.in_progress.remaining")  # no history: no number
-    span.end()
-    s.rt.finish()
-    assert not gauges(metrics_reader, "vllm.startup.in_progress.phase_elapsed")
-
-
-def test_no_per_process_labels_on_the_new_series():
-    for _name, (_kind, _unit, labels, _doc) in sc.LIVE_METRICS.items():
-        assert not {"process.pid", sc.WORKER_RANK} & set(labels)
-
 
 # ---- the progress message and the trace record -------------------------------------------------------------
-
-def test_tick_prints_one_line_and_records_a_progress_span(start, capsys):
-    s = start("api_server")
-    span = s.rt.tracer.start_span("Config resolution")
-    s.rt.live.tick()
-    line = capsys.readouterr().out.strip().splitlines()[-1]
-    assert line.startswith("vllm-otel-startup: starting: Config resolution ")
-    assert "no recorded start of this model and configuration: no estimate" in line
-    [rec] = s.spans(sc.PROGRESS_SPAN)
-    assert rec.attributes[sc.LIVE_PHASE] == "config" and rec.attributes[sc.LIVE_HISTORY] == 0
-    assert rec.attributes[sc.LIVE_PHASE_STACK][0] == "startup"
-    assert rec.parent.span_id == s.rt.process_span.get_span_context().span_id
-    assert sc.PHASE not in rec.attributes  # not a phase: no metric, not in the local file
-    assert rec.end_time == rec.start_time  # a mark: zero-length
-    s.rt.live.tick()  # same phase, seconds later: no second record
-    assert len(s.spans(sc.PROGRESS_SPAN)) == 1
-    span.end()
 
 
 # ---- the status endpoint -----------------------------------------------------------------------------------
@@ -219,64 +147,6 @@ def test_the_status_server_is_not_even_imported_when_disabled(tmp_path):
 
 
 # ---- the estimate ------------------------------------------------------------------------------------------
-
-def _dev_history() -> list[estimate.Recorded]:
-    return estimate.load([str(DATA / "dev")])
-
-
-def _at(kind: str, stack: list[tuple[str, str, float]], occurrence: int = 0) -> dict:
-    now = time.time_ns()
-    return {"process_kind": kind, "stack": [
-        {"phase": ph, "name": name, "start_ns": now - int(el * 1e9), "elapsed_s": el, "waiting": False,
-         "occurrence": occurrence if i == len(stack) - 1 else 0} for i, (ph, name, el) in enumerate(stack)]}
-
-
-def test_estimate_from_the_last_matching_start_walks_the_timeline():
-    history = _dev_history()
-    facts = {sc.MODEL: "/work/recorded/tiny-model", sc.MODE: "cold", sc.ENFORCE_EAGER: False}
-    [match] = estimate.matching(history, facts)
-    assert match.attrs[sc.ENFORCE_EAGER] is False and match.attrs[sc.MODE] == "cold"
-    (c0, c1), = match.phases[("worker", "torch_compile")]
-    procs = [_at("api_server", [("startup", "vLLM startup", 50.0), ("engine_wait", "Engine handshake", 30.0)]),
-             _at("worker", [("worker_process", "Worker process", 25.0), ("torch_compile", "torch.compile", 10.0)])]
-    procs[0]["stack"][1]["waiting"] = True
-    est = estimate.estimate([match], procs)
-    assert est is not None and (est.kind, est.phase) == ("worker", "torch_compile")
-    usual = (c1 - c0) / 1e9
-    assert est.usual == pytest.approx(usual)
-    assert est.remaining == pytest.approx(usual - 10.0 + (match.end - c1) / 1e9)
-    line = estimate.progress_line(procs, est, 50.0, 1)
-    assert line.startswith(f"vllm-otel-startup: starting: torch.compile 10 s of ~{usual:.0f} s, ready in ~")
-    # past its usual time: the phase counts as ending now, the rest takes its usual time
-    late = _at("worker", [("worker_process", "Worker process", 120.0), ("torch_compile", "torch.compile", 99.0)])
-    assert estimate.estimate([match], [late]).remaining == pytest.approx((match.end - c1) / 1e9)
-
-
-def test_no_matching_history_means_no_number():
-    history = _dev_history()
-    assert estimate.matching(history, {sc.MODEL: "other-model", sc.MODE: "cold"}) == []
-    assert estimate.matching(history, {sc.MODEL: "/work/recorded/tiny-model", sc.MODE: "cold",
-                                       sc.MAX_MODEL_LEN: 4096}) == []  # another configuration
-    assert estimate.estimate([], [_at("worker", [("torch_compile", "torch.compile", 1.0)])]) is None
-    line = estimate.progress_line([_at("worker", [("torch_compile", "torch.compile", 1.0)])], None, 5.0, 0)
-    assert "no recorded start of this model and configuration: no estimate" in line and "ready in" not in line
-
-
-def test_a_phase_the_history_never_ran_falls_back_to_the_enclosing_one():
-    history = _dev_history()
-    [match] = estimate.matching(history, {sc.MODEL: "tiny-model", sc.MODE: "warm", sc.ENFORCE_EAGER: True})
-    # an eager start never compiles: torch.compile is unknown there, its enclosing KV-cache profiling is not
-    procs = [_at("worker", [("worker_process", "Worker process", 20.0), ("kv_cache_profile", "KV cache profiling", 2.0),
-                            ("torch_compile", "torch.compile", 1.0)])]
-    est = estimate.estimate([match], procs)
-    assert est is not None and est.phase == "kv_cache_profile"
-
-
-def test_config_key_ignores_host_and_port_only():
-    a = estimate.config_key(["/v/bin/vllm", "serve", "m", "--host", "127.0.0.1", "--port", "8000", "--dtype", "f32"])
-    b = estimate.config_key(["vllm", "serve", "m", "--port=9000", "--dtype", "f32"])
-    assert a == b == ("serve", "m", "--dtype", "f32")
-    assert estimate.config_key(["vllm", "serve", "m", "--dtype", "f16"]) != a
 
 
 def test_a_start_that_exits_closes_its_status_server_even_at_interpreter_shutdown(start, monkeypatch):
