@@ -10,6 +10,7 @@ import time
 import types
 
 import pytest
+from spans import ANY, assert_attributes
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import retro_spans
@@ -32,8 +33,8 @@ def test_pytorch_compile_regions_become_nested_spans_under_the_current_phase(sta
     assert "tiny_region" not in by
     assert inner.parent.span_id == outer.context.span_id
     assert outer.parent.span_id == by["Loading (CPU)"].context.span_id
-    assert inner.attributes[sc.PHASE] == "torch_compile_stage"
-    assert inner.attributes[sc.COMPILE_REGION] == "inner_region"
+    assert_attributes(inner, {sc.PROCESS_KIND: "worker", sc.PHASE: "torch_compile_stage",
+                              sc.COMPILE_REGION: "inner_region"})
     assert inner.end_time - inner.start_time >= 3_000_000
 
 
@@ -44,7 +45,9 @@ def test_a_region_left_by_an_exception_is_an_attribute_not_an_error(start):
         time.sleep(0.002)
         raise KeyError("graph break")
     (span,) = st.spans("failing_region")
-    assert span.attributes[sc.COMPILE_REGION_EXCEPTION] == "KeyError"
+    assert_attributes(span, {sc.PROCESS_KIND: "worker", sc.PHASE: "torch_compile_stage",
+                             sc.COMPILE_REGION: "failing_region",
+                             sc.COMPILE_REGION_EXCEPTION: "KeyError"})
     assert span.status.is_ok
 
 
@@ -64,7 +67,7 @@ def test_a_long_collection_inside_a_phase_becomes_its_child(start, monkeypatch):
         gc.collect()
     gcs = st.spans(sc.GC_SPAN)
     assert gcs and all(s.parent.span_id == phase.get_span_context().span_id for s in gcs)
-    assert gcs[-1].attributes[sc.GC_GENERATION] == 2 and gcs[-1].attributes[sc.PHASE] == "gc"
+    assert_attributes(gcs[-1], {sc.PROCESS_KIND: "worker", sc.PHASE: "gc", sc.GC_GENERATION: 2, sc.GC_COLLECTED: ANY})
 
 
 def test_a_collection_between_phases_is_the_process_spans_child_at_its_end(start, monkeypatch):
@@ -82,7 +85,8 @@ def test_a_collection_between_phases_is_the_process_spans_child_at_its_end(start
     process = st.rt.process_span.get_span_context().span_id
     (g,) = [s for s in st.spans(sc.GC_SPAN) if s.attributes[sc.GC_GENERATION] == 2]
     assert g.parent.span_id == process and g.start_time >= before
-    assert g.attributes[sc.PHASE] == "gc" and sc.THREAD_NAME not in g.attributes
+    # the main thread's: no THREAD_NAME
+    assert_attributes(g, {sc.PROCESS_KIND: "engine_core", sc.PHASE: "gc", sc.GC_GENERATION: 2, sc.GC_COLLECTED: ANY})
 
 
 def test_a_collection_another_thread_triggers_names_that_thread(start, monkeypatch):
@@ -109,7 +113,8 @@ def test_a_collection_another_thread_triggers_names_that_thread(start, monkeypat
     t.join()
     (g,) = [s for s in st.spans(sc.GC_SPAN) if s.attributes[sc.GC_GENERATION] == 2]
     assert g.parent.span_id == st.rt.process_span.get_span_context().span_id != phase.get_span_context().span_id
-    assert g.attributes[sc.THREAD_NAME] == "export-thread"
+    assert_attributes(g, {sc.PROCESS_KIND: "engine_core", sc.PHASE: "gc", sc.GC_GENERATION: 2, sc.GC_COLLECTED: ANY,
+                          sc.THREAD_NAME: "export-thread"})
 
 
 def test_a_collection_on_a_thread_threading_did_not_start_makes_no_thread_object(start, monkeypatch):
@@ -133,7 +138,8 @@ def test_a_collection_on_a_thread_threading_did_not_start_makes_no_thread_object
     st.rt.finish()
     assert idents[0] not in {t.ident for t in threading.enumerate()}  # no _DummyThread was made for it
     (g,) = [s for s in st.spans(sc.GC_SPAN) if s.attributes[sc.GC_GENERATION] == 2]
-    assert g.attributes[sc.THREAD_NAME] == f"thread {idents[0]}"
+    assert_attributes(g, {sc.PROCESS_KIND: "engine_core", sc.PHASE: "gc", sc.GC_GENERATION: 2, sc.GC_COLLECTED: ANY,
+                          sc.THREAD_NAME: f"thread {idents[0]}"})
 
 
 def test_a_collection_inside_a_bootstrap_segment_is_named_by_the_segment(start, monkeypatch):
@@ -164,7 +170,7 @@ def test_a_slow_import_inside_a_phase_becomes_its_child_and_nested_imports_fold_
     with _phase_span(st.rt, "Sampler init") as phase:
         import slow_outer_mod  # noqa: F401
     (imp,) = st.spans(sc.IMPORT_SPAN)
-    assert imp.attributes[sc.IMPORT_MODULE] == "slow_outer_mod"
+    assert_attributes(imp, {sc.PROCESS_KIND: "worker", sc.PHASE: "module_import", sc.IMPORT_MODULE: "slow_outer_mod"})
     assert imp.parent.span_id == phase.get_span_context().span_id
     assert imp.end_time - imp.start_time >= 20_000_000
     sys.modules.pop("slow_outer_mod", None)
@@ -199,7 +205,8 @@ def test_the_watchers_start_with_the_first_phase_and_see_nothing_of_the_imports_
         import phase_mod  # noqa: F401
     assert retro._gc in gc.callbacks and retro.imports >= 1
     (imp,) = st.spans(sc.IMPORT_SPAN)
-    assert imp.attributes[sc.IMPORT_MODULE] == "phase_mod" and imp.parent.span_id == phase.get_span_context().span_id
+    assert_attributes(imp, {sc.PROCESS_KIND: "engine_core", sc.PHASE: "module_import", sc.IMPORT_MODULE: "phase_mod"})
+    assert imp.parent.span_id == phase.get_span_context().span_id
     st.rt.finish()
     assert retro._gc not in gc.callbacks
     for name in ("early_mod", "phase_mod"):

@@ -9,6 +9,7 @@ import time
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from spans import assert_attributes
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import runtime as runtime_mod
@@ -60,7 +61,7 @@ def test_the_launcher_is_ready_when_its_last_api_server_is(start, tmp_path, monk
     # the last API server's ready point, not when the launcher saw it
     assert root.end_time == wait.end_time == now + 20_000_000
     assert root.attributes[sc.OUTCOME] == "ready"
-    assert wait.attributes[sc.WAITING] is True and wait.attributes[sc.PHASE] == "api_server_wait"
+    assert_attributes(wait, {sc.PROCESS_KIND: "api_server", sc.PHASE: "api_server_wait", sc.WAITING: True})
     assert spool.count(tid, "api_server-") >= 2  # (the launcher spools its own for them, on its flush thread)
 
 

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from spans import assert_attributes, process_attributes
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.process import ENV_KIND, ENV_PARENT
@@ -30,10 +31,8 @@ def test_old_release_gets_our_spans_under_vllms_own_names(start):
     call("vllm.v1.worker.gpu_worker:Worker.init_device")
     [weights] = s.spans("Load weights")
     assert weights.instrumentation_scope.name == sc.INSTRUMENTATION_NAME
-    assert weights.attributes[sc.PHASE] == "weights_load"
-    assert weights.attributes[sc.PROCESS_KIND] == "worker"
-    assert sc.NATIVE not in weights.attributes
-    assert s.spans("Init device")[0].attributes[sc.PHASE] == "device_init"
+    assert_attributes(weights, {sc.PHASE: "weights_load", sc.PROCESS_KIND: "worker"})  # ours: not NATIVE
+    assert_attributes(s.spans("Init device")[0], {sc.PHASE: "device_init", sc.PROCESS_KIND: "worker"})
     status = s.installer.status
     assert status["vllm.model_executor.model_loader.default_loader:DefaultModelLoader.load_weights"] == "applied"
     # 0.10.1 has no v1 Executor.__init__: that row is for >= 0.12 and is not reported missing
@@ -46,7 +45,7 @@ def test_old_release_tokenizer_dispatch(start):
     s = start("api_server", "0.10.1")
     call("vllm.transformers_utils.tokenizer_group:init_tokenizer_from_configs")
     [tok] = s.spans("Tokenizer init")
-    assert tok.attributes[sc.PHASE] == "tokenizer"
+    assert_attributes(tok, {sc.PHASE: "tokenizer", sc.PROCESS_KIND: "api_server"})
 
 
 def test_new_release_adopts_native_spans_without_duplicates(start):
@@ -54,8 +53,7 @@ def test_new_release_adopts_native_spans_without_duplicates(start):
     call("vllm.model_executor.model_loader.default_loader:DefaultModelLoader.load_weights")
     [weights] = s.spans("Load weights")  # exactly one: vLLM's, not a second one of ours
     assert weights.instrumentation_scope.name != sc.INSTRUMENTATION_NAME
-    assert weights.attributes[sc.PHASE] == "weights_load"
-    assert weights.attributes[sc.NATIVE] is True
+    assert_attributes(weights, {sc.PHASE: "weights_load", sc.NATIVE: True, sc.PROCESS_KIND: "worker"})
     assert s.installer.status[
         "vllm.model_executor.model_loader.default_loader:DefaultModelLoader.load_weights"] == "native"
     # parented to this process's span, in the same trace
@@ -81,8 +79,7 @@ def test_old_release_names_the_engine_connect_after_the_handshake(start):
     call("vllm.v1.engine.core_client:MPClient.start_engine_core_monitor")
     [wait], [connect] = s.spans("Engine handshake"), s.spans("Engine connect")
     assert connect.start_time == wait.end_time and connect.end_time - connect.start_time >= 20_000_000
-    assert connect.attributes[sc.PHASE] == "engine_connect" and sc.WAITING not in connect.attributes
-    assert connect.attributes[sc.PROCESS_KIND] == "api_server"
+    assert_attributes(connect, {sc.PHASE: "engine_connect", sc.PROCESS_KIND: "api_server"})  # not WAITING
 
 
 def test_engine_connect_needs_a_handshake_that_ended_in_this_process(start):
@@ -173,14 +170,14 @@ def test_spawn_hands_the_trace_to_the_child_through_the_environment(start):
     assert SEEN[ENV_PARENT].split("-")[1] == f"{root_ctx.trace_id:032x}"
     assert os.environ.get(ENV_PARENT) is None and os.environ.get(ENV_KIND) is None  # restored
     [spawn] = s.spans("Engine spawn")
-    assert spawn.attributes[sc.PHASE] == "engine_spawn"
+    assert_attributes(spawn, {sc.PHASE: "engine_spawn", sc.PROCESS_KIND: "api_server"})
 
 
 def test_ready_point_ends_the_process_span_and_later_native_spans_are_dropped(start):
     s = start("engine_core", "0.33.0")
     call("vllm.v1.engine.core:EngineCoreProc.__init__")
     [proc] = s.spans(sc.ENGINE_CORE_PROCESS_SPAN)
-    assert proc.attributes[sc.OUTCOME] == "ready"
+    assert_attributes(proc, process_attributes("engine_core", **{sc.OUTCOME: "ready"}))
     assert s.rt.done
     # a dummy run while serving must not look like startup
     call("vllm.v1.engine.core:EngineCore._initialize_kv_caches")
@@ -197,7 +194,7 @@ def test_failure_in_a_phase_marks_the_phase_and_the_process(start):
     else:
         raise AssertionError("the failure must propagate unchanged")
     [proc] = s.spans(sc.ENGINE_CORE_PROCESS_SPAN)
-    assert proc.attributes[sc.OUTCOME] == "failed"
+    assert_attributes(proc, process_attributes("engine_core", **{sc.OUTCOME: "failed", sc.ERROR_TYPE: "RuntimeError"}))
     assert proc.status.status_code.name == "ERROR"
     assert any(e.name == "exception" for e in proc.events)
     [init] = s.spans("EngineCoreProc init")
@@ -222,7 +219,7 @@ def test_a_ready_or_guard_call_vllm_traces_itself_gets_no_frame_of_ours(start):
     with pytest.raises(RuntimeError) as raised:
         call("vllm.v1.engine.core:EngineCoreProc.__init__")
     [proc] = s.spans(sc.ENGINE_CORE_PROCESS_SPAN)
-    assert proc.attributes[sc.OUTCOME] == "failed" and proc.attributes[sc.ERROR_TYPE] == "RuntimeError"
+    assert_attributes(proc, process_attributes("engine_core", **{sc.OUTCOME: "failed", sc.ERROR_TYPE: "RuntimeError"}))
     assert s.rt.last_error is raised.value
 
 
@@ -239,7 +236,7 @@ def test_a_sigterm_inside_a_guarded_call_vllm_traces_fails_the_start_with_system
     with pytest.raises(SystemExit):  # unchanged
         call("vllm.v1.executor.multiproc_executor:WorkerProc.__init__")
     [proc] = s.spans(sc.WORKER_PROCESS_SPAN)
-    assert proc.attributes[sc.OUTCOME] == "failed" and proc.attributes[sc.ERROR_TYPE] == "SystemExit"
+    assert_attributes(proc, process_attributes("worker", **{sc.OUTCOME: "failed", sc.ERROR_TYPE: "SystemExit"}))
 
 
 def test_bootstrap_segments_are_named_and_cover_the_start(start):

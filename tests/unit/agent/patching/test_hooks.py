@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util._once import Once
+from spans import assert_attributes
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.patching.hooks import is_native, native_span
@@ -55,7 +56,7 @@ def test_moved_tracing_module_adopts_vllms_span_without_a_duplicate(start, tmp_p
     _load_weights()().load_weights()
     [weights] = s.spans("Load weights")  # vLLM's only
     assert weights.instrumentation_scope.name != sc.INSTRUMENTATION_NAME
-    assert weights.attributes[sc.NATIVE] is True and weights.attributes[sc.PHASE] == "weights_load"
+    assert_attributes(weights, {sc.PROCESS_KIND: "worker", sc.PHASE: "weights_load", sc.NATIVE: True})
     assert s.installer.status[TARGET] == "native"
     # a ready point that vLLM traces keeps its side effect (this process's start ends), with vLLM's span only
     importlib.import_module("vllm.v1.worker.gpu_worker").Worker().compile_or_warm_up_model()
@@ -146,7 +147,7 @@ def test_a_span_name_vllm_renamed_is_adopted_under_the_rows_phase(start, tmp_pat
     assert s.installer.status[TARGET] == "native"
     assert s.spans("Load weights") == []  # no second span of ours
     [renamed] = s.spans("Weights loading")
-    assert renamed.attributes[sc.PHASE] == "weights_load" and renamed.attributes[sc.NATIVE] is True
+    assert_attributes(renamed, {sc.PROCESS_KIND: "worker", sc.PHASE: "weights_load", sc.NATIVE: True})
 
 
 def test_vllms_spans_going_to_another_provider_keep_ours(start, otel):
@@ -207,5 +208,5 @@ def test_vllms_nested_worker_init_spans_get_two_names(start):
     assert (inner.name, outer.name, lone.name) == (sc.WORKER_CONSTRUCTION_SPAN, sc.WORKER_INIT_SPAN,
                                                    sc.WORKER_INIT_SPAN)
     assert inner.parent.span_id == outer.context.span_id
-    assert {x.attributes[sc.PHASE] for x in (inner, outer, lone)} == {"worker_init"}
-    assert all(x.attributes[sc.NATIVE] is True for x in (inner, outer, lone))
+    for x in (inner, outer, lone):
+        assert_attributes(x, {sc.PROCESS_KIND: "worker", sc.PHASE: "worker_init", sc.NATIVE: True})
