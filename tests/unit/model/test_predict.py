@@ -86,26 +86,6 @@ def test_a_start_of_a_config_the_fit_never_saw_is_predicted_within_its_stated_er
     assert sum(map(abs, errors)) < sum(map(abs, naive))
 
 
-def test_a_planted_slow_phase_is_the_largest_residual(corpus):
-    model, _ = predict.fit_validated(corpus)
-    st = dev("eager-warm")
-    w = named(st, "Load weights")
-    w.end += int(20e9)
-    for s in st.spans:  # the parents grow with it
-        if s.end >= w.start and s.start <= w.start and s is not w:
-            s.end += int(20e9)
-    text = rendering.explain(model, predict.sample(st))
-    assert "largest residual: weights +20.0 s" in text and "look there" in text
-    normal = rendering.explain(model, predict.sample(dev("eager-warm")))
-    assert "nothing unusual" in normal
-
-
-def test_a_start_unlike_the_corpus_says_so(corpus):
-    model = predict.fit([s for s in corpus if not s.x["compiled"]])
-    text = rendering.explain(model, predict.sample(dev("compiled-warm")))
-    assert "largest residual: compile" in text and "outside the corpus" in text
-
-
 def test_save_and_load_round_trip(corpus, tmp_path):
     model, _ = predict.fit_validated(corpus)
     again = predict.Model.from_json(model.to_json())
