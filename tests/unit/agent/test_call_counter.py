@@ -71,7 +71,8 @@ def test_uninstall_restores_a_classs_own_attribute(lib):
 
 
 def test_an_absent_module_or_target_is_reported_once_not_raised(lib):
-    for module, qualname in (("vos_not_loaded", "Builder.build"), ("vos_fake_lib", "Builder.missing"), ("vos_fake_lib", "Nope.x")):
+    for module, qualname in (("vos_not_loaded", "Builder.build"), ("vos_fake_lib", "Builder.missing"),
+                              ("vos_fake_lib", "Nope.x")):
         c = CallCounter(module, qualname)
         assert c.install() is False and c.installed is False
         assert c.install() is False  # tried once
