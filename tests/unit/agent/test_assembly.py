@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+from spans import assert_attributes
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import assembly
@@ -49,7 +50,8 @@ def test_an_sdk_provider_gets_our_ids_sampler_window_processor_and_undo_gives_th
         with trace_api.get_tracer("vllm.engine", tracer_provider=provider).start_as_current_span("Load weights"):
             pass
         [weights] = [s for s in exporter.get_finished_spans() if s.name == "Load weights"]
-        assert weights.attributes[sc.PROCESS_KIND] == "engine_core"  # our processor saw vLLM's span
+        # our processor adopted vLLM's span
+        assert_attributes(weights, {sc.PHASE: "weights_load", sc.PROCESS_KIND: "engine_core", sc.NATIVE: True})
     finally:
         built.undo()
     assert provider.id_generator is ids and provider.sampler is sampler and not built.rt.active

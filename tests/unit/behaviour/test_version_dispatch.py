@@ -67,7 +67,8 @@ def test_new_release_adopts_native_spans_without_duplicates(start):
 def test_new_release_tokenizer_is_renderer(start):
     s = start("api_server", "0.33.0")
     call("vllm.renderers.registry:renderer_from_config")
-    assert [sp.attributes[sc.PHASE] for sp in s.spans("Tokenizer init")] == ["tokenizer"]
+    [tok] = s.spans("Tokenizer init")
+    assert_attributes(tok, {sc.PHASE: "tokenizer", sc.PROCESS_KIND: "api_server"})
 
 
 def test_old_release_names_the_engine_connect_after_the_handshake(start):

@@ -60,7 +60,8 @@ def test_moved_tracing_module_adopts_vllms_span_without_a_duplicate(start, tmp_p
     assert s.installer.status[TARGET] == "native"
     # a ready point that vLLM traces keeps its side effect (this process's start ends), with vLLM's span only
     importlib.import_module("vllm.v1.worker.gpu_worker").Worker().compile_or_warm_up_model()
-    assert [sp.attributes[sc.NATIVE] for sp in s.spans("Warmup (GPU)")] == [True]
+    [warmup] = s.spans("Warmup (GPU)")
+    assert_attributes(warmup, {sc.PROCESS_KIND: "worker", sc.PHASE: "warmup", sc.NATIVE: True})
     assert s.rt.done
 
 
@@ -135,7 +136,8 @@ def test_a_foreign_decorator_on_top_of_vllms_is_looked_through(start, tmp_path):
                             "DefaultModelLoader.load_weights = deprecate_kwargs(DefaultModelLoader.load_weights)")
     _load_weights()().load_weights()
     assert s.installer.status[TARGET] == "native"
-    assert [sp.attributes[sc.NATIVE] for sp in s.spans("Load weights")] == [True]
+    [weights] = s.spans("Load weights")
+    assert_attributes(weights, {sc.PROCESS_KIND: "worker", sc.PHASE: "weights_load", sc.NATIVE: True})
 
 
 def test_a_span_name_vllm_renamed_is_adopted_under_the_rows_phase(start, tmp_path):
