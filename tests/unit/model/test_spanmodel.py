@@ -8,6 +8,7 @@ import base64
 import json
 
 import pytest
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Status, StatusCode
@@ -24,7 +25,8 @@ def _sdk_spans() -> list:
     provider = TracerProvider(resource=Resource({"service.name": "vllm", "process.pid": 7}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("vllm_otel_startup")
-    with tracer.start_as_current_span("vLLM startup", attributes={"vllm.startup.outcome": "failed"}) as root:
+    with tracer.start_as_current_span("vLLM startup", context=Context(),  # a root, whatever is current
+                                      attributes={"vllm.startup.outcome": "failed"}) as root:
         with tracer.start_as_current_span("Load weights", attributes={
                 "n": 3, "x": 0.5, "ok": True, "args": ("vllm", "serve")}) as child:
             child.add_event("exception", {"exception.type": "OSError"})
