@@ -21,7 +21,7 @@ step "bootstrap ecosystem" bash tests/e2e/bootstrap_ecosystem.sh >/dev/null
 step "bootstrap loaders" bash tests/e2e/bootstrap_loaders.sh >/dev/null
 step "bootstrap compat" bash tests/compat/bootstrap.sh >/dev/null
 V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"
-step "ruff" "$V/bin/python" -m ruff check src tests scripts dashboards support
+step "ruff" "$V/bin/python" -m ruff check src tests benchmarks tools dashboards support
 step "bootstrap py3.12" bash tests/unit/bootstrap_py312.sh >/dev/null  # the unit tier's second Python (tests/py312/)
 JUNIT=$(mktemp -t vos-junit.XXXXXX.xml)
 # (a VOS_START_LEDGER of the caller's is kept: its starts, a line each)

@@ -54,7 +54,7 @@ class VllmStartupInstrumentor(BaseInstrumentor):
             _log.warning("vllm-otel-startup: setup failed; startup tracing disabled", exc_info=True)
 
     def _setup(self, **kwargs: Any) -> None:
-        from vllm_otel_startup.agent.process import ProcessInfo
+        from vllm_otel_startup.agent.foundation.process import ProcessInfo
 
         info = ProcessInfo.current()
         if info.may_embed():  # a program of the user's: traced only if it starts an engine (vllm.LLM, AsyncLLM)
@@ -62,10 +62,10 @@ class VllmStartupInstrumentor(BaseInstrumentor):
             return
         if info.kind not in ("api_server", "engine_core", "worker"):
             return  # helpers and vLLM's other children: do nothing at all
-        from .settings import off
+        from .diagnostics import off
 
         if info.kind != "api_server" and off("child_agent"):
-            return  # diagnostics (settings.OFF): an EngineCore or worker does nothing, as a helper
+            return  # diagnostics.OFF: an EngineCore or worker does nothing, as a helper
         self._start(info, **kwargs)
 
     def _start(self, info: Any, **kwargs: Any) -> None:
@@ -92,8 +92,8 @@ def _watch_for_an_engine(instrumentor: VllmStartupInstrumentor, info: Any, kwarg
     """A post-import hook on vLLM's engine front ends (nothing else happens in a program that never imports them):
     the first import makes this process the root of a start, from its creation, until the engine is ready
     (``LLM.__init__`` or ``AsyncLLM.__init__`` returns)."""
+    from vllm_otel_startup.agent.foundation.process import EMBEDDED_TRIGGERS
     from vllm_otel_startup.agent.patching import post_import
-    from vllm_otel_startup.agent.process import EMBEDDED_TRIGGERS
 
     def embed(module: Any) -> None:
         if info.embedded or VllmStartupInstrumentor._runtime is not None:
@@ -132,6 +132,6 @@ def _at_exit(rt: Any) -> None:
         if rt.active and not rt.done:
             rt.finish(error=rt.last_error, outcome="failed" if rt.last_error else "exited")
     except Exception:  # noqa: BLE001
-        from vllm_otel_startup.agent.patching.guard import EXIT, failed
+        from vllm_otel_startup.agent.foundation.guard import EXIT, failed
 
         failed(EXIT, "finishing the start at exit")

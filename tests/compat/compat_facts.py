@@ -1,5 +1,5 @@
 """What the compatibility tier runs (releases x modes: compat_facts.STARTS) and what it records of each start
-(tests/data/compat-results.json, rendered by scripts/gen_docs.py as docs/telemetry.md's version table)."""
+(tests/data/compat-results.json, rendered by tools/gen_docs.py as docs/telemetry.md's version table)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, PATCH_POINTS
+from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, PATCH_POINTS
 from vllm_otel_startup.cli import report
 from vllm_otel_startup.model import critical_path
 
@@ -97,7 +97,7 @@ IN_PROCESS_WORKER = ("0.11.0", "0.15.1")
 
 # The share of spawn -> ready that non-waiting leaf spans cover is >= 98 % on every start but the compiled starts of
 # the releases before vLLM's own compile monitor (0.18): there the compile runs inside `Warmup (CPU)` as PyTorch's
-# own regions (agent/compile_stages.py), and about 2.5-3.6 s after each Inductor `compile_file` region lies outside
+# own regions (patching/compile_stages.py), and about 2.5-3.6 s after each Inductor `compile_file` region lies outside
 # every region (measured: 0.11.0 89 %, 0.15.1 74 %). The critical path (>= 98 % on all) counts it as explained.
 # That time is PyTorch's own (Inductor's Scheduler.codegen outside its sub-regions) and grows with a busy host: 0.15.1
 # compiled measured 75.9 % and 65.6 % in two full runs of this suite (the second beside the layout matrix's starts).

@@ -14,7 +14,7 @@ from packaging.version import Version
 
 from support import ci
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS
+from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS
 from vllm_otel_startup.cli import report
 from vllm_otel_startup.model import critical_path
 

@@ -81,7 +81,7 @@ def run_queue_since(before: dict[str, int]) -> float:
 def install() -> None:
     out = os.environ.get(ENV)
     runtime = sys.modules.get("vllm_otel_startup.agent.runtime")
-    ready = sys.modules.get("vllm_otel_startup.agent.ready")
+    ready = sys.modules.get("vllm_otel_startup.agent.export.ready")
     if not out or runtime is None or ready is None:
         return  # not a process of the start (the agent leaves helpers alone: so does the probe)
     seen: dict = {}

@@ -99,7 +99,7 @@ def _s3_server(s: Session) -> str:
         return proc, url
 
     def stop(server: tuple[subprocess.Popen, str]) -> None:
-        harness._stop(server[0])
+        harness.stop_process(server[0])
 
     return s.resource("s3_server", start, close=stop)[1]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from support import harness
+from vllm_otel_startup.agent.foundation.patch_points import PATCH_POINTS
 from vllm_otel_startup.agent.patching.hooks import in_range
-from vllm_otel_startup.agent.patching.patch_points import PATCH_POINTS
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +25,7 @@ INVENTORY = ROOT / "tests" / "data" / "vllm-qualnames-by-release.txt"
 PROBE = r'''
 import importlib, json, time
 from vllm_otel_startup.agent.patching.hooks import _INHERITED, _resolve, native_span
-from vllm_otel_startup.agent.patching.patch_points import PATCH_POINTS
+from vllm_otel_startup.agent.foundation.patch_points import PATCH_POINTS
 out = {}
 for p in PATCH_POINTS:
     if not p.module.startswith("vllm."):
@@ -83,7 +83,7 @@ def test_detection_agrees_with_the_ast_inventory_of_the_same_release(probed):
     ver, targets = probed["version"], probed["targets"]
     text = INVENTORY.read_text()
     if f"v{ver}:" not in text:
-        pytest.fail(f"vLLM {ver} (the e2e venv's) is not in {INVENTORY.name}: re-run scripts/qualname_inventory.py")
+        pytest.fail(f"vLLM {ver} (the e2e venv's) is not in {INVENTORY.name}: python -m tools.qualname_inventory")
     for target, got in targets.items():
         if got["state"] != "found" or target + "\n" not in text:
             continue

@@ -10,7 +10,7 @@ import pytest
 
 from support import harness
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, SEGMENT_SPANS
+from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, SEGMENT_SPANS
 from vllm_otel_startup.cli import phase_tree, report
 from vllm_otel_startup.model import critical_path, intervals
 
@@ -313,7 +313,7 @@ def test_the_model_inspection_subprocess_work_is_on_the_span_that_waits_for_it(e
 def test_vllm_names_its_processes_as_without_the_agent(eager):
     """vLLM's process titles (setproctitle: what `ps` and `top` show) survive OpenTelemetry's bootstrap, even with
     PYTHONPATH first in the environment (this start's), where its rewrite of PYTHONPATH used to hide argv from
-    setproctitle (agent/proctitle.py). Without the agent this vLLM names them the same (vllm-on-cpu.md's tree)."""
+    setproctitle (patching/proctitle.py). Without the agent this vLLM names them the same (vllm-on-cpu.md's tree)."""
     titles = sorted(eager.titles.values())
     assert [t for t in titles if t.startswith("VLLM::EngineCore")], titles
     assert [t for t in titles if t.startswith("VLLM::Worker")], titles

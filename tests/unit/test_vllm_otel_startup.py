@@ -13,7 +13,7 @@ import pytest
 
 import vllm_otel_startup as pkg
 from vllm_otel_startup import VllmStartupInstrumentor
-from vllm_otel_startup.agent.process import ProcessInfo
+from vllm_otel_startup.agent.foundation.process import ProcessInfo
 
 
 def _as(monkeypatch, kind: str) -> ProcessInfo:

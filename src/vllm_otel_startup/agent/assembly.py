@@ -15,8 +15,8 @@ from vllm_otel_startup.version import __version__
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.causes import Probes
+    from vllm_otel_startup.agent.foundation.process import ProcessInfo
     from vllm_otel_startup.agent.patching.hooks import Installer
-    from vllm_otel_startup.agent.process import ProcessInfo
     from vllm_otel_startup.agent.runtime import Runtime
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -54,12 +54,12 @@ def assemble(info: ProcessInfo, provider: Any, *, hooks: bool = True) -> Assembl
 
     state: tuple[Any, Any, Any] | None = None
     window: StartupSampler | None = None
-    from vllm_otel_startup import settings
+    from vllm_otel_startup import diagnostics
 
-    # diagnostics (settings.OFF): span_processor leaves an SDK provider as it is, as any other provider is
-    sdk = hasattr(provider, "add_span_processor") and not settings.off("span_processor")
+    # diagnostics.OFF: span_processor leaves an SDK provider as it is, as any other provider is
+    sdk = hasattr(provider, "add_span_processor") and not diagnostics.off("span_processor")
     if sdk:
-        from vllm_otel_startup.agent.ids import UrandomIdGenerator
+        from vllm_otel_startup.agent.foundation.ids import UrandomIdGenerator
 
         sampler = getattr(provider, "sampler", None)
         state = (provider, getattr(provider, "id_generator", None), sampler)

@@ -15,12 +15,12 @@ from opentelemetry import context, trace
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from vllm_otel_startup import diagnostics, settings
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup import settings
-from vllm_otel_startup.agent import ready
+from vllm_otel_startup.agent.export import ready
 from vllm_otel_startup.agent.export.nudge import ExportCount, ExportNudge
-from vllm_otel_startup.agent.patching.patch_points import SEGMENT_SPANS, SPAN_PHASES
-from vllm_otel_startup.agent.process import (
+from vllm_otel_startup.agent.foundation.patch_points import SEGMENT_SPANS, SPAN_PHASES
+from vllm_otel_startup.agent.foundation.process import (
     API_SERVER,
     ENGINE_CORE,
     WORKER,
@@ -31,10 +31,10 @@ from vllm_otel_startup.agent.process import (
     redact_argv,
     scrub,
 )
+from vllm_otel_startup.agent.foundation.self_cost import MainThreadCost
+from vllm_otel_startup.agent.foundation.versions import start_versions
+from vllm_otel_startup.agent.resources.retro_spans import RetroSpans
 from vllm_otel_startup.agent.resources.sampler import Sampler, Snapshot
-from vllm_otel_startup.agent.retro_spans import RetroSpans
-from vllm_otel_startup.agent.self_cost import MainThreadCost
-from vllm_otel_startup.agent.versions import start_versions
 from vllm_otel_startup.model.intervals import uncovered
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -84,7 +84,7 @@ class Runtime:
         self.nudge = ExportNudge(provider)  # EXPORT_EACH_PHASE: exports a phase as soon as it ends
         self.exports = ExportCount().install(provider) if settings.flag(settings.DEBUG) else None  # self_cost.py
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
-        self._no_span_resources = settings.off("span_resources")  # diagnostics (settings.OFF)
+        self._no_span_resources = diagnostics.off("span_resources")  # diagnostics.OFF
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
         self.frontends = 0  # API server processes this launcher spawned (several API servers, data parallel)
@@ -179,20 +179,20 @@ class Runtime:
         if info.root:
             attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
-        if settings.flag(settings.EXPORT_EACH_PHASE) and not settings.off("export_nudge"):
+        if settings.flag(settings.EXPORT_EACH_PHASE) and not diagnostics.off("export_nudge"):
             self.nudge.start()  # opt-in: each phase's export at once (nudge.py)
         self._start_live()
         name = PROCESS_SPANS[info.kind] if info.root or info.kind != API_SERVER else sc.API_SERVER_PROCESS_SPAN
         self.process_span = self.tracer.start_span(name, context=parent, start_time=info.create_ns, attributes=attrs)
         # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
-        if not settings.off("process_context"):  # diagnostics (settings.OFF)
+        if not diagnostics.off("process_context"):  # diagnostics.OFF
             self._token = context.attach(trace.set_span_in_context(self.process_span))
         self.sampler = Sampler(host=info.root)
         self.sampler.start(importing=segment == sc.IMPORTS_SPAN)  # a tick a second until the segment ends
         if self.retro is not None:  # a forked child inherits the parent's watchers
             self.retro.uninstall()
             self.retro = None
-        if not settings.off("watchers"):
+        if not diagnostics.off("watchers"):
             self.retro = RetroSpans(self.tracer, skip_span_id=self.process_span.get_span_context().span_id)
             self.retro.install(later=segment == sc.IMPORTS_SPAN)  # then with the first phase (close_segment)
         self._register_resource_metrics()

@@ -1,5 +1,5 @@
 """Which factor of vLLM's compile-cache key changed, and what to pin: from the key, factor hashes and
-per-factor digests the torch.compile span carries (agent/compile_key.py), between two starts (compare) or
+per-factor digests the torch.compile span carries (agent/causes/compile_key.py), between two starts (compare) or
 against the nearest key cached on the same root (the start's own ``vllm.compile.changed_factors``).
 
 Stdlib only, no I/O: the printed-at-ready summary imports it inside the server process.

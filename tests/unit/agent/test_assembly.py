@@ -19,8 +19,8 @@ from spans import assert_attributes
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import assembly
 from vllm_otel_startup.agent.export.processor import StartupSampler, StartupSpanProcessor
-from vllm_otel_startup.agent.ids import UrandomIdGenerator
-from vllm_otel_startup.agent.process import ProcessInfo
+from vllm_otel_startup.agent.foundation.ids import UrandomIdGenerator
+from vllm_otel_startup.agent.foundation.process import ProcessInfo
 from vllm_otel_startup.agent.runtime import Runtime
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from vllm_otel_startup import package
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import distro
+from vllm_otel_startup.agent.bootstrap import distro
 
 
 def test_empty_otel_values_are_unset():

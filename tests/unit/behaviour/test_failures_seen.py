@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from vllm_otel_startup.agent.patching import guard
+from vllm_otel_startup.agent.foundation import guard
 
 
 @pytest.fixture(autouse=True)
@@ -23,8 +23,7 @@ def _internal_warnings(caplog) -> list[logging.LogRecord]:
 
 
 def test_a_failing_publish_at_the_ready_point_is_one_warning_and_loses_only_itself(start, monkeypatch, caplog):
-    from vllm_otel_startup.agent import ready
-    from vllm_otel_startup.agent.export import spool
+    from vllm_otel_startup.agent.export import ready, spool
 
     st = start("worker")
     written = []
@@ -40,7 +39,7 @@ def test_a_failing_publish_at_the_ready_point_is_one_warning_and_loses_only_itse
 
 
 def test_a_failing_printout_at_the_ready_point_is_one_warning(start, monkeypatch, caplog):
-    from vllm_otel_startup.agent import ready
+    from vllm_otel_startup.agent.export import ready
     from vllm_otel_startup.model import summary
 
     st = start("api_server")

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
 from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
-from vllm_otel_startup.agent.process import ENV_KIND, ENV_PARENT, ProcessInfo
+from vllm_otel_startup.agent.foundation.process import ENV_KIND, ENV_PARENT, ProcessInfo
 from vllm_otel_startup.agent.runtime import Runtime
 
 

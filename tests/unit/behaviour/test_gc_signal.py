@@ -7,6 +7,7 @@ after). Real signals, a real allocation-heavy loop, our real watcher."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -19,9 +20,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[3] / "src"
 CHILD = """
 import signal, sys, time
-sys.path.insert(0, sys.argv[1])
 from opentelemetry import trace
-from vllm_otel_startup.agent.retro_spans import RetroSpans
+from vllm_otel_startup.agent.resources.retro_spans import RetroSpans
 RetroSpans(trace.get_tracer("t")).install()
 fired = []
 def handler(signum, frame):  # as vLLM's worker: raise SystemExit once
@@ -42,8 +42,9 @@ print("swallowed", flush=True)
 
 
 def run_once() -> tuple[int, str, str]:
-    p = subprocess.Popen([sys.executable, "-c", CHILD, str(SRC)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH")) if p)}
+    p = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
     assert p.stdout is not None
     assert p.stdout.readline().strip() == "ready"
     time.sleep(0.3)
@@ -62,7 +63,7 @@ def test_a_sigterm_handled_inside_our_gc_callback_still_ends_the_process():
 def test_what_our_callback_does_not_own_still_reaches_the_previous_hook(monkeypatch):
     from opentelemetry import trace
 
-    from vllm_otel_startup.agent.retro_spans import RetroSpans
+    from vllm_otel_startup.agent.resources.retro_spans import RetroSpans
 
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", seen.append)
@@ -80,7 +81,7 @@ def test_what_our_callback_does_not_own_still_reaches_the_previous_hook(monkeypa
 
 
 def test_at_interpreter_shutdown_nothing_is_handed_back_and_nothing_is_raised_into_the_hook(monkeypatch):
-    from vllm_otel_startup.agent import retro_spans
+    from vllm_otel_startup.agent.resources import retro_spans
 
     def refused(self):  # what Python >= 3.12 raises once the interpreter shuts down
         raise RuntimeError("can't create new thread at interpreter shutdown")
@@ -90,7 +91,7 @@ def test_at_interpreter_shutdown_nothing_is_handed_back_and_nothing_is_raised_in
 
 
 def test_a_thread_limit_is_still_raised_from_the_hand_back(monkeypatch):
-    from vllm_otel_startup.agent import retro_spans
+    from vllm_otel_startup.agent.resources import retro_spans
 
     def limit(self):
         raise RuntimeError("can't start new thread")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.patching.patch_points import PATCH_POINTS
+from vllm_otel_startup.agent.foundation.patch_points import PATCH_POINTS
 
 ML = "vllm/model_executor/model_loader"
 

@@ -22,9 +22,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from unit.behaviour.test_version_dispatch import call, replace_body
 from unit.cli.test_tempo import TRACE, tempo  # noqa: F401 - the fake Tempo fixture
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import ready
-from vllm_otel_startup.agent.distro import command_line_override
-from vllm_otel_startup.agent.export import spool
+from vllm_otel_startup.agent.bootstrap.distro import command_line_override
+from vllm_otel_startup.agent.export import ready, spool
 from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
 from vllm_otel_startup.agent.export.prometheus import StartupCollector
 from vllm_otel_startup.cli import main as cli

@@ -12,7 +12,7 @@ import pytest
 from spans import assert_attributes, process_attributes
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.process import ENV_KIND, ENV_PARENT
+from vllm_otel_startup.agent.foundation.process import ENV_KIND, ENV_PARENT
 
 
 def call(target: str, *args, **kwargs):
@@ -127,7 +127,7 @@ def _keep_monitored(old, new) -> None:
     """Python >= 3.12: the row of a function traced through sys.monitoring (patching/frameless.py) follows its new
     code object, as a wrapper around the function would have stayed."""
     from vllm_otel_startup import VllmStartupInstrumentor
-    from vllm_otel_startup.agent import sysmon
+    from vllm_otel_startup.agent.foundation import sysmon
 
     mon = getattr(VllmStartupInstrumentor._installer, "frameless", None)
     if mon is None or id(old) not in mon._rows:

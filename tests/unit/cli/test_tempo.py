@@ -1,6 +1,6 @@
 """report from Grafana Tempo by trace id. Tempo itself cannot run here: a local http.server on 127.0.0.1
 serves a recorded response instead, in Tempo's shape (tests/data/starts/tempo-*.json.gz, made from a real
-start by scripts/tempo_fixture.py); unknown ids get Tempo's 404."""
+start by tools/tempo_fixture.py); unknown ids get Tempo's 404."""
 
 from __future__ import annotations
 

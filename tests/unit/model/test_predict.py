@@ -1,5 +1,5 @@
 """predict: per-group linear fits on the committed corpus of real starts (8 model sizes, eager and compiled,
-cold and warm: scripts/record_corpus.py), honest leave-one-model-out error, expected vs actual for a new
+cold and warm: tools/record_corpus.py), honest leave-one-model-out error, expected vs actual for a new
 start, and the group with the largest residual flagged."""
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.call_counter import CallCounter
 from vllm_otel_startup.agent.causes.base import Call, Probe, _file_size
-from vllm_otel_startup.agent.patching.guard import SPANS, failed
+from vllm_otel_startup.agent.causes.call_counter import CallCounter
+from vllm_otel_startup.agent.foundation.guard import SPANS, failed
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
@@ -36,7 +36,9 @@ class AotLoad(Probe):
                                else "not loaded (no reason given)")
         model, path = call.arg(0, "model"), call.arg(1, "aot_compilation_path")
         if model is not None and path:
-            from vllm_otel_startup.agent import compile_key  # the AOT key: on this span and the compile that follows
+            from vllm_otel_startup.agent.causes import (
+                compile_key,  # the AOT key: on this span and the compile that follows
+            )
 
             try:  # vLLM internals a release may lack: only the key's attributes are lost
                 key = compile_key.record_aot(model, str(path))
@@ -66,7 +68,7 @@ class CompileKey(Probe):
     name = "compile_key"
 
     def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
-        from vllm_otel_startup.agent import compile_key  # lazy: only a compiling process gets here
+        from vllm_otel_startup.agent.causes import compile_key  # lazy: only a compiling process gets here
 
         if sc.COMPILE_CACHE_KEY in rt.pending.get("torch_compile", {}):
             return  # the AOT key (recorded at the AOT load) governs this compile; the backend's is inside it
@@ -79,7 +81,7 @@ class AotKeyFactors(Probe):
     name = "aot_key_factors"
 
     def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
-        from vllm_otel_startup.agent import compile_key
+        from vllm_otel_startup.agent.causes import compile_key
 
         compile_key.keep_aot_factors(call.result)
 

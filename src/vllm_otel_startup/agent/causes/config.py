@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.causes.base import Call, Probe
-from vllm_otel_startup.agent.process import scrub
+from vllm_otel_startup.agent.foundation.process import scrub
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime

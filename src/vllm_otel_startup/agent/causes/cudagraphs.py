@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.call_counter import CallCounter
 from vllm_otel_startup.agent.causes.base import Call, Probe
+from vllm_otel_startup.agent.causes.call_counter import CallCounter
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime

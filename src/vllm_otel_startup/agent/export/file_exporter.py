@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent import private_dir
+from vllm_otel_startup.agent.export import private_dir
 from vllm_otel_startup.model.spanmodel import encode
 
 _log = logging.getLogger("vllm_otel_startup")

@@ -22,8 +22,8 @@ from opentelemetry.trace import Status
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.causes import END_NS, Probes
-from vllm_otel_startup.agent.patching.guard import HOOKS, SPANS, failed, safe
-from vllm_otel_startup.agent.patching.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
+from vllm_otel_startup.agent.foundation.guard import HOOKS, SPANS, failed, safe
+from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
 from vllm_otel_startup.model.redact import scrub, scrub_attributes, scrubbed
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from vllm_otel_startup.agent import private_dir
+from vllm_otel_startup.agent.export import private_dir
 from vllm_otel_startup.model.spanmodel import Span, parse_otlp
 
 _log = logging.getLogger("vllm_otel_startup")

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent import threads
-from vllm_otel_startup.agent.patching.patch_points import SPAN_PHASES, WAITING_SPANS
-from vllm_otel_startup.agent.process import API_SERVER, ProcessInfo
+from vllm_otel_startup.agent.foundation import threads
+from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES, WAITING_SPANS
+from vllm_otel_startup.agent.foundation.process import API_SERVER, ProcessInfo
 
 if TYPE_CHECKING:
     from vllm_otel_startup.model.estimate import Estimate, Recorded

@@ -29,9 +29,9 @@ from opentelemetry.trace import Status, StatusCode
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent import causes
-from vllm_otel_startup.agent.patching.guard import HOOKS, safe
-from vllm_otel_startup.agent.patching.patch_points import PatchPoint
-from vllm_otel_startup.agent.process import (
+from vllm_otel_startup.agent.foundation.guard import HOOKS, safe
+from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
+from vllm_otel_startup.agent.foundation.process import (
     API_SERVER,
     EMBEDDED,
     ENV_KIND,

@@ -2,7 +2,7 @@
 artifact's load says whether it loaded, its size and why not (no artifact yet is not a failed load); its save, its
 size; the compile span gets PyTorch's cache counters and C++ builds of its own duration and whether the cache hit
 (FX-graph cache on the GPU path; no C++ compiler run on the CPU path); the backend's key never overrides the AOT
-key. (Compile-cache keys themselves: tests/unit/agent/test_compile_key.py.)"""
+key. (Compile-cache keys themselves: tests/unit/agent/causes/test_compile_key.py.)"""
 
 from __future__ import annotations
 

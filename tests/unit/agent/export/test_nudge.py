@@ -20,9 +20,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent import ready
+from vllm_otel_startup.agent.export import ready
 from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
-from vllm_otel_startup.agent.process import ProcessInfo
+from vllm_otel_startup.agent.foundation.process import ProcessInfo
 from vllm_otel_startup.agent.runtime import Runtime
 
 SRC = Path(__file__).resolve().parents[4] / "src"
@@ -206,7 +206,7 @@ CHILD = textwrap.dedent("""
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from vllm_otel_startup import semconv as sc
     from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
-    from vllm_otel_startup.agent.process import ProcessInfo
+    from vllm_otel_startup.agent.foundation.process import ProcessInfo
     from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
     from vllm_otel_startup.agent.runtime import Runtime
 
@@ -266,7 +266,7 @@ def test_one_export_thread_per_batch_processor_or_the_providers_flush():
 def test_with_debug_on_the_self_cost_line_counts_the_exports_and_those_a_phase_woke(monkeypatch):
     """OTEL_PYTHON_VLLM_STARTUP_DEBUG: how many exports a process made during its start, of how many spans, and how
     many of them a phase's end started (issue 25: the export thread takes the GIL beside vLLM's main thread)."""
-    from vllm_otel_startup.agent import self_cost
+    from vllm_otel_startup.agent.foundation import self_cost
 
     monkeypatch.setenv(settings.DEBUG.name, "true")
     exporter = InMemorySpanExporter()

@@ -131,7 +131,7 @@ def test_the_status_server_is_not_even_imported_when_disabled(tmp_path):
         "import os, sys, time\n"
         "from opentelemetry.sdk.trace import TracerProvider\n"
         "from opentelemetry import trace\n"
-        "from vllm_otel_startup.agent.process import ProcessInfo\n"
+        "from vllm_otel_startup.agent.foundation.process import ProcessInfo\n"
         "from vllm_otel_startup.agent.runtime import Runtime\n"
         "p = TracerProvider(); t = trace.get_tracer('x', tracer_provider=p)\n"
         "info = ProcessInfo(kind='api_server', pid=os.getpid(), create_ns=time.time_ns(), create_source='proc',"
@@ -151,8 +151,8 @@ def test_the_status_server_is_not_even_imported_when_disabled(tmp_path):
 
 def test_a_start_that_exits_closes_its_status_server_even_at_interpreter_shutdown(start, monkeypatch):
     """Python >= 3.12 starts no thread at shutdown, where a start that exits before ready is finished: the status
-    server is closed on the exiting thread instead of a thread of its own (agent/threads.py)."""
-    from vllm_otel_startup.agent import threads
+    server is closed on the exiting thread instead of a thread of its own (agent/foundation/threads.py)."""
+    from vllm_otel_startup.agent.foundation import threads
 
     port = free_port()
     monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_STATUS_PORT", f"127.0.0.1:{port}")

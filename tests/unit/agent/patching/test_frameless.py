@@ -16,10 +16,10 @@ import traceback
 import pytest
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import sysmon
+from vllm_otel_startup.agent.foundation import sysmon
+from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
 from vllm_otel_startup.agent.patching import frameless
 from vllm_otel_startup.agent.patching.hooks import Installer
-from vllm_otel_startup.agent.patching.patch_points import PatchPoint
 
 monitoring = pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="sys.monitoring: Python >= 3.12")
 PACKAGE_DIR = frameless.__file__.rsplit("/agent/", 1)[0]

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from vllm_otel_startup.agent import sysmon
+from vllm_otel_startup.agent.foundation import sysmon
 from vllm_otel_startup.agent.patching import post_import
 
 monitoring = pytest.mark.skipif(not sysmon.available(), reason="sys.monitoring: Python >= 3.12")

@@ -12,8 +12,8 @@ import pytest
 from spans import assert_attributes
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.foundation.patch_points import HOOKS, PatchPoint
 from vllm_otel_startup.agent.patching import wrappers
-from vllm_otel_startup.agent.patching.patch_points import HOOKS, PatchPoint
 from vllm_otel_startup.agent.patching.wrappers import Hook, Steps
 
 

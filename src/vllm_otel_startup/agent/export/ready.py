@@ -1,0 +1,193 @@
+"""The ready point's work: what a process publishes when its startup ends (startup metrics recorded; a child's
+spans spooled for the API server; in the API server the whole start on vLLM's /metrics and the printout), and
+the bounded flush that exports it without holding the ready point for more than a few milliseconds.
+
+Everything here runs on the flush thread, off the ready path, and never raises into the host. A failure of
+ours here (publish, printout) costs one warning per process (guard.READY); a failing export is the exporter's to
+report (the SDK logs it) and stays at DEBUG here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from vllm_otel_startup import settings
+from vllm_otel_startup.agent.foundation import threads
+from vllm_otel_startup.agent.foundation.guard import READY, failed, safe
+from vllm_otel_startup.agent.foundation.process import API_SERVER, ProcessInfo
+
+_log = logging.getLogger("vllm_otel_startup")
+
+
+class ReadyHost(Protocol):
+    """What the ready point's work needs of the process's runtime (runtime.Runtime provides it)."""
+
+    info: ProcessInfo
+    frontends: int  # API server processes this launcher spawned
+    recorder: Any  # otel_metrics.StartupRecorder, or None without a meter provider
+    collector: Any  # prometheus.StartupCollector once registered (API server)
+    provider: Any  # the tracer provider (its force_flush)
+    cost: Any  # self_cost.MainThreadCost
+    retro: Any  # retro_spans.RetroSpans, or None
+    nudge: Any  # export/nudge.ExportNudge (its exports woken by a phase's end)
+    exports: Any  # export/nudge.ExportCount (DEBUG), or None
+
+    def ended_spans(self) -> list[Any]: ...
+
+    def trace_id(self) -> str: ...
+
+    def fleet(self) -> dict[str, str]: ...
+
+
+def publish(rt: ReadyHost) -> None:
+    """Record this process's startup metrics; a child spools its spans for the root, every API server serves the
+    whole start on vLLM's /metrics. The parts are independent: one that fails loses only itself."""
+    from vllm_otel_startup.agent.export import spool
+    from vllm_otel_startup.model.spanmodel import from_readable
+
+    ended = rt.ended_spans()
+    own = [from_readable(s) for s in ended]
+    trace_id = rt.trace_id()
+    if not rt.info.root or rt.frontends:  # a launcher's spans: for its API servers' /metrics
+        safe(READY, spool.write, trace_id, spool_name(rt), ended)
+    labels = safe(READY, rt.fleet)  # every series carries them: without them, no series
+    if labels is None:
+        return
+    if rt.info.kind == API_SERVER:  # each of several API servers serves the whole start on its /metrics
+        safe(READY, serve_on_vllm_metrics, rt, own, trace_id, labels)
+    # the root's view of the whole start (its own spans and every other process's), read once
+    whole = own + (safe(READY, spool.read, trace_id, spool_name(rt), default=[]) if rt.info.root else [])
+    if rt.info.root and os.environ.get(MULTIPROC_DIR):
+        safe(READY, _write_multiprocess, whole, labels)
+    if rt.recorder is not None:
+        safe(READY, _record_metrics, rt, own, whole, labels)
+
+
+MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def _write_multiprocess(whole: list[Any], labels: dict[str, str]) -> None:
+    """Prometheus multiprocess mode (PROMETHEUS_MULTIPROC_DIR: set by vLLM's Helm chart, and by vLLM itself with
+    several API servers): /metrics serves only what the processes wrote into that directory, so the root writes the
+    whole start there once, and every API server's /metrics serves it once."""
+    from vllm_otel_startup.agent.export import prometheus
+    from vllm_otel_startup.agent.export.observations import whole_start_observations
+
+    prometheus.write_multiprocess(whole_start_observations(whole, labels), os.environ[MULTIPROC_DIR])
+
+
+def _record_metrics(rt: ReadyHost, own: list[Any], whole: list[Any], labels: dict[str, str]) -> None:
+    """Over OTLP: this process's own phases; the root also the whole start (``whole``)."""
+    from vllm_otel_startup.agent.export.observations import span_observations, start_observations
+
+    observations = span_observations(own, labels)
+    if rt.info.root:
+        observations += start_observations(whole, labels)
+    rt.recorder.record(observations)
+
+
+def print_summary_later(rt: ReadyHost) -> None:
+    """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread
+    of its own started once the ready point's wait is over: the rendering never competes with the main thread for
+    the GIL while it waits (under load, the rendering competing for the GIL stretched them past their budget)."""
+    if not threads.start(threading.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary",
+                                          daemon=True)):
+        print_summary(rt)  # interpreter shutdown (a start that exits): nothing left to compete with
+
+
+def print_summary(rt: ReadyHost) -> None:
+    from vllm_otel_startup.agent.export import spool
+    from vllm_otel_startup.model import summary
+    from vllm_otel_startup.model.redact import scrub
+    from vllm_otel_startup.model.spanmodel import from_readable
+
+    try:
+        if summary.enabled():
+            spans = [from_readable(s) for s in rt.ended_spans()] + spool.read(rt.trace_id(), skip=spool_name(rt))
+            print(scrub(summary.render(spans)), file=sys.stdout, flush=True)
+    except Exception:  # noqa: BLE001 - telemetry never raises into the host
+        failed(READY, "the printed breakdown")
+
+
+def serve_on_vllm_metrics(rt: ReadyHost, own: list[Any], trace_id: str, labels: dict[str, str]) -> None:
+    """Register the start's collector with vLLM's /metrics registry (once per process)."""
+    from vllm_otel_startup.agent.export import prometheus, spool
+
+    if rt.collector is not None:
+        return
+    name = spool_name(rt)
+    rt.collector = prometheus.StartupCollector(lambda: own + spool.read(trace_id, skip=name), labels)
+    prometheus.register(rt.collector)
+    if rt.info.root:  # the start's spool is the root's to clean up
+        spool.prune()
+        atexit.register(spool.remove, trace_id)
+
+
+def spool_name(rt: ReadyHost) -> str:
+    """This process's name in the start's spool."""
+    from vllm_otel_startup.agent.export import spool
+
+    return spool.process_name(rt.info.kind, rt.info.pid)
+
+
+def flush_metrics() -> None:
+    from opentelemetry import metrics
+
+    flush = getattr(metrics.get_meter_provider(), "force_flush", None)
+    if flush is not None:
+        flush(10_000)
+
+
+def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None, handover_s: float = 0.0) -> None:
+    """Export what this process has, waiting at most ``wait_s``; the export goes on in the background.
+    ``before`` runs first on the same thread (work that must not delay the ready point). ``handover_s`` (a start
+    that fails or exits: the SDK shuts down next): first wait up to that long for ``before`` (local work, no
+    network: metrics recorded, spans spooled), then ``wait_s`` for the export, as at a ready point."""
+    force_flush = getattr(rt.provider, "force_flush", None)
+    debug = settings.flag(settings.DEBUG)
+    handed_over = threading.Event()
+
+    def run() -> None:
+        t0 = time.monotonic()
+        if before is not None:
+            safe(READY, before)
+        handed_over.set()
+        try:
+            if force_flush is not None:
+                force_flush(30_000)
+            flush_metrics()
+        except Exception:  # noqa: BLE001 - an export that fails is the exporter's to report (the SDK logs it)
+            _log.debug("flush failed", exc_info=True)
+        if debug:
+            from vllm_otel_startup.agent.foundation import self_cost, sysmon
+
+            print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} flushed in "
+                  f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
+            print(self_cost.line(rt.info.kind, rt.cost, rt.retro, sysmon.current(), rt.nudge,
+                                rt.exports), file=sys.stderr, flush=True)
+
+    t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
+    t0 = time.monotonic()
+    if not threads.start(t):  # interpreter shutdown: the local hand-over on this thread, the export with the
+        if before is not None:  # SDK's own shutdown, which comes next
+            safe(READY, before)
+        _log.debug("flush at interpreter shutdown: local hand-over only")
+        return
+    started = time.monotonic() - t0
+    if handover_s > 0:  # a failing start: its local hand-over first (capped), then the export's wait as at ready
+        handed_over.wait(handover_s)
+    # wait_s is the caller's whole budget, timed from outside (tests/e2e/ready_probe.py): the thread's start counts
+    # (the GIL handed to the new thread and back), and twice that, at least two switch intervals, is kept for
+    # getting the GIL back from busy threads when the join times out (a plain join(wait_s) overran its budget)
+    t.join(max(0.0, wait_s - started - 2 * max(started, sys.getswitchinterval())))
+    if debug:
+        print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} ready-point wait "
+              f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",
+              file=sys.stderr, flush=True)
