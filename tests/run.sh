@@ -15,7 +15,7 @@ step() {  # step NAME COMMAND...: run it, note its wall time
 step "bootstrap e2e" bash tests/e2e/bootstrap.sh >/dev/null
 step "bootstrap live" bash tests/e2e/bootstrap_live.sh >/dev/null
 step "bootstrap fleet" bash tests/fleet/bootstrap.sh >/dev/null
-step "bootstrap report" bash tests/report/bootstrap.sh >/dev/null
+step "bootstrap report" bash tests/e2e/bootstrap_report.sh >/dev/null
 step "bootstrap remote" bash tests/e2e/bootstrap_remote.sh >/dev/null
 step "bootstrap ecosystem" bash tests/e2e/bootstrap_ecosystem.sh >/dev/null
 step "bootstrap loaders" bash tests/e2e/bootstrap_loaders.sh >/dev/null

@@ -282,7 +282,8 @@ BURST_PHASES = frozenset({"compile_graph"})
 # API servers), or on its peers (a data-parallel rank waiting for the others at the DP group's rendezvous). On the
 # critical path, the work of the processes waited on explains the instant.
 # Phases that only wait for another process (the patch table's waiting rows and the launcher's wait on its API
-# servers; tests/unit/test_contract.py checks them against the table): stuck-in-phase alerts leave them out.
+# servers; tests/unit/behaviour/test_vocabulary_contract.py checks them against the table): stuck-in-phase alerts
+# leave them out.
 WAITING_PHASES = frozenset({"api_server_wait", "dp_group_init", "engine_wait", "frontend_handshake", "worker_wait"})
 WAITS_ON_FRONT_END = frozenset({"frontend_handshake"})
 WAITS_ON_PEERS = frozenset({"dp_group_init"})

@@ -81,8 +81,8 @@ def hand_back(exc_type: type[BaseException]) -> None:
         left.wait(1.0)
         # This thread runs when the main thread lets go of the GIL, and it does so at its next check: often the very
         # entry of a gc callback, right after a collection. Raised there, the exception is ignored once more (in a
-        # loop that allocates and calls nothing, every time: tests/unit/test_gc_signal.py). So it is set only while
-        # the main thread is somewhere else: it raises it there, as it takes the GIL back.
+        # loop that allocates and calls nothing, every time: tests/unit/behaviour/test_gc_signal.py). So it is set
+        # only while the main thread is somewhere else: it raises it there, as it takes the GIL back.
         deadline = time.monotonic() + 2.0
         while True:
             time.sleep(0.0005)
