@@ -272,8 +272,8 @@ PHASES: dict[str, str] = {
 # collections, module imports): in the explained-share accounting they cover their own time and never turn
 # the span they run in into a parent (docs/telemetry.md, "Explained share").
 DETAIL_PHASES = frozenset({"torch_compile_stage", "gc", "module_import"})
-# phases whose spans come tens to a second (a graph loaded from the compile cache each: 33 in ~0.5 s in a warm 8B start
-# on the H100): their end starts no export of its own (each export holds the GIL for milliseconds beside the loading
+# phases whose spans come tens to a second (a graph loaded from the compile cache each, in a warm
+# start): their end starts no export of its own (each export holds the GIL for milliseconds beside the loading
 # thread); the enclosing phase's end, or the batch processor's half-second tick, takes them along
 BURST_PHASES = frozenset({"compile_graph"})
 

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -301,12 +302,24 @@ def test_the_runtime_is_at_most_200_lines():
     assert len((SRC / PKG / "agent" / "runtime.py").read_text().splitlines()) <= 200
 
 
-def test_the_readme_layout_names_every_module():
-    """README's "Layout" section is true to the tree: a newcomer finds every module of src/ named there."""
-    text = (ROOT / "README.md").read_text()
-    layout = text[text.index("## Layout"):]
+def test_the_contributing_layout_names_every_module_under_its_folder():
+    """CONTRIBUTING.md's "Layout" section is true to the tree: a newcomer finds every module of src/ named under its
+    folder's heading (``### `agent/patching/` ``; the package's own modules under ``### `src/vllm_otel_startup/` ``)."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    layout = text[text.index("\n## Layout\n"):]
     layout = layout[:layout.index("\n## ", 1)] if "\n## " in layout[1:] else layout
+    headed = [part.split("\n", 1) for part in layout.split("\n### ")[1:]]
+    sections = {head.strip().strip("`"): body for head, body in headed}
     modules = [p for p in (SRC / PKG).rglob("*.py") if p.name != "__init__.py"]
-    assert modules
-    missing = sorted(str(p.relative_to(SRC / PKG)) for p in modules if f"`{p.name}`" not in layout)
-    assert missing == [], f"README's Layout does not name {missing}"
+    assert modules and f"src/{PKG}/" in sections
+    missing = []
+    for p in modules:
+        folder = str(p.parent.relative_to(SRC / PKG)) + "/" if p.parent != SRC / PKG else f"src/{PKG}/"
+        if f"- `{p.name}`" not in sections.get(folder, ""):
+            missing.append(str(p.relative_to(SRC / PKG)))
+    assert missing == [], f"CONTRIBUTING.md's Layout does not name {sorted(missing)} under their folder's heading"
+    named = {(folder, name) for folder, body in sections.items() if folder.endswith("/")
+             for name in re.findall(r"^- `([\w.]+\.py)`", body, re.M)}
+    stale = sorted(f"{folder}{name}" for folder, name in named
+                   if not (SRC / PKG / folder.removeprefix(f"src/{PKG}/") / name).is_file())
+    assert stale == [], f"CONTRIBUTING.md's Layout names modules that are not there: {stale}"

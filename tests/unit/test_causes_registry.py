@@ -108,9 +108,9 @@ def test_a_probe_that_fails_to_load_only_loses_its_attributes(monkeypatch):
 
 
 def test_probes_left_out_load_nothing(monkeypatch):
-    from vllm_otel_startup import settings
+    from vllm_otel_startup import diagnostics
 
-    monkeypatch.setenv(settings.OFF.name, "probes")
+    monkeypatch.setenv(diagnostics.OFF.name, "probes")
     probes = causes.Probes(SimpleNamespace(facts={}))
     probes.after_call("config", None, Call(None, (), {}, SimpleNamespace()))
     probes.on_start("torch_compile", None)

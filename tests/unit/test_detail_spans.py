@@ -259,9 +259,9 @@ def test_an_optional_import_that_fails_never_shows_our_frame(start):
 def test_parts_left_out_for_an_overhead_measurement_are_not_there(start, monkeypatch):
     """OTEL_PYTHON_VLLM_STARTUP_OFF (diagnostics): each part named is never installed, the rest of the start is."""
     torch_utils = pytest.importorskip("torch._dynamo.utils")
-    from vllm_otel_startup import VllmStartupInstrumentor, settings
+    from vllm_otel_startup import VllmStartupInstrumentor, diagnostics
 
-    monkeypatch.setenv(settings.OFF.name, "compile_stages,watchers,probes,span_resources")
+    monkeypatch.setenv(diagnostics.OFF.name, "compile_stages,watchers,probes,span_resources")
     callbacks = list(gc.callbacks)
     st = start("worker")
     assert st.rt.retro is None and gc.callbacks == callbacks
@@ -278,11 +278,11 @@ def test_parts_left_out_for_an_overhead_measurement_are_not_there(start, monkeyp
 def test_without_phase_spans_only_the_hooks_a_start_cannot_do_without_are_installed(start, monkeypatch):
     """OTEL_PYTHON_VLLM_STARTUP_OFF=phase_spans (diagnostics): the children's identity at spawn, the ready point,
     failures, bootstrap segments and the CLI's exit stay; no row that only makes a phase span is wrapped."""
-    from vllm_otel_startup import settings
+    from vllm_otel_startup import diagnostics
     from vllm_otel_startup.agent.patching import hooks
 
     st = start("worker")
-    monkeypatch.setenv(settings.OFF.name, "phase_spans,helper_env,compile_stages")
+    monkeypatch.setenv(diagnostics.OFF.name, "phase_spans,helper_env,compile_stages")
     monkeypatch.setattr(hooks.post_import, "register", lambda fn, module: fn(None))
     inst = hooks.Installer(st.rt, st.rt.tracer, version="0.26.0")
     applied: list = []
@@ -300,13 +300,13 @@ def test_the_agents_core_can_be_left_out_part_by_part(start, otel, monkeypatch):
 
     from opentelemetry import trace
 
-    from vllm_otel_startup import settings
+    from vllm_otel_startup import diagnostics
     from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
 
     provider, _ = otel
     ids, sampler = provider.id_generator, provider.sampler
     before = {t.name for t in threading.enumerate()}
-    monkeypatch.setenv(settings.OFF.name, "export_nudge,process_context,span_processor")
+    monkeypatch.setenv(diagnostics.OFF.name, "export_nudge,process_context,span_processor")
     st = start("worker")
     assert st.rt.process_span is not None
     assert trace.get_current_span() is not st.rt.process_span
@@ -321,13 +321,13 @@ def test_a_child_can_be_left_without_hooks_or_without_the_agent(start, otel, mon
     """OTEL_PYTHON_VLLM_STARTUP_OFF=child_hooks: an EngineCore or worker registers no patch point (the API server
     still does); child_agent: an EngineCore or worker runs nothing of ours at all (diagnostics, to tell the API
     server's side of the agent from the child's)."""
-    from vllm_otel_startup import VllmStartupInstrumentor, settings
+    from vllm_otel_startup import VllmStartupInstrumentor, diagnostics
     from vllm_otel_startup.agent.foundation.process import ProcessInfo
     from vllm_otel_startup.agent.patching import hooks
 
     registered: list[str] = []
     monkeypatch.setattr(hooks.post_import, "register", lambda fn, module: registered.append(module))
-    monkeypatch.setenv(settings.OFF.name, "child_hooks")
+    monkeypatch.setenv(diagnostics.OFF.name, "child_hooks")
     start("api_server")
     assert "vllm.entrypoints.cli.main" in registered
     VllmStartupInstrumentor().uninstrument()
@@ -336,7 +336,7 @@ def test_a_child_can_be_left_without_hooks_or_without_the_agent(start, otel, mon
     assert registered == [] and st.rt.process_span is not None
 
     VllmStartupInstrumentor().uninstrument()
-    monkeypatch.setenv(settings.OFF.name, "child_agent")
+    monkeypatch.setenv(diagnostics.OFF.name, "child_agent")
     info = ProcessInfo(kind="worker", pid=os.getpid(), create_ns=time.time_ns(), create_source="proc",
                        hook_ns=time.time_ns(), argv=["python"])
     monkeypatch.setattr(ProcessInfo, "current", classmethod(lambda cls: info))
@@ -347,7 +347,7 @@ def test_a_child_can_be_left_without_hooks_or_without_the_agent(start, otel, mon
 def test_a_childs_hooks_can_fire_and_wrap_nothing(start, monkeypatch):
     """OTEL_PYTHON_VLLM_STARTUP_OFF=child_wrappers: an EngineCore's post-import hooks still run (wrapt's import finder
     stays) but wrap nothing; the API server's still wrap (diagnostics, to tell the finder from the wrappers)."""
-    from vllm_otel_startup import VllmStartupInstrumentor, settings
+    from vllm_otel_startup import VllmStartupInstrumentor, diagnostics
     from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
 
     class Mod:
@@ -356,7 +356,7 @@ def test_a_childs_hooks_can_fire_and_wrap_nothing(start, monkeypatch):
             return 1
 
     point = PatchPoint("fake_mod:Mod.target", "Fake", "fake", "any")
-    monkeypatch.setenv(settings.OFF.name, "child_wrappers")
+    monkeypatch.setenv(diagnostics.OFF.name, "child_wrappers")
     original = vars(Mod)["target"]
     for kind, wrapped in (("engine_core", False), ("api_server", True)):
         st = start(kind)
@@ -369,7 +369,7 @@ def test_a_childs_hooks_can_fire_and_wrap_nothing(start, monkeypatch):
 
 def test_one_row_can_be_left_out_by_its_key(start, monkeypatch):
     """OTEL_PYTHON_VLLM_STARTUP_OFF=row:TARGET: that patch point is not applied (status ``off``); the others are."""
-    from vllm_otel_startup import settings
+    from vllm_otel_startup import diagnostics
     from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
 
     class Mod:
@@ -381,7 +381,7 @@ def test_one_row_can_be_left_out_by_its_key(start, monkeypatch):
         def kept() -> int:
             return 2
 
-    monkeypatch.setenv(settings.OFF.name, "watchers,row:fake_mod:Mod.left")
+    monkeypatch.setenv(diagnostics.OFF.name, "watchers,row:fake_mod:Mod.left")
     st = start("engine_core")
     left, kept = vars(Mod)["left"], vars(Mod)["kept"]
     st.installer.apply(types.SimpleNamespace(Mod=Mod), [PatchPoint("fake_mod:Mod.left", "Left", "fake_left", "any"),

@@ -11,8 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.export import frontends
-from vllm_otel_startup.agent.export import spool
+from vllm_otel_startup.agent.export import frontends, spool
 
 S = 10**9
 

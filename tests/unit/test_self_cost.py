@@ -15,6 +15,14 @@ from vllm_otel_startup.agent.foundation import self_cost
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import overhead_pairs  # noqa: E402
 
+# The GPU workflow's driver (beside the repository, shared by the projects that use the GPU machines) and the patch
+# this repository's GPU benchmarks apply to it; the features the patch brings, which a driver that absorbed it has.
+REPO = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
+GPU_DRIVER_PATCH = REPO / "scripts" / "gpu_driver_lanes.diff"
+SHARED_GPU_DRIVER = REPO.parent / "shared" / "gpu" / "driver.py"
+GPU_DRIVER_FEATURES = ("def sched_stats(", '"vmstat_delta"', 'spec.get("profile")', 'spec.get("launcher", True)',
+                       '.replace("@R", str(R))')
+
 
 def _busy(stop: threading.Event) -> None:
     while not stop.is_set():
@@ -263,22 +271,47 @@ def test_a_gpu_queue_runs_its_tail_arms_in_turn_so_a_call_cut_short_still_compar
     assert next(e for e in q[1:] if e["arm"] == "a")["env"]["X"] == "1"
 
 
-def test_the_gpu_driver_patch_applies_to_the_shared_driver_and_the_result_compiles(tmp_path):
-    """scripts/gpu_driver_lanes.diff against ../shared/gpu/driver.py, as the GPU workflow applies it."""
-    import shutil
+def _driver_with_the_patch(driver: Path, out: Path) -> str:
+    """The driver's source with GPU_DRIVER_PATCH's features, as the GPU workflow needs it: the driver as it is where it
+    has every one of them already (the shared driver absorbed the patch), else the patch applied to it into ``out``
+    (it must apply). Either way the result compiles and has them all."""
     import subprocess
 
-    repo = Path(__file__).resolve().parents[2]
-    driver = repo.parent / "shared/gpu/driver.py"
-    if not driver.exists() or shutil.which("patch") is None:
-        pytest.skip("no ../shared/gpu/driver.py or no `patch` on this machine")
-    out = tmp_path / "driver.py"
-    subprocess.run(["patch", "-s", "-o", str(out), str(driver), str(repo / "scripts/gpu_driver_lanes.diff")],
+    src = driver.read_text()
+    if not all(f in src for f in GPU_DRIVER_FEATURES):
+        subprocess.run(["patch", "-s", "-o", str(out), str(driver), str(GPU_DRIVER_PATCH)],
+                       check=True, capture_output=True, text=True)
+        src = out.read_text()
+    compile(src, str(driver), "exec")
+    assert [f for f in GPU_DRIVER_FEATURES if f not in src] == []
+    return src
+
+
+def _shared_driver() -> Path:
+    import shutil
+
+    if not SHARED_GPU_DRIVER.exists() or shutil.which("patch") is None:
+        pytest.skip(f"no {SHARED_GPU_DRIVER} or no `patch` on this machine")
+    return SHARED_GPU_DRIVER
+
+
+def test_the_gpu_driver_patch_applies_to_the_shared_driver_and_the_result_compiles(tmp_path):
+    """GPU_DRIVER_PATCH against ../shared/gpu/driver.py, as the GPU workflow applies it, or the shared driver as it is
+    once it has the patch's features."""
+    _driver_with_the_patch(_shared_driver(), tmp_path / "driver.py")
+
+
+def test_a_shared_driver_that_absorbed_the_gpu_driver_patch_passes_unpatched(tmp_path):
+    """The shared driver with the patch already in it (here: patched into a copy first): checked as it is, not patched
+    a second time (which would fail)."""
+    import subprocess
+
+    absorbed = tmp_path / "absorbed.py"
+    subprocess.run(["patch", "-s", "-o", str(absorbed), str(_shared_driver()), str(GPU_DRIVER_PATCH)],
                    check=True, capture_output=True, text=True)
-    src = out.read_text()
-    compile(src, str(out), "exec")
-    assert "def sched_stats(" in src and '"vmstat_delta"' in src and 'spec.get("profile")' in src
-    assert 'spec.get("launcher", True)' in src and '.replace("@R", str(R))' in src
+    out = tmp_path / "driver.py"
+    assert _driver_with_the_patch(absorbed, out) == absorbed.read_text()
+    assert not out.exists()
 
 
 def test_one_start_per_arm_is_read_by_the_engine_cores_page_faults_at_ready_and_inside_capture():

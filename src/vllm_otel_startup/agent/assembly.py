@@ -53,10 +53,10 @@ def assemble(info: ProcessInfo, provider: Any, *, hooks: bool = True) -> Assembl
 
     state: tuple[Any, Any, Any] | None = None
     window: StartupSampler | None = None
-    from vllm_otel_startup import settings
+    from vllm_otel_startup import diagnostics
 
-    # diagnostics (settings.OFF): span_processor leaves an SDK provider as it is, as any other provider is
-    sdk = hasattr(provider, "add_span_processor") and not settings.off("span_processor")
+    # diagnostics.OFF: span_processor leaves an SDK provider as it is, as any other provider is
+    sdk = hasattr(provider, "add_span_processor") and not diagnostics.off("span_processor")
     if sdk:
         from vllm_otel_startup.agent.foundation.ids import UrandomIdGenerator
 

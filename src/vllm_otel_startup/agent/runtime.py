@@ -13,8 +13,8 @@ from opentelemetry import context, trace
 from opentelemetry.trace import Span
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from vllm_otel_startup import diagnostics, settings
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup import settings
 from vllm_otel_startup.agent.causes import Probes
 from vllm_otel_startup.agent.export import ready
 from vllm_otel_startup.agent.export.nudge import ExportCount, ExportNudge
@@ -122,12 +122,12 @@ class Runtime(SpanLedger, PatchRecord):
         if info.root:
             attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
-        if settings.flag(settings.EXPORT_EACH_PHASE) and not settings.off("export_nudge"):
+        if settings.flag(settings.EXPORT_EACH_PHASE) and not diagnostics.off("export_nudge"):
             self.nudge.start()  # opt-in: each phase's export at once (nudge.py)
         self._start_live()
         self.process_span = self.tracer.start_span(name, context=parent, start_time=info.create_ns, attributes=attrs)
         # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
-        if not settings.off("process_context"):  # diagnostics (settings.OFF)
+        if not diagnostics.off("process_context"):  # diagnostics.OFF
             self._token = context.attach(trace.set_span_in_context(self.process_span))
         self.sampler = self.resources.sampler = self.segments.sampler = Sampler(host=info.root)
         self.sampler.start(importing=segment == sc.IMPORTS_SPAN)  # a tick a second until the segment ends

@@ -56,10 +56,10 @@ class Probes:
     then), and the one fail-soft way to invoke them."""
 
     def __init__(self, rt: ProbeHost) -> None:
-        from vllm_otel_startup import settings  # standard library only, like this module
+        from vllm_otel_startup import diagnostics  # standard library only, like this module
 
         self.rt = rt
-        self.off = settings.off("probes")
+        self.off = diagnostics.off("probes")
         self.all: list[Probe] = []  # the probes made so far
         self.by_name: dict[str, Probe | None] = {}  # patch-table probe name -> its probe (None: failed to load)
         self.by_phase: dict[str, Probe | None] = {}

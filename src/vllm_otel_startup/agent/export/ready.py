@@ -157,7 +157,7 @@ def _record_metrics(rt: ReadyHost, own: list[Any], whole: list[Any], labels: dic
 def print_summary_later(rt: ReadyHost) -> None:
     """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread
     of its own started once the ready point's wait is over: the rendering never competes with the main thread for
-    the GIL while it waits (under load the fault matrix's three waits reached 95-100 ms when it did)."""
+    the GIL while it waits (under load, the rendering competing for the GIL stretched them past their budget)."""
     if not threads.start(threading.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary",
                                           daemon=True)):
         print_summary(rt)  # interpreter shutdown (a start that exits): nothing left to compete with
@@ -246,7 +246,7 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
         handed_over.wait(handover_s)
     # wait_s is the caller's whole budget, timed from outside (tests/e2e/ready_probe.py): the thread's start counts
     # (the GIL handed to the new thread and back), and twice that, at least two switch intervals, is kept for
-    # getting the GIL back from busy threads when the join times out (a plain join(wait_s) took 26-36 ms of 25)
+    # getting the GIL back from busy threads when the join times out (a plain join(wait_s) overran its budget)
     t.join(max(0.0, wait_s - started - 2 * max(started, sys.getswitchinterval())))
     if debug:
         print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} ready-point wait "

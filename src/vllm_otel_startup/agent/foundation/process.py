@@ -111,7 +111,7 @@ def process_span_attributes(info: ProcessInfo, phase: str) -> dict[str, Any]:
 
 
 class ProcessInfo:
-    """Who this process is. (A plain class: a dataclass costs ~1 ms to build at every interpreter start.)"""
+    """Who this process is. (A plain class: a dataclass's class creation would cost every interpreter start.)"""
 
     __slots__ = ("kind", "pid", "create_ns", "create_source", "hook_ns", "argv", "rank", "root", "embedded")
 

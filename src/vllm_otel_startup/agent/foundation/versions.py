@@ -1,5 +1,5 @@
-"""Versions of the libraries this process runs, read from the loaded modules (a metadata scan costs ~90 ms of
-startup, so package metadata is only the fallback)."""
+"""Versions of the libraries this process runs, read from the loaded modules (a metadata scan reads every
+installed distribution's files, so package metadata is only the fallback)."""
 
 from __future__ import annotations
 

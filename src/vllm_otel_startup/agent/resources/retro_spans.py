@@ -2,15 +2,15 @@
 collections ("Garbage collection", from ``gc.callbacks``) and slow module imports inside a phase ("Module
 import", from importlib's ``_find_and_load``).
 
-vLLM calls ``gc.collect()`` itself (twice at the end of every model load, ~0.4 s each with torch's heap) and
+vLLM calls ``gc.collect()`` itself (twice at the end of every model load, long with torch's heap) and
 imports heavy modules lazily inside its phases (a model runner, FlashInfer, the weight loaders); without a span
 that time is a parent's unexplained self time. The watchers only record (a contextvar read and a dict append:
 no lock is taken inside a collection or an import, which may run while the SDK holds its own locks); the spans
 are made when the span that was current at the time ends, as its children. A collection with no phase span current
 (between phases, in our span processor as a phase begins, or triggered by another thread: it holds the GIL, so the
 main thread stops too) becomes a child of the process span when the process's startup ends, less what a bootstrap
-segment already names (a 0.4-0.8 s gen-2 collection there had been an unexplained gap, e.g. between "EngineCoreProc
-init" and its first child on a loaded 2-core host). Imports outside any phase span are not recorded. So the watchers
+segment already names (a gen-2 collection there had been an unexplained gap, e.g. between "EngineCoreProc
+init" and its first child). Imports outside any phase span are not recorded. So the watchers
 start with a process's first phase (runtime.Runtime.close_segment): while it imports, before that, they would see
 thousands of imports and collections and record none.
 """
@@ -26,8 +26,8 @@ from typing import Any
 
 from opentelemetry import trace
 
+from vllm_otel_startup import diagnostics
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup import settings
 from vllm_otel_startup.agent.foundation import sysmon, threads
 from vllm_otel_startup.agent.foundation.guard import SPANS, failed
 from vllm_otel_startup.agent.foundation.patch_points import SEGMENT_SPANS, SPAN_PHASES
@@ -46,7 +46,7 @@ MAX_LOOSE = 200  # collections kept for the process span: a bound, never reached
 # A module already loaded returns at once, with no call of ours deeper than the frame it replaces: importlib's
 # ``import_module`` runs this for every call (vLLM's capture calls it a few times per CUDA graph, through
 # ``unittest.mock.patch``), and a frame one level deeper can land on a boundary of CPython's data-stack chunks (a chunk
-# mapped and unmapped per call: issue 25).
+# mapped and unmapped per call: cpython#142183).
 _WATCHER = """
 def _find_and_load(name, import_):
     module = _sys.modules.get(name)
@@ -103,7 +103,7 @@ def restart(previous: RetroSpans | None, tracer: Any, process_span: Any, importi
     first); ``importing``: installed with the first phase (close_segment). None where switched off."""
     if previous is not None:
         previous.uninstall()
-    if settings.off("watchers"):  # diagnostics (settings.OFF)
+    if diagnostics.off("watchers"):  # diagnostics.OFF
         return None
     retro = RetroSpans(tracer, skip_span_id=process_span.get_span_context().span_id)
     retro.install(later=importing)
@@ -129,7 +129,7 @@ class _FramelessImports:
     """The import watcher on Python >= 3.12 (sysmon.py): the start and return of importlib's own
     ``_find_and_load_unlocked`` (``sysmon.import_code``: a module not loaded yet), seen through ``sys.monitoring``.
     Replacing ``_find_and_load`` put a frame of ours under every module being loaded, nested imports one more each:
-    44,000 of the EngineCore's page faults on the H200 (issue 25).
+    a page fault wherever that landed on a data-stack chunk boundary (cpython#142183).
     Per thread, the frames of the imports in progress: a nested import's start walks its callers only up to the
     innermost of them (a few frames: the enclosing module's execution), its return is one comparison with the last.
     An import that fails reports no return: the next import of its thread finds it no longer among its callers and

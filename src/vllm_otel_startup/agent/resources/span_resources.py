@@ -6,14 +6,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from vllm_otel_startup import settings
+from vllm_otel_startup import diagnostics
 from vllm_otel_startup.agent.resources.sampler import Sampler, Snapshot
 
 
 class SpanResources:
     def __init__(self) -> None:
         self.sampler: Sampler | None = None  # this process's sampler, once it runs
-        self.off = settings.off("span_resources")  # diagnostics (settings.OFF)
+        self.off = diagnostics.off("span_resources")  # diagnostics.OFF
         self._snaps: dict[int, Snapshot] = {}  # span id -> resource snapshot at its start
         self._lock = threading.Lock()
 
