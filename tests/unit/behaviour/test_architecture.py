@@ -8,7 +8,14 @@
   still an arrow) and ``if TYPE_CHECKING:`` imports (a type-only arrow is still a dependency: a module that needs
   another's type takes a small Protocol of its own instead, as ready.ReadyHost and live.LiveHost do);
 - ``dashboards`` imports no ``agent`` or ``cli`` module (the vocabulary it needs is in ``semconv``);
-- no module over 450 lines, and no ``noqa: SLF001`` (a module reaching into another's private state).
+- no module over 450 lines, no function over 80, and no ``noqa: SLF001`` (a module reaching into another's private
+  state);
+- the agent in layers, type-only imports counted: ``foundation`` (imports no other part of the agent) <- the features
+  (``resources``, ``causes``, ``patching``, ``export``, ``live``; ``bootstrap`` beside them: what runs at interpreter
+  start) <- ``runtime`` <- ``assembly``. No part imports a higher layer; a feature imports another feature only
+  along the arrows of FEATURE_ARROWS, each justified there (none goes both ways). A part that needs a higher one's
+  object takes a small Protocol of its own (causes.base.ProbeHost, patching.host.PatchHost,
+  export.processor.SpanHost, export.ready.ReadyHost, live.progress.LiveHost, export.frontends.LauncherHost).
 """
 
 from __future__ import annotations
@@ -27,6 +34,17 @@ PKG = "vllm_otel_startup"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 TOP_STDLIB_ONLY = {f"{PKG}.semconv", f"{PKG}.settings", f"{PKG}.phase_groups"}
 MAX_LINES = 450
+MAX_FUNCTION_LINES = 80
+AGENT = f"{PKG}.agent"
+# the agent's layers, lowest first: a part imports its own modules and those of lower layers
+LAYERS = {"foundation": 0, "resources": 1, "causes": 1, "patching": 1, "export": 1, "live": 1, "bootstrap": 1,
+          "runtime": 2, "assembly": 3}
+FEATURES = {part for part, layer in LAYERS.items() if layer == 1}
+# the only arrows between features: each reads what a lower feature produced, and none goes back
+FEATURE_ARROWS = {
+    ("export", "resources"): "the startup metrics report the sampler's series (export/otel_metrics.py)",
+    ("live", "export"): "the start in progress reads its children's spooled progress (live/progress.py: spool.py)",
+}
 
 
 def module_name(path: Path, base: Path) -> str:
@@ -170,10 +188,12 @@ def test_no_import_cycle(base, top):
 
 
 def test_the_rules_see_real_arrows():
-    """The checker itself: the report imports the model, the runtime too; a planted cycle is found."""
+    """The checker itself: the report imports the model, the ledger too, the runtime the probes; a planted cycle is
+    found."""
     g = graph(SRC, PKG)
     assert any(m.startswith(f"{PKG}.model") for m in g[f"{PKG}.cli.report"])
-    assert any(m.startswith(f"{PKG}.model") for m in g[f"{PKG}.agent.runtime"])
+    assert any(m.startswith(f"{PKG}.model") for m in g[f"{PKG}.agent.foundation.ledger"])
+    assert f"{AGENT}.causes" in g[f"{AGENT}.runtime"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
 
 
@@ -216,6 +236,72 @@ def test_every_wrapper_of_ours_is_made_in_one_place():
     found = [f"{p.relative_to(SRC)}: {m}" for p in (SRC / PKG).rglob("*.py") if p.name != "wrapping.py"
              for m in makers if m in p.read_text()]
     assert found == []
+
+
+def _agent_part(module: str) -> str | None:
+    """The layer part of an agent module: its sub-package, or the top-level module itself (runtime, assembly)."""
+    if not module.startswith(AGENT + "."):
+        return None
+    return module[len(AGENT) + 1:].split(".")[0]
+
+
+def test_every_part_of_the_agent_has_a_layer():
+    parts = {_agent_part(module_name(p, SRC)) for p in wing_files("agent")} - {None}
+    assert parts == set(LAYERS), "a new part of agent/ needs its place in LAYERS"
+
+
+def _against_the_layers(path: Path, base: Path) -> list[str]:
+    """The imports of an agent module (type-only ones counted) that go up a layer or sideways between features."""
+    mine = _agent_part(module_name(path, base))
+    bad = set()
+    for m in imports(path, base) if mine is not None else ():  # (agent/__init__.py is no part)
+        theirs = _agent_part(m)
+        if theirs is None or theirs == mine:
+            continue
+        if theirs not in LAYERS or LAYERS[theirs] > LAYERS[mine]:
+            bad.add(f"{m} (up)")
+        elif LAYERS[theirs] == LAYERS[mine] and (mine, theirs) not in FEATURE_ARROWS:
+            bad.add(f"{m} (sideways)")
+    return sorted(bad)
+
+
+@pytest.mark.parametrize("path", wing_files("agent"), ids=lambda p: str(p.relative_to(SRC / PKG / "agent")))
+def test_the_agent_imports_only_downward(path):
+    assert _against_the_layers(path, SRC) == []
+
+
+def test_the_feature_arrows_are_one_way_between_features():
+    for a, b in FEATURE_ARROWS:
+        assert a in FEATURES and b in FEATURES and (b, a) not in FEATURE_ARROWS
+
+
+def test_the_layer_rule_sees_an_upward_and_a_sideways_type_only_import(tmp_path):
+    agent = tmp_path / PKG / "agent"
+    for part in ("foundation", "causes", "patching"):
+        (agent / part).mkdir(parents=True)
+    (agent / "foundation" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from vllm_otel_startup.agent.runtime import R\n")
+    (agent / "patching" / "b.py").write_text("def f():\n    from vllm_otel_startup.agent.causes import base\n")
+    (agent / "causes" / "c.py").write_text("from vllm_otel_startup.agent.foundation import a\n")
+    assert _against_the_layers(agent / "foundation" / "a.py", tmp_path) == [f"{AGENT}.runtime (up)",
+                                                                           f"{AGENT}.runtime.R (up)"]
+    assert f"{AGENT}.causes (sideways)" in _against_the_layers(agent / "patching" / "b.py", tmp_path)
+    assert _against_the_layers(agent / "causes" / "c.py", tmp_path) == []
+
+
+def test_no_function_is_over_80_lines():
+    long = set()
+    for path in (SRC / PKG).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES):
+                long.add(f"{path.relative_to(SRC / PKG)}:{node.name}")
+    assert sorted(long) == [], f"over {MAX_FUNCTION_LINES} lines"
+
+
+def test_the_runtime_is_at_most_200_lines():
+    """The one class a newcomer reads first: its parts live in the packages below it."""
+    assert len((SRC / PKG / "agent" / "runtime.py").read_text().splitlines()) <= 200
 
 
 def test_the_contributing_layout_names_every_module_under_its_folder():

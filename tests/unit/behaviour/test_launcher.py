@@ -12,8 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from spans import assert_attributes
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import runtime as runtime_mod
-from vllm_otel_startup.agent.export import spool
+from vllm_otel_startup.agent.export import frontends, spool
 
 S = 10**9
 
@@ -33,7 +32,7 @@ def api_server_spans(index: int, end_ns: int, outcome: str = "ready"):
 def launcher(start, tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)
-    monkeypatch.setattr(runtime_mod, "FRONTEND_POLL_S", 0.01)
+    monkeypatch.setattr(frontends, "FRONTEND_POLL_S", 0.01)
     return start("api_server", "0.33.0")
 
 
@@ -80,7 +79,7 @@ def test_one_failed_api_server_fails_the_start(start, tmp_path, monkeypatch):
 def test_a_launcher_stopped_before_it_saw_them_still_ends_at_their_ready_point(start, tmp_path, monkeypatch):
     """A server stopped right after its first /health 200: the exit path looks at the spool once more."""
     s = launcher(start, tmp_path, monkeypatch)
-    monkeypatch.setattr(runtime_mod, "FRONTEND_POLL_S", 60.0)  # the watcher will not look again in time
+    monkeypatch.setattr(frontends, "FRONTEND_POLL_S", 60.0)  # the watcher will not look again in time
     rt = s.rt
     rt.await_frontends(1)
     time.sleep(0.05)

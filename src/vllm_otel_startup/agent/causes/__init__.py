@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from vllm_otel_startup.agent.causes.base import END_NS, Call, Probe, filesystem_of, gb_per_s
+from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, filesystem_of, gb_per_s
 
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
-
-__all__ = ["CALL_PROBES", "CALL_PROBE_NAMES", "END_NS", "PHASE_PROBES", "Call", "Probe", "Probes", "filesystem_of",
-           "gb_per_s", "load"]
+__all__ = ["CALL_PROBES", "CALL_PROBE_NAMES", "PHASE_PROBES", "Call", "Probe", "Probes", "filesystem_of", "gb_per_s",
+           "load"]
 
 # the patch table's probe name (PatchPoint.probe) -> the probe that serves it (its ``name``, or one of its ``names``)
 CALL_PROBES: dict[str, str] = {
@@ -35,7 +32,7 @@ CALL_PROBES: dict[str, str] = {
     "aot_load": "compile:AotLoad",
     "aot_save": "compile:AotSave",
     "compile_key": "compile:CompileKey",
-    "aot_key_factors": "compile:AotKeyFactors",
+    "aot_key_factors": "compile:AotLoad",
     "capture": "cudagraphs:Capture",
     "capture_mode": "cudagraphs:CaptureMode",
 }
@@ -58,7 +55,7 @@ class Probes:
     """This process's probes, each made on first use of one of its names or its phase (its family module imported
     then), and the one fail-soft way to invoke them."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: ProbeHost) -> None:
         from vllm_otel_startup import diagnostics  # standard library only, like this module
 
         self.rt = rt

@@ -18,10 +18,20 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from opentelemetry.trace import Status, StatusCode
+
+from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent.foundation import threads
 from vllm_otel_startup.agent.foundation.guard import READY, failed, safe
-from vllm_otel_startup.agent.foundation.process import API_SERVER, ProcessInfo
+from vllm_otel_startup.agent.foundation.process import (
+    API_SERVER,
+    ENGINE_CORE,
+    ProcessInfo,
+    process_index,
+    redact_argv,
+    scrub,
+)
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -44,6 +54,57 @@ class ReadyHost(Protocol):
     def trace_id(self) -> str: ...
 
     def fleet(self) -> dict[str, str]: ...
+
+
+class ClosingHost(Protocol):
+    """What closing the process span reads of the process's runtime (runtime.Runtime provides it)."""
+
+    info: ProcessInfo
+    process_span: Any
+    facts: dict[str, Any]  # attributes for the process span
+    sampler: Any  # resources.Sampler, or None
+    created: Any  # resources.Snapshot: the readings at process creation (or the fork)
+    patch_applied: int
+    patch_native: int
+    patch_frameless: int
+    patch_missing: list[str]
+    patch_failed: list[str]
+
+    def gaps(self, start_ns: int, end_ns: int) -> tuple[int, int, str | None]: ...
+
+
+def close_process_span(rt: ClosingHost, end_ns: int, outcome: str, error: BaseException | None) -> None:
+    """The process span's closing attributes (facts, command line, resource use, outcome, patch counts, the gap
+    accounting, the error), and its end at ``end_ns``."""
+    span, info = rt.process_span, rt.info
+    if not info.root and info.kind in (API_SERVER, ENGINE_CORE):  # one of several: vLLM's index of it
+        index = process_index()
+        if index is not None:
+            span.set_attribute(sc.API_SERVER_INDEX if info.kind == API_SERVER else sc.DP_RANK, index)
+    span.set_attributes({k: v for k, v in rt.facts.items() if v is not None})
+    span.set_attribute(sc.COMMAND_ARGS, redact_argv(info.argv))
+    if rt.sampler is not None:
+        span.set_attributes(rt.sampler.summary(rt.created, rt.sampler.snapshot()))
+        if info.root:
+            span.set_attributes(rt.sampler.host_summary())
+    span.set_attribute(sc.OUTCOME, outcome)
+    span.set_attribute(sc.PATCH_APPLIED, rt.patch_applied)
+    span.set_attribute(sc.PATCH_NATIVE, rt.patch_native)
+    span.set_attribute(sc.PATCH_FRAMELESS, rt.patch_frameless)
+    if rt.patch_missing:
+        span.set_attribute(sc.PATCH_MISSING, sorted(set(rt.patch_missing)))
+    if rt.patch_failed:
+        span.set_attribute(sc.PATCH_FAILED, sorted(set(rt.patch_failed)))
+    unexplained, gap, after = rt.gaps(span.start_time or info.create_ns, end_ns)
+    span.set_attribute(sc.UNEXPLAINED_S, round(unexplained / 1e9, 4))
+    span.set_attribute(sc.LARGEST_GAP_S, round(gap / 1e9, 4))
+    if after:
+        span.set_attribute(sc.LARGEST_GAP_AFTER, after)
+    if error is not None:
+        span.record_exception(error)
+        span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
+        span.set_status(Status(StatusCode.ERROR, scrub(f"{type(error).__name__}: {error}")[:500]))
+    span.end(end_time=end_ns)
 
 
 def publish(rt: ReadyHost) -> None:

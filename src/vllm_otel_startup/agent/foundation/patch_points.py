@@ -25,9 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.foundation.kinds import ANY, EMBEDDED, WORKER
+from vllm_otel_startup.agent.foundation.kinds import API_SERVER as API
+from vllm_otel_startup.agent.foundation.kinds import ENGINE_CORE as CORE
 
-API, CORE, WORKER, ANY = "api_server", "engine_core", "worker", "any"
-EMBEDDED = "embedded"  # process.EMBEDDED (the table reads no agent module)
 HOOKS = frozenset({"span", "spawn", "ready", "guard", "marker", "cli_main", "ctx", "enrich", "once", "since"})
 
 
@@ -356,6 +357,8 @@ SPAN_PHASES: dict[str, str] = {
     sc.IMPORT_SPAN: "module_import",
     sc.WORKER_CONSTRUCTION_SPAN: "worker_init",  # vLLM's inner `Worker init`, renamed (processor.NESTED_RENAMES)
 }
+# each traced process kind's process span (an API server a launcher spawned has API_SERVER_PROCESS_SPAN instead)
+PROCESS_SPANS = {API: sc.ROOT_SPAN, CORE: sc.ENGINE_CORE_PROCESS_SPAN, WORKER: sc.WORKER_PROCESS_SPAN}
 WAITING_SPANS = frozenset({*(p.span for p in PATCH_POINTS if p.waiting), sc.API_SERVERS_WAIT_SPAN})
 
 

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 
 from vllm_otel_startup import diagnostics
-from vllm_otel_startup.agent import causes
 from vllm_otel_startup.agent.foundation import sysmon
 from vllm_otel_startup.agent.foundation.guard import HOOKS, safe
+from vllm_otel_startup.agent.foundation.kinds import API_SERVER
 from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES, PatchPoint, by_module
 from vllm_otel_startup.agent.foundation.versions import vllm_version
 from vllm_otel_startup.agent.foundation.wrapping import wrap
@@ -29,7 +29,7 @@ from vllm_otel_startup.agent.patching.compile_stages import CompileStages
 from vllm_otel_startup.agent.patching.wrappers import Hook, at_native_end, build
 
 if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
+    from vllm_otel_startup.agent.patching.host import CallProbes, PatchHost
 
 _log = logging.getLogger("vllm_otel_startup")
 _MARK = "_self_vllm_otel_startup"
@@ -137,10 +137,10 @@ SKELETON_HOOKS = frozenset({"spawn", "ready", "guard", "marker", "cli_main"})
 
 
 class Installer:
-    def __init__(self, rt: Runtime, tracer: trace.Tracer, version: str | None = None,
-                 probes: causes.Probes | None = None) -> None:
+    def __init__(self, rt: PatchHost, tracer: trace.Tracer, version: str | None = None,
+                 probes: CallProbes | None = None) -> None:
         self.rt = rt
-        self.probes = probes if probes is not None else causes.Probes(rt)
+        self.probes = probes if probes is not None else rt.probes
         self.version = version
         self.tracer = tracer
         self.enabled = True
@@ -153,7 +153,7 @@ class Installer:
         self.frameless = frameless.Monitor() if sysmon.available() else None
 
     def install(self) -> None:
-        if self.rt.info.kind != "api_server" and diagnostics.off("child_hooks"):
+        if self.rt.info.kind != API_SERVER and diagnostics.off("child_hooks"):
             return  # diagnostics.OFF: an EngineCore or worker patches nothing
         skeleton = diagnostics.off("phase_spans")  # diagnostics: only what a start needs to begin, hand over and end
         for module, points in by_module().items():
@@ -200,7 +200,7 @@ class Installer:
         if not self._title_kept:  # the first: OpenTelemetry's sitecustomize is done, setproctitle not yet imported
             self._title_kept = True
             safe(HOOKS, proctitle.restore_first_env_string)
-        if self.rt.info.kind != "api_server" and diagnostics.off("child_wrappers"):
+        if self.rt.info.kind != API_SERVER and diagnostics.off("child_wrappers"):
             return  # diagnostics.OFF: the post-import hooks fire, nothing is wrapped
         for point in points if self.enabled else ():
             try:

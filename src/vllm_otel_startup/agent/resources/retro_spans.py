@@ -26,9 +26,11 @@ from typing import Any
 
 from opentelemetry import trace
 
+from vllm_otel_startup import diagnostics
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.foundation import sysmon, threads
 from vllm_otel_startup.agent.foundation.guard import SPANS, failed
+from vllm_otel_startup.agent.foundation.patch_points import SEGMENT_SPANS, SPAN_PHASES
 from vllm_otel_startup.model.intervals import merge, minus
 
 GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
@@ -94,6 +96,18 @@ def hand_back(exc_type: type[BaseException]) -> None:
         threads.start(threading.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True))
     finally:
         left.set()
+
+
+def restart(previous: RetroSpans | None, tracer: Any, process_span: Any, importing: bool) -> RetroSpans | None:
+    """This process's watchers, from its process span's start (a forked child inherits its parent's: those stop
+    first); ``importing``: installed with the first phase (close_segment). None where switched off."""
+    if previous is not None:
+        previous.uninstall()
+    if diagnostics.off("watchers"):  # diagnostics.OFF
+        return None
+    retro = RetroSpans(tracer, skip_span_id=process_span.get_span_context().span_id)
+    retro.install(later=importing)
+    return retro
 
 
 def _inside(frame: Any, codes: tuple[Any, ...]) -> bool:
@@ -222,6 +236,17 @@ class RetroSpans:
             self._bootstrap, self._find_and_load = bootstrap, bootstrap._find_and_load
             self._wrapper = _import_wrapper(bootstrap._find_and_load, self._enter, self._exit)
             bootstrap._find_and_load = self._wrapper
+
+    def finish(self, process_span: Any, local: list[tuple[Any, ...]], last: tuple[str, int] | None, end_ns: int,
+               kind: str) -> None:
+        """The process's startup ended at ``end_ns``: stop watching, and make the collections that ran under no phase
+        span under the process span, outside its bootstrap segments (``local``: the ledger's ended spans; ``last``:
+        the segment open until now)."""
+        named = [(s, e) for s, e, name, *_ in local if name in SEGMENT_SPANS]
+        if last is not None:
+            named.append((last[1], end_ns))
+        self.uninstall(emit_loose_under=process_span, named=named,
+                       tags={sc.PHASE: SPAN_PHASES[sc.GC_SPAN], sc.PROCESS_KIND: kind})
 
     def uninstall(self, emit_loose_under: Any = None, named: list[tuple[int, int]] | None = None,
                   tags: dict[str, Any] | None = None) -> None:

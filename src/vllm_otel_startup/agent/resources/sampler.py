@@ -133,6 +133,13 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def stop_now(self, timeout: float) -> None:
+        """Stop (unless already told when to) and wait at most ``timeout`` for the thread: its last sample is taken
+        within one tick."""
+        if not self.stopping:
+            self.stop_after(0)
+        self.join(timeout)
+
     def _finish(self) -> None:
         on_stop, self._on_stop = self._on_stop, None
         if on_stop is not None:
