@@ -88,7 +88,7 @@ def test_the_verdict_table_pairs_arms_by_round_and_names_what_is_resolved():
     resampled median is 1.03 (three or four draws of it) in 13 of 256 draws, 5 % > 2.5 %: interval 0.98-1.03."""
     ready = {"plain": [100.0] * 4, "instr": [100.2, 100.4, 100.6, 100.8], "otelonly": [103.0, 104.0, 105.0, 106.0],
              "env": [99.0, 102.0, 98.0, 103.0]}
-    log = "INFO 2026-11-26 10:00:01.000 [APIServer pid=10] [x.py:1] vLLM API server version 0.32.0\n"
+    log = "INFO 2026-11-26 10:00:01.000 [MainProcess pid=10] [x.py:1] vLLM server version 0.32.0\n"  # vLLM 0.32
     rows = [{"arm": arm, "pair": p + 1, "ready_s": ts[p], "log": log, "spawn_ns": SPAWN_NS,
              "threads": snapshot(450 + 10 * p if arm == "instr" else 120, 548 if arm == "instr" else 172,
                                  0.05 * (p + 1) if arm == "instr" else 0.0)}
