@@ -20,7 +20,8 @@ entry-point scans only: no distro, no configurator, no instrumentor), ``sdkdefau
 SDK's own defaults, our distro not selected: opentelemetry-distro's distro and configurator, OTLP traces, metrics
 and logs; the CPU form takes the e2e suite's otel-distro folder, the GPU form expects .gpu/tools/otel-distro),
 ``env`` (the agent with no launcher). Splitting OpenTelemetry's floor (issue 58 item 3):
-``--variant otelonly --variant sdkoff --variant launcher --variant sdkdefaults`` (5 arms: 10-round squares).
+``--variant otelonly --variant sdkoff --variant launcher --variant sdkdefaults`` (6 arms: squares of 6 rounds, so 18
+rounds).
 
     python -m benchmarks overhead cpu [--pairs 8] [--mode eager|compiled] [--variant NAME=K=V,K=V ...] [--venv V]
                                          [--out F]
@@ -181,7 +182,9 @@ def main(argv: list[str] | None = None) -> None:
     r = sub.add_parser("rows", help="the analysis of a cpu run's saved starts (WORKDIR/rows.json)")
     r.add_argument("file", type=Path)
     for p in (c, q):
-        p.add_argument("--variant", action="append", default=[])
+        p.add_argument("--variant", action="append", default=[], help="NAME=K=V,...: one more arm, the agent "
+                       "with those variables; or a named arm alone: otelonly, sdkoff, launcher, sdkdefaults, env "
+                       "(overhead --help)")
     for p in (c, q, g, r):
         p.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
