@@ -70,10 +70,9 @@ def counters(rows: list[dict], starts: list[dict], arms: list[str]) -> dict[str,
         if not r.get("ready_s") or r["arm"] not in values:
             continue
         at_ready = thread_stats(r.get("threads") or {})
-        for kind in ("ours_cpu_s", "ours_threads"):  # summed over the process kinds
-            found = [v for k, v in at_ready.items() if k.endswith(f".{kind}")]
-            if found:
-                at_ready[kind] = sum(found)
+        named = sum(v for k, v in at_ready.items() if k.endswith(".ours_threads"))
+        for kind in ("ours_cpu_s", "ours_threads") if named else ():  # summed over the process kinds, where /proc
+            at_ready[kind] = sum(v for k, v in at_ready.items() if k.endswith(f".{kind}"))  # names any of ours
         got = {**at_ready, **first.get((r["pair"], r["arm"]), {})}
         for _, key in COUNTERS:
             if got.get(key) is not None:
@@ -97,7 +96,8 @@ def print_verdict(table: list[dict], per_arm: dict[str, dict[str, float]], arms:
     shown = [(label, key) for label, key in COUNTERS if any(key in per_arm.get(a, {}) for a in arms)]
     if not shown:
         return
-    print("\ncounters per arm (medians over rounds; waits: the main thread's voluntary context switches)")
+    print("\ncounters per arm (medians over rounds; waits: the main thread's voluntary context switches; preempted: "
+          "its involuntary ones; our threads: where /proc names them, CPython >= 3.14 or a name the agent sets)")
     print(f"  {'':<32}" + "".join(f" {a:>12}" for a in arms))
     for label, key in shown:
         cells = [per_arm.get(a, {}).get(key) for a in arms]

@@ -114,6 +114,10 @@ def test_the_verdict_table_pairs_arms_by_round_and_names_what_is_resolved():
     assert c["instr"]["api_main_vcsw"] == 232.5 and c["plain"]["api_main_vcsw"] == 60  # at its first line, 1 s
     assert c["instr"]["ours_cpu_s"] == pytest.approx(0.25) and c["plain"]["ours_threads"] == 2  # 2 processes
     assert c["plain"]["ours_cpu_s"] == 0.0 and "wk_main_vcsw" not in c["instr"]
+    unnamed = [{**r, "threads": {"at_ready": [
+        {**pr, "threads": [t for t in pr["threads"] if t["comm"] != "vllm-otel-start"]}
+        for pr in r["threads"]["at_ready"]]}} for r in rows]
+    assert "ours_cpu_s" not in overhead_verdict.counters(unnamed, [], ["plain", "instr"])["instr"]  # none named
 
 
 def test_the_verdict_says_when_the_rounds_are_not_whole_latin_squares(capsys):
