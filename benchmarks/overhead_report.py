@@ -10,13 +10,14 @@ import statistics
 
 from benchmarks.overhead_verdict import counters, print_verdict, verdict
 from benchmarks.stats import summary
-from benchmarks.threads import intervals, per_start, thread_stats
+from benchmarks.threads import intervals, per_start, thread_stats, titled
 from benchmarks.vllm_log import figures, first_lines, full_gcs, self_cost
 
 
 def report(rows: list[dict]) -> dict:
     """rows: one per start: arm, pair, ready_s, log, spawn_ns (threads: a threads.json snapshot). Prints the pair
     table, the medians per arm, and last the verdict table and the counters per arm (``verdict``, ``counters``)."""
+    rows = [titled(r) for r in rows]  # every arm's vLLM processes by kind, titled or not
     arms = sorted({r["arm"] for r in rows}, key=lambda a: (a != "plain", a != "instr", a))
     out: dict = pair_ratios(rows, arms)
     out["medians"] = per_arm = medians(rows, arms)

