@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
 
 from vllm_otel_startup import semconv as sc
@@ -22,7 +23,7 @@ class Ended:
         self.tracer = TracerProvider().get_tracer("t")
 
     def __call__(self, name: str, start: float, end: float, parent=None, phase: str | None = None):
-        ctx = trace.set_span_in_context(parent) if parent is not None else None
+        ctx = trace.set_span_in_context(parent) if parent is not None else Context()  # a root whatever is current
         span = self.tracer.start_span(name, context=ctx, start_time=int(start * S),
                                       attributes={sc.PHASE: phase} if phase else None)
         span.end(end_time=int(end * S))
