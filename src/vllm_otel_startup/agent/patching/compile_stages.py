@@ -21,6 +21,7 @@ from opentelemetry import trace
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.foundation import guard
 from vllm_otel_startup.agent.foundation.wrapping import wrap
+from vllm_otel_startup.agent.patching.host import PatchHost
 
 _PLAIN = (str, bool, int, float)
 MAX_DEPTH = 128
@@ -59,7 +60,7 @@ class CompileStages:
     """Regions are kept on a per-thread stack and become spans lazily: when they end after at least
     ``MIN_NS``, or when a region inside them does (so a span's parent always exists before it)."""
 
-    def __init__(self, rt: Any, tracer: trace.Tracer) -> None:
+    def __init__(self, rt: PatchHost, tracer: trace.Tracer) -> None:
         self.rt = rt
         self.tracer = tracer
         self._tls = threading.local()

@@ -22,6 +22,7 @@ class PatchHost(Protocol):
     active: bool
     done: bool
     provider: Any  # the tracer provider
+    process_span: Any  # this process's span: torch.compile regions outside any phase hang under it
     probes: CallProbes
     last_error: BaseException | None
     local: list[tuple[int, int, str, int, int | None, str | None]]  # ended startup spans (foundation.ledger)
