@@ -283,7 +283,7 @@ class Runtime:
             span.set_attribute(sc.PATCH_MISSING, sorted(set(self.patch_missing)))
         if self.patch_failed:
             span.set_attribute(sc.PATCH_FAILED, sorted(set(self.patch_failed)))
-        unexplained, gap, after = self.gaps(span.start_time or self.info.create_ns, end_ns)  # type: ignore[attr-defined]
+        unexplained, gap, after = self.gaps(getattr(span, "start_time", None) or self.info.create_ns, end_ns)  # type: ignore[attr-defined]
         span.set_attribute(sc.UNEXPLAINED_S, round(unexplained / 1e9, 4))
         span.set_attribute(sc.LARGEST_GAP_S, round(gap / 1e9, 4))
         if after:

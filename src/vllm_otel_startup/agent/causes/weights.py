@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import Call, Probe, filesystem_of, gb_per_s
+from vllm_otel_startup.agent.causes.base import Call, Probe, filesystem_of, gb_per_s, span_attributes
 
 if TYPE_CHECKING:
     from vllm_otel_startup.agent.runtime import Runtime
@@ -219,9 +219,9 @@ class WeightsLoad(Probe):
     # ---- the span -----------------------------------------------------------------------------------------
     def on_ending(self, rt: Runtime, span: Any) -> None:
         try:
-            attrs = {k: v for k, v in self.attributes().items() if k not in (span.attributes or {})}
+            attrs = {k: v for k, v in self.attributes().items() if k not in span_attributes(span)}
             span.set_attributes(attrs)
-            gbps = gb_per_s((span.attributes or {}).get(sc.WEIGHTS_BYTES), span)
+            gbps = gb_per_s(span_attributes(span).get(sc.WEIGHTS_BYTES), span)
             if gbps is not None:
                 span.set_attribute(sc.WEIGHTS_GBPS, gbps)
         finally:
