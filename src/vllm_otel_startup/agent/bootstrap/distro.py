@@ -174,5 +174,10 @@ def _sdk_configurator() -> type:
 
                 kwargs.setdefault("id_generator", UrandomIdGenerator())
             super()._configure(**kwargs)
+            from opentelemetry import trace
+
+            from vllm_otel_startup.agent.export import fragments
+
+            fragments.install(trace.get_tracer_provider())  # vLLM's spans outside a start: dropped, never roots
 
     return Configurator
