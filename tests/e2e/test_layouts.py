@@ -84,7 +84,7 @@ class LayoutStart:
     def __init__(self, observed: Observed | None, start: harness.Start, metrics: list[bytes],
                  threads: list | None = None) -> None:
         self.observed, self.start, self.metrics = observed, start, metrics
-        self.threads = threads  # every process's threads at ready (harness.process_threads): test_off_switches.py
+        self.threads = threads  # every process's threads at ready (harness.process_threads): test_off_switch_start.py
 
 
 def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
