@@ -3,7 +3,7 @@
 They live here, next to the dashboards, because they ask the same questions in the same vocabulary
 (startup_queries.py, which reads the recording rules' series where one answers: load mixin/prometheus_rules.yaml
 with them); ``python -m dashboards.generate`` writes them as the mixin's mixin/prometheus_alerts.yaml and, with
-the recording rules, as a PrometheusRule (deploy/kubernetes/base/prometheusrule.yaml). Adding an alert is one
+the recording rules, as a PrometheusRule (deploy/kubernetes/monitoring/prometheusrule.yaml). Adding an alert is one
 builder in ``BUILDERS`` (its runbook: a ``## <AlertName>`` section of docs/runbooks.md).
 
 Budgets are bucket bounds of the recording rules (recording.READY_BOUNDS) where a quantile is compared with them:
@@ -95,6 +95,9 @@ READINESS, PHASES = "vllm-startup.readiness", "vllm-startup.phases"
 # Every alert's runbook_url: one pattern over a base set once (generate --runbook-base) and the alert's anchor,
 # the GitHub heading anchor of its "## <AlertName>" section in docs/runbooks.md.
 RUNBOOK_URL = "{base}#{anchor}"
+# The default base: the project's published runbooks page. Absolute, because Alertmanager and Grafana resolve no
+# relative link; a team points it at its own copy (generate --runbook-base / --config runbook_base).
+RUNBOOK_BASE = "https://github.com/vllm-otel-startup/vllm-otel-startup/blob/main/docs/runbooks.md"
 GROUP_INTERVALS = {READINESS: "1m", PHASES: "5m"}  # the phase group looks back days: evaluate it less often
 
 
@@ -280,7 +283,7 @@ def alerts(budgets: Budgets | None = None) -> list[Alert]:
     return [build(b) for build in BUILDERS]
 
 
-def rule_groups(budgets: Budgets | None = None, runbook_base: str = "docs/runbooks.md") -> list[dict]:
+def rule_groups(budgets: Budgets | None = None, runbook_base: str = RUNBOOK_BASE) -> list[dict]:
     """The ``groups`` of a Prometheus rules file (also a PrometheusRule's ``spec.groups``)."""
     by_group: dict[str, list[Alert]] = {}
     for a in alerts(budgets):

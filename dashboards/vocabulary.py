@@ -92,7 +92,7 @@ IDENTITY_LABELS: frozenset[str] = frozenset(
 # One start = one pod's start: what per-start alerts group by (a restarted container is a new start of the pod).
 START_KEYS: tuple[str, ...] = (CLUSTER, NAMESPACE, POD)
 
-# --- label values (documented in docs/telemetry.md; semconv names them only in comments) ------------------
+# --- label values (documented in docs/telemetry.md, metrics.md; semconv names them only in comments) -------
 READY, FAILED = "ready", "failed"  # vllm.startup.outcome (also "exited": left before ready without error)
 TRUE, FALSE = "true", "false"  # cache-hit labels
 HUB_DOWNLOAD = "hub_download"  # vllm.weights.source (also local_dir, hub_cache, ...)

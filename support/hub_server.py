@@ -132,152 +132,154 @@ class HubServer:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def _sent(self, n: int) -> None:
+    def count_sent(self, n: int) -> None:
         with self._lock:
             self.bytes_sent += n
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
-        hub = self
+        return type("Handler", (HubHandler,), {"hub": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args) -> None:
-                return None
+class HubHandler(BaseHTTPRequestHandler):
+    """The Hub's HTTP API over one :class:`HubServer`'s repositories (``hub``: set per server)."""
 
-            def _reply(self, status: int, body: bytes = b"", ctype: str = "application/json",
-                       headers: dict[str, str] | None = None) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-                hub.requests.append(f"{self.command} {self.path} {status}")
+    hub: HubServer
+    protocol_version = "HTTP/1.1"
 
-            def _json(self, doc, headers: dict[str, str] | None = None) -> None:
-                self._reply(200, json.dumps(doc).encode(), headers=headers)
+    def log_message(self, *args) -> None:
+        return None
 
-            def _missing(self, code: str, msg: str) -> None:
-                self._reply(404, json.dumps({"error": msg}).encode(), headers={"X-Error-Code": code,
-                                                                                "X-Error-Message": msg})
+    def _reply(self, status: int, body: bytes = b"", ctype: str = "application/json",
+               headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self.hub.requests.append(f"{self.command} {self.path} {status}")
 
-            def _repo(self, rid: str) -> Repo | None:
-                repo = hub.repos.get(rid)
-                if repo is None:
-                    self._missing("RepoNotFound", f"Repository {rid} not found")
-                return repo
+    def _json(self, doc, headers: dict[str, str] | None = None) -> None:
+        self._reply(200, json.dumps(doc).encode(), headers=headers)
 
-            def _rev_ok(self, repo: Repo, rev: str) -> bool:
-                if urllib.parse.unquote(rev) in ("main", repo.sha):
-                    return True
-                self._missing("RevisionNotFound", f"Invalid rev id: {rev}")
-                return False
+    def _missing(self, code: str, msg: str) -> None:
+        self._reply(404, json.dumps({"error": msg}).encode(), headers={"X-Error-Code": code,
+                                                                        "X-Error-Message": msg})
 
-            def do_HEAD(self) -> None:  # noqa: N802
-                self.do_GET()
+    def _repo(self, rid: str) -> Repo | None:
+        repo = self.hub.repos.get(rid)
+        if repo is None:
+            self._missing("RepoNotFound", f"Repository {rid} not found")
+        return repo
 
-            def do_GET(self) -> None:  # noqa: N802
-                url = urllib.parse.urlsplit(self.path)
-                path, query = urllib.parse.unquote(url.path), urllib.parse.parse_qs(url.query)
-                if path == "/_vos/stats":  # the test's view of what left the server (HubProcess)
-                    self._json({"bytes_sent": hub.bytes_sent})
-                elif m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
-                    repo = self._repo(m[1])
-                    if repo and self._rev_ok(repo, m[2] or "main"):
-                        self._json(repo.info())
-                elif m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path):
-                    repo = self._repo(m[1])
-                    if repo and self._rev_ok(repo, m[2]):
-                        self._tree(repo, (m[3] or "").strip("/"), query.get("recursive", ["false"])[0] == "true")
-                elif m := re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path):
-                    repo = self._repo(m[1])
-                    if repo and self._rev_ok(repo, m[2]):
-                        self._file(repo, m[3])
-                else:
-                    self._missing("EntryNotFound", f"no route {path}")
+    def _rev_ok(self, repo: Repo, rev: str) -> bool:
+        if urllib.parse.unquote(rev) in ("main", repo.sha):
+            return True
+        self._missing("RevisionNotFound", f"Invalid rev id: {rev}")
+        return False
 
-            def do_POST(self) -> None:  # noqa: N802
-                n = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(n).decode() if n else ""
-                path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
-                m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/paths-info/([^/]+)", path)
-                if not m:
-                    self._missing("EntryNotFound", f"no route {path}")
-                    return
-                repo = self._repo(m[1])
-                if not repo or not self._rev_ok(repo, m[2]):
-                    return
-                if self.headers.get("Content-Type", "").startswith("application/json"):
-                    paths = json.loads(raw or "{}").get("paths", [])
-                else:
-                    paths = urllib.parse.parse_qs(raw).get("paths", [])
-                folders = repo.folders()
-                out = [repo.entry(repo.files[p]) if p in repo.files else {"type": "directory", "oid": repo.sha,
-                                                                              "size": 0, "path": p}
-                       for p in (q.strip("/") for q in paths) if p in repo.files or p in folders]
-                self._json(out)
+    def do_HEAD(self) -> None:  # noqa: N802
+        self.do_GET()
 
-            def _tree(self, repo: Repo, under: str, recursive: bool) -> None:
-                prefix = f"{under}/" if under else ""
-                if under and under not in repo.folders():
-                    self._missing("EntryNotFound", f"{under} does not exist")
-                    return
-                out, dirs = [], set()
-                for p, f in repo.files.items():
-                    if not p.startswith(prefix):
-                        continue
-                    rest = p[len(prefix):]
-                    if "/" in rest and not recursive:
-                        dirs.add(prefix + rest.split("/")[0])
-                        continue
-                    out.append(repo.entry(f))
-                if recursive:
-                    dirs = {d for d in repo.folders() if d.startswith(prefix)}
-                out += [{"type": "directory", "oid": repo.sha, "size": 0, "path": d} for d in sorted(dirs)]
-                self._json(out)
+    def do_GET(self) -> None:  # noqa: N802
+        url = urllib.parse.urlsplit(self.path)
+        path, query = urllib.parse.unquote(url.path), urllib.parse.parse_qs(url.query)
+        if path == "/_vos/stats":  # the test's view of what left the server (HubProcess)
+            self._json({"bytes_sent": self.hub.bytes_sent})
+        elif m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
+            repo = self._repo(m[1])
+            if repo and self._rev_ok(repo, m[2] or "main"):
+                self._json(repo.info())
+        elif m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path):
+            repo = self._repo(m[1])
+            if repo and self._rev_ok(repo, m[2]):
+                self._tree(repo, (m[3] or "").strip("/"), query.get("recursive", ["false"])[0] == "true")
+        elif m := re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path):
+            repo = self._repo(m[1])
+            if repo and self._rev_ok(repo, m[2]):
+                self._file(repo, m[3])
+        else:
+            self._missing("EntryNotFound", f"no route {path}")
 
-            def _file(self, repo: Repo, rel: str) -> None:
-                f = repo.files.get(rel)
-                if f is None:
-                    self._missing("EntryNotFound", f"{rel} does not exist on main")
-                    return
-                etag = f.sha256 if repo.is_lfs(f) else f.git_oid
-                start, end = 0, f.size - 1
-                rng = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
-                if rng:
-                    start, end = int(rng[1]), min(int(rng[2]) if rng[2] else f.size - 1, f.size - 1)
-                length = max(0, end - start + 1)
-                self.send_response(206 if rng else 200)
-                self.send_header("Content-Type", "application/octet-stream")
-                self.send_header("Content-Length", str(length))
-                self.send_header("Accept-Ranges", "bytes")
-                self.send_header("ETag", f'"{etag}"')
-                self.send_header("X-Repo-Commit", repo.sha)
-                if repo.is_lfs(f):
-                    self.send_header("X-Linked-Etag", f'"{etag}"')
-                    self.send_header("X-Linked-Size", str(f.size))
-                if rng:
-                    self.send_header("Content-Range", f"bytes {start}-{end}/{f.size}")
-                self.end_headers()
-                hub.requests.append(f"{self.command} {self.path} {206 if rng else 200}")
-                if self.command == "HEAD":
-                    return
-                with f.local.open("rb") as src:
-                    src.seek(start)
-                    left = length
-                    while left > 0:
-                        block = src.read(min(CHUNK, left))
-                        if not block:
-                            break
-                        hub.bucket.take(len(block))
-                        self.wfile.write(block)
-                        hub._sent(len(block))
-                        left -= len(block)
+    def do_POST(self) -> None:  # noqa: N802
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n).decode() if n else ""
+        path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+        m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/paths-info/([^/]+)", path)
+        if not m:
+            self._missing("EntryNotFound", f"no route {path}")
+            return
+        repo = self._repo(m[1])
+        if not repo or not self._rev_ok(repo, m[2]):
+            return
+        if self.headers.get("Content-Type", "").startswith("application/json"):
+            paths = json.loads(raw or "{}").get("paths", [])
+        else:
+            paths = urllib.parse.parse_qs(raw).get("paths", [])
+        folders = repo.folders()
+        out = [repo.entry(repo.files[p]) if p in repo.files else {"type": "directory", "oid": repo.sha,
+                                                                      "size": 0, "path": p}
+               for p in (q.strip("/") for q in paths) if p in repo.files or p in folders]
+        self._json(out)
 
-        return Handler
+    def _tree(self, repo: Repo, under: str, recursive: bool) -> None:
+        prefix = f"{under}/" if under else ""
+        if under and under not in repo.folders():
+            self._missing("EntryNotFound", f"{under} does not exist")
+            return
+        out, dirs = [], set()
+        for p, f in repo.files.items():
+            if not p.startswith(prefix):
+                continue
+            rest = p[len(prefix):]
+            if "/" in rest and not recursive:
+                dirs.add(prefix + rest.split("/")[0])
+                continue
+            out.append(repo.entry(f))
+        if recursive:
+            dirs = {d for d in repo.folders() if d.startswith(prefix)}
+        out += [{"type": "directory", "oid": repo.sha, "size": 0, "path": d} for d in sorted(dirs)]
+        self._json(out)
+
+    def _file(self, repo: Repo, rel: str) -> None:
+        f = repo.files.get(rel)
+        if f is None:
+            self._missing("EntryNotFound", f"{rel} does not exist on main")
+            return
+        etag = f.sha256 if repo.is_lfs(f) else f.git_oid
+        start, end = 0, f.size - 1
+        rng = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        if rng:
+            start, end = int(rng[1]), min(int(rng[2]) if rng[2] else f.size - 1, f.size - 1)
+        length = max(0, end - start + 1)
+        self.send_response(206 if rng else 200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(length))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("ETag", f'"{etag}"')
+        self.send_header("X-Repo-Commit", repo.sha)
+        if repo.is_lfs(f):
+            self.send_header("X-Linked-Etag", f'"{etag}"')
+            self.send_header("X-Linked-Size", str(f.size))
+        if rng:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{f.size}")
+        self.end_headers()
+        self.hub.requests.append(f"{self.command} {self.path} {206 if rng else 200}")
+        if self.command == "HEAD":
+            return
+        with f.local.open("rb") as src:
+            src.seek(start)
+            left = length
+            while left > 0:
+                block = src.read(min(CHUNK, left))
+                if not block:
+                    break
+                self.hub.bucket.take(len(block))
+                self.wfile.write(block)
+                self.hub.count_sent(len(block))
+                left -= len(block)
 
 
 class HubProcess:

@@ -9,15 +9,12 @@ made by then. The fast lane (``-m "not e2e"``) selects no plan and starts nothin
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # support/: shared with the benchmark scripts
-
-from support import harness  # noqa: E402
-from support.plans import Session, selected  # noqa: E402
+from support import harness
+from support.plans import Session, selected
 
 
 def _reads_starts(item) -> bool:

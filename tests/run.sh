@@ -15,13 +15,13 @@ step() {  # step NAME COMMAND...: run it, note its wall time
 step "bootstrap e2e" bash tests/e2e/bootstrap.sh >/dev/null
 step "bootstrap live" bash tests/e2e/bootstrap_live.sh >/dev/null
 step "bootstrap fleet" bash tests/fleet/bootstrap.sh >/dev/null
-step "bootstrap report" bash tests/report/bootstrap.sh >/dev/null
+step "bootstrap report" bash tests/e2e/bootstrap_report.sh >/dev/null
 step "bootstrap remote" bash tests/e2e/bootstrap_remote.sh >/dev/null
 step "bootstrap ecosystem" bash tests/e2e/bootstrap_ecosystem.sh >/dev/null
 step "bootstrap loaders" bash tests/e2e/bootstrap_loaders.sh >/dev/null
 step "bootstrap compat" bash tests/compat/bootstrap.sh >/dev/null
 V="${VOS_E2E_HOME:-$HOME/.cache/vllm-otel-startup/e2e}/venv-vllm"
-step "ruff" "$V/bin/python" -m ruff check src tests scripts dashboards support
+step "ruff" "$V/bin/python" -m ruff check src tests benchmarks tools dashboards support
 step "bootstrap py3.12" bash tests/unit/bootstrap_py312.sh >/dev/null  # the unit tier's second Python (tests/py312/)
 JUNIT=$(mktemp -t vos-junit.XXXXXX.xml)
 # (a VOS_START_LEDGER of the caller's is kept: its starts, a line each)

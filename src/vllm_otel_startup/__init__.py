@@ -62,10 +62,10 @@ class VllmStartupInstrumentor(BaseInstrumentor):
             return
         if info.kind not in ("api_server", "engine_core", "worker"):
             return  # helpers and vLLM's other children: do nothing at all
-        from .settings import off
+        from .diagnostics import off
 
         if info.kind != "api_server" and off("child_agent"):
-            return  # diagnostics (settings.OFF): an EngineCore or worker does nothing, as a helper
+            return  # diagnostics.OFF: an EngineCore or worker does nothing, as a helper
         self._start(info, **kwargs)
 
     def _start(self, info: Any, **kwargs: Any) -> None:

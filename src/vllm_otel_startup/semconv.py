@@ -1,4 +1,4 @@
-"""The public vocabulary: span names, phases and attribute names (documented in docs/telemetry.md).
+"""The public vocabulary: span names, phases and attribute names (documented in docs/telemetry.md and metrics.md).
 
 Span names follow vLLM's own startup spans (>= 0.16: "Load weights", "Init device", ...) so a mixed
 fleet reads the same; every startup span, vLLM's or ours, also carries ``vllm.startup.phase``, a stable
@@ -272,8 +272,8 @@ PHASES: dict[str, str] = {
 # collections, module imports): in the explained-share accounting they cover their own time and never turn
 # the span they run in into a parent (docs/telemetry.md, "Explained share").
 DETAIL_PHASES = frozenset({"torch_compile_stage", "gc", "module_import"})
-# phases whose spans come tens to a second (a graph loaded from the compile cache each: 33 in ~0.5 s in a warm 8B start
-# on the H100): their end starts no export of its own (each export holds the GIL for milliseconds beside the loading
+# phases whose spans come tens to a second (a graph loaded from the compile cache each, in a warm
+# start): their end starts no export of its own (each export holds the GIL for milliseconds beside the loading
 # thread); the enclosing phase's end, or the batch processor's half-second tick, takes them along
 BURST_PHASES = frozenset({"compile_graph"})
 
@@ -282,7 +282,8 @@ BURST_PHASES = frozenset({"compile_graph"})
 # API servers), or on its peers (a data-parallel rank waiting for the others at the DP group's rendezvous). On the
 # critical path, the work of the processes waited on explains the instant.
 # Phases that only wait for another process (the patch table's waiting rows and the launcher's wait on its API
-# servers; tests/unit/test_contract.py checks them against the table): stuck-in-phase alerts leave them out.
+# servers; tests/unit/behaviour/test_vocabulary_contract.py checks them against the table): stuck-in-phase alerts
+# leave them out.
 WAITING_PHASES = frozenset({"api_server_wait", "dp_group_init", "engine_wait", "frontend_handshake", "worker_wait"})
 WAITS_ON_FRONT_END = frozenset({"frontend_handshake"})
 WAITS_ON_PEERS = frozenset({"dp_group_init"})
@@ -298,7 +299,7 @@ METRIC_PHASES: frozenset[str] = frozenset(phase_groups.STACKED_GROUPS["stacked"]
 
 
 
-# --- metrics (docs/telemetry.md "Metrics") ----------------------------------------------------------
+# --- metrics (docs/metrics.md) -----------------------------------------------------------------------
 # Labels every startup metric carries: low-cardinality, what a fleet is compared by. Pod / host identity
 # rides on resource attributes (OTLP) or on the scrape target (Prometheus).
 FLEET_LABELS: tuple[str, ...] = (

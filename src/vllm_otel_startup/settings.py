@@ -1,5 +1,6 @@
-"""Every ``OTEL_PYTHON_VLLM_STARTUP_*`` setting, with its default, read one way (docs/telemetry.md,
-"Configuration"). Standard library only: the agent, the model and the command line all read settings here.
+"""Every ``OTEL_PYTHON_VLLM_STARTUP_*`` setting, with its default, read one way (docs/configuration.md).
+Standard library only: the agent, the model and the command line all read settings here. The
+diagnostics that benchmarks set are no setting of the users': diagnostics.py.
 
 Booleans have one grammar: ``1``/``true``/``yes``/``on`` are true, ``0``/``false``/``no``/``off``/``none`` are
 false (any case), anything else (unset, empty, a typo) is the default. Numbers that do not parse are the default.
@@ -17,7 +18,7 @@ _FALSE = frozenset({"0", "false", "no", "off", "none"})
 
 class Setting:
     """One setting. A plain class, not a dataclass: this module is imported at every interpreter start (the
-    instrumentor's disabled check), where building a dataclass costs ~2 ms."""
+    instrumentor's disabled check), where a dataclass's class creation would cost every start."""
 
     __slots__ = ("name", "default", "doc", "internal")
 
@@ -49,8 +50,8 @@ FAILURE_FLUSH_MS = _s("FAILURE_FLUSH_MS", "1000", "when a process fails or exits
 EXPORT_EACH_PHASE = _s("EXPORT_EACH_PHASE", "false", "true: a phase's end starts its export at once, on a thread of "
                        "ours, and the batch processor exports every 500 ms (`OTEL_BSP_SCHEDULE_DELAY` unless set): a "
                        "process SIGKILLed right after a phase keeps it. Its cost: an export per phase, each taking the "
-                       "GIL beside vLLM's main thread (a warm H100 start: ~0.13 s of export CPU and ~780 more waits "
-                       "of the main threads). Default: spans leave on the SDK's schedule (every 5 s), at the ready "
+                       "GIL beside vLLM's main thread (export CPU, and more waits of the main threads for the GIL). "
+                       "Default: spans leave on the SDK's schedule (every 5 s), at the ready "
                        "point and at exit")
 DEBUG = _s("DEBUG", "false", "true: each process prints to stderr how long its ready-point flush took and what the "
            "agent cost it (`self-cost`: CPU seconds of its threads, its span processor's time, the collections and "
@@ -61,6 +62,8 @@ SUMMARY = _s("SUMMARY", "true", "false: the API server prints no breakdown at re
              "vLLM logs, with or without an OTLP endpoint)")
 TEMPO_URL = _s("TEMPO_URL", "", "`vllm-otel-startup report` reads a trace id from this Tempo (`--tempo` wins)")
 TEMPO_TENANT = _s("TEMPO_TENANT", "", "a multi-tenant Tempo's tenant (`X-Scope-OrgID`)")
+JAEGER_URL = _s("JAEGER_URL", "", "`vllm-otel-startup report` reads a trace id from this Jaeger v2 query service "
+                "(`/api/v3/traces/<id>`; `--jaeger` wins)")
 SAMPLE_HZ = _s("SAMPLE_HZ", "10", "resource sampler rate once a process's imports are over (while it imports: once a "
                "second); `0` turns the sampler (resource metrics, peaks) off; the exact per-span CPU / disk deltas "
                "remain")
@@ -82,33 +85,14 @@ STATUS_PORT = _s("STATUS_PORT", "", "API server: serve the start's status (`/sta
                  "until ready; unset: no server (nothing imported)")
 HISTORY = _s("HISTORY", "", "more recorded starts the readiness estimate may learn from besides `DIR` (a fleet's "
              "shared directory or glob of `*.jsonl[.gz]` files; `os.pathsep`-separated)")
-OFF = _s("OFF", "", "diagnostics, for overhead measurements (scripts/overhead_pairs.py `--variant`): parts of the "
-         "agent to leave out, comma-separated: `compile_stages` (PyTorch's compile regions as spans), `watchers` (the "
-         "garbage-collection and import watchers), `probes` (the cause probes), `span_resources` (each phase span's "
-         "CPU / I/O / GPU-memory readings), `helper_env` (PyTorch's Python helpers start without OpenTelemetry's "
-         "sitecustomize: agent/helper_env.py), `child_nvml` (an EngineCore or worker never loads NVML: its GPU memory "
-         "comes from PyTorch's allocator, source `torch_reserved`), `phase_spans` (only the patch points a start needs "
-         "to begin, hand over and end: spawn, ready, guard, marker and CLI rows, whose spans remain); what the first "
-         "four and `phase_spans` explain is then missing from the trace (without `probes` or `phase_spans` the config "
-         "facts and their fleet labels too); and, to bisect the agent's core: `export_nudge` (no export threads: the "
-         "batch processors' own schedule), `process_context` (the process span is not made the current span: vLLM's "
-         "own spans are not its children), `span_processor` (the SDK provider keeps its own id generator and sampler "
-         "and gets no span processor of ours: the spans are exported as made, with no phase tags, local file, "
-         "metrics or ready printout), `child_hooks` (an EngineCore or worker installs no patch point: its process span "
-         "stays open and its start never ends), `child_wrappers` (an EngineCore or worker registers its post-import "
-         "hooks, wrapt's import finder included, but wraps nothing: its start never ends either), `child_agent` (an "
-         "EngineCore or worker runs nothing of ours, as a helper: only the API server is traced), `row:TARGET` "
-         "(that patch point, in every process: `row:vllm.v1.engine.core:EngineCoreProc.__init__`) and `frameless` "
-         "(Python >= 3.12: span, ready, guard and enrich rows are wrapped as on 3.11, instead of traced through "
-         "`sys.monitoring` with no frame of ours under vLLM's call)")
 LABELS = _s("LABELS", "", "the API server's fleet label values (JSON), set around `Process.start()`", internal=True)
 TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child hangs under", internal=True)
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)
 CHILD_RANK = _s("CHILD_RANK", "", "a spawned worker's global rank", internal=True)
 
 ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, EXPORT_EACH_PHASE, DEBUG, SUMMARY,
-                            TEMPO_URL, TEMPO_TENANT, SAMPLE_HZ, GPU_SAMPLE_HZ, SAMPLE_TAIL_MS, METRICS_FLUSH_MS,
-                            LIVE_INTERVAL_MS, STATUS_PORT, HISTORY, OFF, LABELS, TRACEPARENT,
+                            TEMPO_URL, TEMPO_TENANT, JAEGER_URL, SAMPLE_HZ, GPU_SAMPLE_HZ, SAMPLE_TAIL_MS,
+                            METRICS_FLUSH_MS, LIVE_INTERVAL_MS, STATUS_PORT, HISTORY, LABELS, TRACEPARENT,
                             CHILD_KIND, CHILD_RANK)
 
 
@@ -134,16 +118,6 @@ def seconds_from_ms(setting: Setting, environ: Mapping[str, str] | None = None) 
 
 def text(setting: Setting, environ: Mapping[str, str] | None = None) -> str:
     return setting.raw(environ) or setting.default
-
-
-OFF_PARTS = frozenset({"compile_stages", "watchers", "probes", "span_resources", "helper_env", "child_nvml",
-                       "phase_spans", "export_nudge", "process_context", "span_processor", "child_hooks",
-                       "child_wrappers", "child_agent", "frameless"})
-
-
-def off(part: str, environ: Mapping[str, str] | None = None) -> bool:
-    """Is ``part`` (one of OFF_PARTS) left out by OTEL_PYTHON_VLLM_STARTUP_OFF?"""
-    return part in {x.strip().lower() for x in text(OFF, environ).split(",")}
 
 
 SDK_DISABLED = "OTEL_SDK_DISABLED"  # OpenTelemetry's "no telemetry" switch (the SDK's reading: "true", any case)

@@ -1,5 +1,5 @@
 """What the compatibility tier runs (releases x modes: compat_facts.STARTS) and what it records of each start
-(tests/data/compat-results.json, rendered by scripts/gen_docs.py as docs/telemetry.md's version table)."""
+(tests/data/compat-results.json, rendered by tools/gen_docs.py as docs/patch-points.md's version table)."""
 
 from __future__ import annotations
 

@@ -55,8 +55,9 @@ INSIDE = r"""
 import json, sys
 def say(**kw): print(json.dumps(kw), flush=True)
 if sys.argv[1:]:  # the CPU kind to load the kernels as (support/cpu_kind.py)
-    import os; sys.path.insert(0, os.environ["VOS_SUPPORT_DIR"])
-    import cpu_kind; cpu_kind.apply(sys.argv[1])
+    import importlib.util, os  # support/cpu_kind.py by its path: the release's environment has no support package
+    spec = importlib.util.spec_from_file_location("cpu_kind", os.environ["VOS_CPU_KIND"])
+    cpu_kind = importlib.util.module_from_spec(spec); spec.loader.exec_module(cpu_kind); cpu_kind.apply(sys.argv[1])
 import torch, torch.cpu
 say(step="torch", torch=torch.__version__, capability=torch.backends.cpu.get_cpu_capability(),
     avx512=bool(torch.cpu._is_avx512_supported()), avx512_bf16=bool(torch.cpu._is_avx512_bf16_supported()))
@@ -86,7 +87,7 @@ def probe(venv: Path, release: str, timeout: float = 600) -> tuple[int, dict]:
     """(exit status as above, the facts to record)."""
     flags = host_flags()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_"))}
-    env["VOS_SUPPORT_DIR"] = str(REPO / "support")
+    env["VOS_CPU_KIND"] = str(REPO / "support" / "cpu_kind.py")
     argv = [str(venv / "bin/python"), "-c", INSIDE] + ([emulated()] if emulated() else [])
     r = _run(argv, env, timeout)
     steps = {}

@@ -5,26 +5,22 @@ query sees them all.
 
 Each start is a plan of the run (support/plans.py: queued when the run begins, several made at once) and is shared
 by the tests that read it. ``VOS_COMPAT_RECORD=1`` writes what the starts showed to tests/data/compat-results.json
-(scripts/gen_docs.py renders docs/telemetry.md's version table from it).
+(python -m tools.gen_docs renders docs/patch-points.md's version table from it).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import compat_facts as cf
 import pytest
 
+from support import ci, harness
+from support.plans import Session, plan
+from vllm_otel_startup.model.spanmodel import parse_otlp
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).parent))  # compat_facts.py
-sys.path.insert(0, str(REPO))  # support/
-
-import compat_facts as cf  # noqa: E402
-
-from support import ci, harness  # noqa: E402
-from support.plans import Session, plan  # noqa: E402
-from vllm_otel_startup.model.spanmodel import parse_otlp  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 RESULTS = REPO / "tests/data/compat-results.json"

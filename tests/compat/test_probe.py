@@ -101,7 +101,7 @@ def test_the_cross_release_comparison_needs_one_release_each_side_of_native_span
 
 
 def test_the_documented_kernel_table_is_the_tiers():
-    """docs/telemetry.md renders the kernel row from tests/data/compat-results.json: the same table as the code's."""
+    """docs/patch-points.md renders the kernel row from tests/data/compat-results.json: the same table as the code's."""
     recorded = json.loads((Path(__file__).resolve().parents[1] / "data/compat-results.json").read_text())["kernels"]
     assert recorded == {"cpu_kinds": list(cf.CPU_KINDS), "by_release": cf.KERNELS}
 

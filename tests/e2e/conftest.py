@@ -13,20 +13,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from e2e_observed import Observed, observe
+from e2e_params import COMPILE_KEY_NS, HUB_RATE, HUB_REPO, P2P_HOST, SLOW_RATE, WEIGHTS_NS
 
-sys.path.insert(0, str(Path(__file__).parent))  # faults.py
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # support/: shared with the benchmark scripts
-
-from e2e_observed import Observed, observe  # noqa: E402
-from e2e_params import COMPILE_KEY_NS, HUB_RATE, HUB_REPO, P2P_HOST, SLOW_RATE, WEIGHTS_NS  # noqa: E402
-
-from support import harness  # noqa: E402
-from support.plans import Session, plan  # noqa: E402
-from support.start_pool import Later  # noqa: E402
+from support import harness
+from support.plans import Session, plan
+from support.start_pool import Later
 
 pytestmark = pytest.mark.e2e
 

@@ -44,7 +44,7 @@ def _coexisting(name: str):
         first = [str(DISTRO)] if name == "distro-first" else [str(_our_metadata(s.workdir / "ours-meta")), str(DISTRO)]
         pythonpath = os.pathsep.join(first + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
         # the ours-first start also runs with a sampler meant for request traffic that keeps nothing: each process
-        # would decide alone, and the start must still be one whole trace (docs/telemetry.md, "Sampling")
+        # would decide alone, and the start must still be one whole trace (docs/configuration.md, "Sampling")
         ratio = {"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"} if name == "ours-first" else {}
         return harness.serve(s.tiny_model, cache, s.backends, args=["--enforce-eager"], name=f"ecosystem-{name}",
                              env={**EMPTY, **ratio, "PYTHONPATH": pythonpath}, warm_modelinfo=True)

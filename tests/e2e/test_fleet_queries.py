@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,12 +28,9 @@ from pathlib import Path
 
 import pytest
 
+from dashboards import queries as dq
 from support import harness
 from vllm_otel_startup import semconv as sc
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the dashboards package at the repository root
-
-from dashboards import queries as dq  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 CAN = frozenset({"compile", "compile_cache_miss", "compile_key", "failed_start", "cgroup", "kube_state_metrics",

@@ -4,7 +4,7 @@ path explained, the start's series over OTLP and on every API server's own /metr
 
 The un-instrumented control of a layout (the same command, plain) runs when its instrumented start did not become
 ready: it tells the agent's fault (ready without it) from the host's (no start either way). No control runs ahead,
-the session's layouts' included: the overhead is measured side by side by scripts/overhead_pairs.py, and controls
+the session's layouts' included: the overhead is measured side by side by `python -m benchmarks overhead`, and controls
 run beside the suite's other starts gave only a ratio on a busy machine that nobody read, for two to nine starts of
 CI time (issue 29: the whole run must fit 45 minutes on the slowest host).
 

@@ -119,7 +119,7 @@ class Alerting:
 
     def stop(self) -> None:
         for p in self.procs:
-            harness._stop(p)  # noqa: SLF001 - the harness's own bounded stop
+            harness.stop_process(p)
         self.webhook.close()
 
 

@@ -6,7 +6,7 @@ fake credentials planted and asserted absent from every export), tensorizer and 
 by the formats' own serializers, support/loader_artifacts.py, which records the two CPU limits it works around),
 dummy. The loaders that cannot run here
 (fastsafetensors, instanttensor: CUDA; ipc_cache: CUDA IPC; modelexpress: its package and a peer;
-bitsandbytes, gguf: gone from 0.32) are covered by fake-module unit tests (tests/unit/test_loaders_fake.py).
+bitsandbytes, gguf: gone from 0.32) are covered by fake-module unit tests (tests/unit/behaviour/test_loaders_fake.py).
 Installed by tests/e2e/bootstrap_loaders.sh.
 """
 
@@ -99,7 +99,7 @@ def _s3_server(s: Session) -> str:
         return proc, url
 
     def stop(server: tuple[subprocess.Popen, str]) -> None:
-        harness._stop(server[0])
+        harness.stop_process(server[0])
 
     return s.resource("s3_server", start, close=stop)[1]
 

@@ -83,7 +83,7 @@ def test_detection_agrees_with_the_ast_inventory_of_the_same_release(probed):
     ver, targets = probed["version"], probed["targets"]
     text = INVENTORY.read_text()
     if f"v{ver}:" not in text:
-        pytest.fail(f"vLLM {ver} (the e2e venv's) is not in {INVENTORY.name}: re-run scripts/qualname_inventory.py")
+        pytest.fail(f"vLLM {ver} (the e2e venv's) is not in {INVENTORY.name}: python -m tools.qualname_inventory")
     for target, got in targets.items():
         if got["state"] != "found" or target + "\n" not in text:
             continue

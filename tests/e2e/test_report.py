@@ -71,7 +71,7 @@ def test_pictures_are_produced_and_valid(compiled_cold, tmp_path):
     html = (tmp_path / "w.html").read_text()
     svg = ET.fromstring(html[html.index("<svg"):html.index("</svg>") + 6])
     assert any((t.text or "").startswith("torch.compile") for t in svg.iter("{http://www.w3.org/2000/svg}text"))
-    pil = ci.module("PIL.Image", install="the report extra (Pillow; tests/report/bootstrap.sh)")
+    pil = ci.module("PIL.Image", install="the report extra (Pillow; tests/e2e/bootstrap_report.sh)")
     waterfall.write_png(st, str(tmp_path / "w.png"))
     with pil.open(tmp_path / "w.png") as img:
         img.verify()

@@ -60,7 +60,7 @@ def test_nothing_is_lost_between_the_processes_and_the_trace_store(which, reques
 
 
 def startup_spans(obs) -> list:
-    """The spans with a phase: all but the ``Startup in progress`` records (docs/telemetry.md: zero-length marks
+    """The spans with a phase: all but the ``Startup in progress`` records (docs/metrics.md: zero-length marks
     of a start still running, for a trace store; no phase, no metrics, not in the local start file)."""
     return [s for s in obs.spans if s.name != sc.PROGRESS_SPAN]
 

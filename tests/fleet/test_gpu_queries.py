@@ -19,9 +19,9 @@ import urllib.request
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import fleet_tools
 import pytest
 import test_queries_on_stores as base
-import tools
 
 from dashboards import alerts as al
 from dashboards import queries
@@ -79,7 +79,7 @@ def replayed(series: Iterable[tuple[str, dict[str, str], float]], tmp_path_facto
     recordings of them in: yields its URL."""
     work, port = tmp_path_factory.mktemp(f"vm-{tag}"), base._free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={work}",
+    cmd = [fleet_tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={work}",
            "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s"]
     for _ in base._serve(cmd, f"{url}/health"):
         now_ms = int(time.time() * 1000)

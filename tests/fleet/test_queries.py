@@ -3,8 +3,8 @@ its result must carry — the input of the end-to-end proof against real metric 
 
 from __future__ import annotations
 
+import fleet_tools
 import pytest
-import tools
 import yaml
 
 from dashboards import alerts, generate, promql_ast, queries
@@ -61,7 +61,7 @@ def test_every_query_parses_in_prometheus(tmp_path):
     rules = [{"record": f"check:q{i}", "expr": q.expr} for i, q in enumerate(QUERIES)]
     path = tmp_path / "queries.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "all", "rules": rules}]}))
-    r = tools.run(tools.tool("promtool"), "check", "rules", str(path))
+    r = fleet_tools.run(fleet_tools.tool("promtool"), "check", "rules", str(path))
     assert r.returncode == 0, r.stdout + r.stderr
 
 

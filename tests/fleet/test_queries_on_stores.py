@@ -18,9 +18,9 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import fleet_tools
 import pytest
 import synthetic
-import tools
 import yaml
 
 from dashboards import generate, queries, recording
@@ -98,7 +98,7 @@ def vmalert(base: str, work: Path) -> Iterator[None]:
     back into it; yields once every recording fed by the stored series is in. ``work``: a directory for its
     rules file (not the store's data directory)."""
     port = _free_port()
-    cmd = [tools.tool("vmalert"), f"-rule={shipped_rules(work / 'rules.yaml')}", f"-datasource.url={base}",
+    cmd = [fleet_tools.tool("vmalert"), f"-rule={shipped_rules(work / 'rules.yaml')}", f"-datasource.url={base}",
            f"-remoteWrite.url={base}", "-rule.evalDelay=0s", "-remoteWrite.flushInterval=500ms",
            f"-httpListenAddr=127.0.0.1:{port}"]
     for _ in _serve(cmd, f"http://127.0.0.1:{port}/-/ready"):
@@ -111,7 +111,7 @@ def victoriametrics(tmp_path_factory) -> Iterator[str]:
     work, port = tmp_path_factory.mktemp("vm"), _free_port()
     rules_dir = tmp_path_factory.mktemp("vmalert")
     base = f"http://127.0.0.1:{port}"
-    cmd = [tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={work}",
+    cmd = [fleet_tools.tool("victoria-metrics"), f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={work}",
            "-opentelemetry.usePrometheusNaming", "-search.latencyOffset=0s"]
     for _ in _serve(cmd, f"{base}/health"):
         now = int(time.time())
@@ -127,13 +127,14 @@ def prometheus(tmp_path_factory) -> Iterator[str]:
     work, port = tmp_path_factory.mktemp("prom"), _free_port()
     now = int(time.time())
     (work / "series.om").write_text(synthetic.exposition(synthetic.scrape(), now - 300, now, openmetrics=True))
-    r = tools.run(tools.tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(work / "series.om"),
-                  str(work / "data"))
+    r = fleet_tools.run(fleet_tools.tool("promtool"), "tsdb", "create-blocks-from", "openmetrics",
+                        str(work / "series.om"), str(work / "data"))
     assert r.returncode == 0, r.stderr
     rules = shipped_rules(work / "rules.yaml")
     (work / "prometheus.yml").write_text(f"global:\n  scrape_interval: 15s\n  evaluation_interval: 1s\n"
                                          f"rule_files: [{rules}]\n")
-    cmd = [tools.tool("prometheus"), f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
+    cmd = [fleet_tools.tool("prometheus"), f"--config.file={work / 'prometheus.yml'}",
+           f"--storage.tsdb.path={work / 'data'}",
            f"--web.listen-address=127.0.0.1:{port}"]
     for _ in _serve(cmd, f"http://127.0.0.1:{port}/-/ready"):
         assert _wait_recorded(f"http://127.0.0.1:{port}") == FED
@@ -220,7 +221,7 @@ def test_synthetic_series_use_the_vocabulary():
 
 def test_stores_are_real_binaries():
     for name in ("victoria-metrics", "vmalert", "prometheus", "promtool"):
-        assert Path(tools.tool(name)).exists()
+        assert Path(fleet_tools.tool(name)).exists()
 
 
 def _samples_read(base: str, expr: str, start: float, end: float) -> tuple[int, list]:

@@ -1,10 +1,9 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
-from pathlib import Path
 
+import fake_vllm
 import pytest
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.trace import TracerProvider
@@ -12,15 +11,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util._once import Once
 
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # support/ (ci.py: a missing tool in CI)
-
-import fake_vllm  # noqa: E402
-
-from vllm_otel_startup import VllmStartupInstrumentor  # noqa: E402
-from vllm_otel_startup.agent.foundation.process import ProcessInfo  # noqa: E402
-from vllm_otel_startup.agent.patching.hooks import Installer  # noqa: E402
-from vllm_otel_startup.agent.runtime import Runtime  # noqa: E402
+from support.kept_batches import kept_batches_exporter
+from vllm_otel_startup import VllmStartupInstrumentor
+from vllm_otel_startup.agent.foundation.process import ProcessInfo
+from vllm_otel_startup.agent.patching.hooks import Installer
+from vllm_otel_startup.agent.runtime import Runtime
 
 
 @pytest.fixture
@@ -45,9 +40,6 @@ def metrics_reader():
     from opentelemetry.metrics import _internal as metrics_internal
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader, PeriodicExportingMetricReader
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-    from gpu_startup_probe import kept_batches_exporter
 
     reader = InMemoryMetricReader()
     keep = kept_batches_exporter()

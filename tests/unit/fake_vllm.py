@@ -1,5 +1,5 @@
 """Fake vLLM module trees, shaped exactly like a release: every qualname that tests/data/vllm-qualnames-by-release.txt
-(scripts/qualname_inventory.py: an AST scan of the released wheels) lists as present in that release, in its
+(tools/qualname_inventory.py: an AST scan of the released wheels) lists as present in that release, in its
 module, with vLLM's own ``@instrument(span_name=...)`` where the release has it. vLLM's tracing module is a
 stand-in shaped like vLLM's (``instrument`` -> ``instrument_otel`` -> a functools.wraps wrapper that opens a span
 through the global tracer provider), at the place the release keeps it: ``vllm.tracing`` up to 0.33, or

@@ -48,16 +48,15 @@ def assemble(info: ProcessInfo, provider: Any, *, hooks: bool = True) -> Assembl
     """This process's agent on ``provider`` (an SDK provider gets our id generator, the startup sampler window and
     our span processor; another provider only a tracer), started; ``hooks=False`` leaves vLLM unpatched. A failure
     takes apart what was built and is raised."""
-    from vllm_otel_startup.agent.causes import Probes
     from vllm_otel_startup.agent.export.processor import StartupSampler, StartupSpanProcessor
     from vllm_otel_startup.agent.runtime import Runtime
 
     state: tuple[Any, Any, Any] | None = None
     window: StartupSampler | None = None
-    from vllm_otel_startup import settings
+    from vllm_otel_startup import diagnostics
 
-    # diagnostics (settings.OFF): span_processor leaves an SDK provider as it is, as any other provider is
-    sdk = hasattr(provider, "add_span_processor") and not settings.off("span_processor")
+    # diagnostics.OFF: span_processor leaves an SDK provider as it is, as any other provider is
+    sdk = hasattr(provider, "add_span_processor") and not diagnostics.off("span_processor")
     if sdk:
         from vllm_otel_startup.agent.foundation.ids import UrandomIdGenerator
 
@@ -69,7 +68,7 @@ def assemble(info: ProcessInfo, provider: Any, *, hooks: bool = True) -> Assembl
             provider.sampler = window = StartupSampler(sampler)
     tracer = trace.get_tracer(INSTRUMENTATION_NAME, __version__, tracer_provider=provider)
     rt = Runtime(info, tracer, provider)
-    built = Assembly(rt, Probes(rt), state)
+    built = Assembly(rt, rt.probes, state)
     try:
         if window is not None:
             window.rt = rt

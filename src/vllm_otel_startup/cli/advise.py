@@ -11,7 +11,7 @@ def run(args: argparse.Namespace, tempo: str | None) -> int:
     from vllm_otel_startup.cli import sources
     from vllm_otel_startup.cli.report import rule_errors
 
-    st = sources.one(args.source, tempo_url=tempo)
+    st = sources.one(args.source, tempo_url=tempo, jaeger_url=getattr(args, "jaeger", None))
     if args.json:
         from vllm_otel_startup.cli import json_out
 

@@ -9,7 +9,7 @@ from html import escape
 
 from vllm_otel_startup.canvas import Line, Rect, Scene, Text, fit
 from vllm_otel_startup.cli import html_page, sources
-from vllm_otel_startup.cli.output import to_stderr
+from vllm_otel_startup.cli.output import to_stderr, warn
 from vllm_otel_startup.model.comparison import CAUSES, Comparison, Row, compare, headlines, shown_rows
 from vllm_otel_startup.model.errors import ReportError
 from vllm_otel_startup.model.facts import KIND_LABEL, seconds
@@ -121,8 +121,11 @@ def run(args: argparse.Namespace, tempo: str | None) -> int:
     """The command: the comparison as a table (or --json), and the picture where --html / --png ask for it."""
     if args.a == args.b == "-":
         raise ReportError("only one side can be read from standard input (-)")
-    a = sources.side(args.a, tempo)
-    b = sources.side(args.b, tempo)
+    if getattr(args, "phase", None) and getattr(args, "fail_if_slower", None) is None:
+        raise ReportError("--phase gates one phase: it needs --fail-if-slower PCT")
+    jaeger = getattr(args, "jaeger", None)
+    a = sources.side(args.a, tempo, jaeger)
+    b = sources.side(args.b, tempo, jaeger)
     c = compare(a, b, a_label=sources.side_label(args.a, a), b_label=sources.side_label(args.b, b),
                         allow_different_models=args.allow_different_models)
     if args.json:
@@ -138,4 +141,16 @@ def run(args: argparse.Namespace, tempo: str | None) -> int:
     if args.png:
         write_png(c, args.png)
         say(f"picture: {args.png}")
+    if getattr(args, "trace_event", None):
+        from vllm_otel_startup.cli import trace_event
+
+        newest = [max(side, key=lambda st: st.root.start) for side in (a, b)]
+        trace_event.write(args.trace_event, [("A: ", newest[0]), ("B: ", newest[1])])
+        say(f"trace events: {args.trace_event} (A and B side by side)")
+    if getattr(args, "fail_if_slower", None) is not None:
+        from vllm_otel_startup.cli import gate
+
+        status, line = gate.check(c, args.fail_if_slower, args.phase)
+        warn(line)
+        return status
     return 0

@@ -1,7 +1,7 @@
 """``--json``: what ``report``, ``advise``, ``compare`` and ``predict`` print, as one JSON document each.
 
 Each document names its schema (``"schema": "vllm-otel-startup/<command>/v<N>"``); the JSON Schemas are
-``docs/schemas/<command>.v<N>.json`` (tests/unit/test_cli_json.py validates every command's output against them).
+``docs/schemas/<command>.v<N>.json`` (tests/unit/cli/test_json_out.py validates every command's output against them).
 A version only grows compatibly (new optional fields); a change that breaks a reader gets a new version.
 Times are seconds (floats), offsets from the start's root span.
 """

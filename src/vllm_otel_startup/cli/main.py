@@ -1,9 +1,9 @@
 """Command line ``vllm-otel-startup``: report, compare, advise and predict recorded vLLM starts.
 
-SOURCE is a recorded-start file (our OTLP JSON lines, an OTLP JSON export or a saved Tempo response, .gz
-too), "-" for standard input, a directory (its newest start; for sets every *.jsonl below it), a glob, a trace
-id (the local file, or Tempo with --tempo), or a Tempo URL. Default: the newest start in
-~/.cache/vllm-otel-startup/starts. --json prints one JSON document (docs/schemas/).
+SOURCE is a recorded-start file (our OTLP JSON lines, an OTLP JSON export or a saved Tempo or Jaeger response,
+.gz too), "-" for standard input, a directory (its newest start; for sets every *.jsonl below it), a glob, a
+trace id (the local file, Tempo with --tempo or Jaeger v2 with --jaeger), or a Tempo or Jaeger query URL.
+Default: the newest start in ~/.cache/vllm-otel-startup/starts. --json prints one JSON document (docs/schemas/).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import importlib
 import sys
 
 from vllm_otel_startup import settings
+from vllm_otel_startup.cli import gate
 from vllm_otel_startup.cli.output import warn
 from vllm_otel_startup.model.errors import ReportError
 
@@ -26,13 +27,18 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     tempo_help = "Tempo base URL (e.g. http://tempo:3200) to fetch a trace id from " \
                  "(default: $OTEL_PYTHON_VLLM_STARTUP_TEMPO_URL)"
+    jaeger_help = "Jaeger v2 query base URL (e.g. http://jaeger:16686) to fetch a trace id from " \
+                  "(default: $OTEL_PYTHON_VLLM_STARTUP_JAEGER_URL)"
+    trace_event_help = "write the start as a Trace Event Format JSON file (Perfetto UI, chrome://tracing)"
     json_help = "print one JSON document instead of text (schema docs/schemas/{cmd}.v1.json)"
 
     rep = sub.add_parser("report", help="phase tree, causes and advice of one start; waterfall picture")
     rep.add_argument("source", nargs="?", help="start to report (default: the newest recorded start)")
     rep.add_argument("--html", metavar="FILE", help="write the waterfall as self-contained HTML")
     rep.add_argument("--png", metavar="FILE", help="write the waterfall as PNG (needs Pillow)")
+    rep.add_argument("--trace-event", metavar="FILE", help=trace_event_help)
     rep.add_argument("--tempo", metavar="URL", help=tempo_help)
+    rep.add_argument("--jaeger", metavar="URL", help=jaeger_help)
     rep.add_argument("--trace", metavar="ID", help="the start to pick when SOURCE holds several")
     rep.add_argument("--detail", action="store_true",
                      help="list every span (by default, 3 or more siblings of one name fold into one line)")
@@ -43,13 +49,21 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("b", help="start(s) B")
     cmp.add_argument("--html", metavar="FILE", help="write the comparison picture as HTML")
     cmp.add_argument("--png", metavar="FILE", help="write the comparison picture as PNG (needs Pillow)")
+    cmp.add_argument("--trace-event", metavar="FILE",
+                     help="write both starts side by side (each side's newest) as a Trace Event Format JSON file")
+    cmp.add_argument("--fail-if-slower", metavar="PCT", type=gate.percent,
+                     help="exit 1 when B's whole start (or --phase) is more than PCT %% slower than A's")
+    cmp.add_argument("--phase", metavar="ID", help="with --fail-if-slower: gate this phase id instead of the "
+                     "whole start (e.g. weights_load, torch_compile; every process kind that has it)")
     cmp.add_argument("--allow-different-models", action="store_true", help="compare starts of different models")
     cmp.add_argument("--tempo", metavar="URL", help=tempo_help)
+    cmp.add_argument("--jaeger", metavar="URL", help=jaeger_help)
     cmp.add_argument("--json", action="store_true", help=json_help.format(cmd="compare"))
 
     adv = sub.add_parser("advise", help="advice from the field's playbook, fired by evidence in the trace")
     adv.add_argument("source", nargs="?", help="start to advise on (default: the newest recorded start)")
     adv.add_argument("--tempo", metavar="URL", help=tempo_help)
+    adv.add_argument("--jaeger", metavar="URL", help=jaeger_help)
     adv.add_argument("--json", action="store_true", help=json_help.format(cmd="advise"))
 
     pre = sub.add_parser("predict", help="per-phase linear models over recorded starts: expected vs actual")
@@ -61,12 +75,28 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--save", metavar="FILE", help="save the fit (JSON)")
     pre.add_argument("--validate", action="store_true", help="print the leave-one-model-out error and exit")
     pre.add_argument("--tempo", metavar="URL", help=tempo_help)
+    pre.add_argument("--jaeger", metavar="URL", help=jaeger_help)
     pre.add_argument("--json", action="store_true", help=json_help.format(cmd="predict") + " (not with --validate)")
     return p
 
 
+def _remote(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(Tempo URL, Jaeger URL), at most one set: a flag wins over both settings; two flags, or two settings and
+    no flag, are an error (which one to read would be a guess)."""
+    t_flag, j_flag = getattr(args, "tempo", None), getattr(args, "jaeger", None)
+    if t_flag and j_flag:
+        raise ReportError("--tempo and --jaeger both given: fetch from one of them")
+    if t_flag or j_flag:
+        return t_flag, j_flag
+    t_env, j_env = settings.text(settings.TEMPO_URL) or None, settings.text(settings.JAEGER_URL) or None
+    if t_env and j_env:
+        raise ReportError(f"both {settings.TEMPO_URL.name} and {settings.JAEGER_URL.name} are set: pass --tempo "
+                          "URL or --jaeger URL to pick one")
+    return t_env, j_env
+
+
 def _run(args: argparse.Namespace) -> int:
-    tempo = getattr(args, "tempo", None) or settings.text(settings.TEMPO_URL) or None
+    tempo, args.jaeger = _remote(args)
     if args.cmd == "report":
         return _report(args, tempo)
     if args.cmd not in ("compare", "advise", "predict"):
@@ -79,7 +109,7 @@ def _report(args: argparse.Namespace, tempo: str | None) -> int:
     from vllm_otel_startup.cli import report
 
     return report.run(args.source, html=args.html, png=args.png, tempo_url=tempo, trace_id=args.trace,
-                      detail=args.detail, as_json=args.json)
+                      detail=args.detail, as_json=args.json, jaeger_url=args.jaeger, trace_event=args.trace_event)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,7 +66,9 @@ def run(args: argparse.Namespace, tempo: str | None) -> int:
         validation = None
     else:
         starts = sources.many(corpus, ready_only=True, warn=warn)
-        model, validation = predict.fit_validated([predict.sample(s) for s in starts])
+        from vllm_otel_startup.cli.lstsq import solver
+
+        model, validation = predict.fit_validated([predict.sample(s) for s in starts], solver())
         say(f"fitted on {model.n} starts from {' '.join(corpus)}")
     if args.save:
         try:
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace, tempo: str | None) -> int:
             raise ReportError("--validate needs a corpus (not --model) with starts of at least 3 models")
         print(validation_table(validation))
         return 0
-    st = sources.one(args.source, tempo_url=tempo)
+    st = sources.one(args.source, tempo_url=tempo, jaeger_url=getattr(args, "jaeger", None))
     if not st.ready:
         raise ReportError(f"{st.source}: the start did not reach ready; nothing to predict")
     if args.json:

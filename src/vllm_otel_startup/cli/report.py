@@ -30,11 +30,13 @@ def rule_errors(st: Start, err: TextIO | None = None) -> bool:
 
 
 def run(source: str | None, *, html: str | None = None, png: str | None = None, tempo_url: str | None = None,
-        trace_id: str | None = None, out: TextIO | None = None, detail: bool = False, as_json: bool = False) -> int:
+        trace_id: str | None = None, out: TextIO | None = None, detail: bool = False, as_json: bool = False,
+        jaeger_url: str | None = None, trace_event: str | None = None) -> int:
     """Exit status 0; 1 where the start did not reach ready or an advice rule failed on it. ``as_json``: one JSON
-    document on ``out`` (json_out.report), the picture notes on stderr."""
+    document on ``out`` (json_out.report), the picture notes on stderr. ``trace_event``: the start as a Trace
+    Event Format file (cli/trace_event.py)."""
     out = out or sys.stdout
-    st = sources.one(source, tempo_url=tempo_url, trace_id=trace_id)
+    st = sources.one(source, tempo_url=tempo_url, trace_id=trace_id, jaeger_url=jaeger_url)
     if as_json:
         from vllm_otel_startup.cli import json_out
 
@@ -49,5 +51,10 @@ def run(source: str | None, *, html: str | None = None, png: str | None = None, 
     if png:
         waterfall.write_png(st, png)
         print(f"waterfall: {png}", file=notes)
+    if trace_event:
+        from vllm_otel_startup.cli import trace_event as te
+
+        te.write(trace_event, [("", st)])
+        print(f"trace events: {trace_event} (open in https://ui.perfetto.dev or chrome://tracing)", file=notes)
     failed_rules = rule_errors(st)
     return 0 if st.ready and not failed_rules else 1

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.cli import tempo
+from vllm_otel_startup.cli import jaeger, tempo
 from vllm_otel_startup.cli.output import warn
 from vllm_otel_startup.model import corpus
 from vllm_otel_startup.model.errors import ReportError
@@ -74,18 +74,23 @@ def latest_file(directory: str | None = None) -> str:
     return max(files, key=os.path.getmtime)
 
 
-def one(source: str | None, *, tempo_url: str | None = None, trace_id: str | None = None) -> Start:
+def one(source: str | None, *, tempo_url: str | None = None, trace_id: str | None = None,
+        jaeger_url: str | None = None) -> Start:
     """The start a ``report`` SOURCE names: a file (default: the latest in the local directory), the latest
-    file in a directory, a trace id (local file ``<id>.jsonl``, or Tempo with ``tempo_url``), or a Tempo URL."""
+    file in a directory, a trace id (local file ``<id>.jsonl``, or Tempo with ``tempo_url``, Jaeger v2 with
+    ``jaeger_url``), or a Tempo or Jaeger query URL."""
     if source and source.startswith(("http://", "https://")):
         shown = redact_url(source)  # the label printed and embedded in the HTML: no credentials
         return _pick(starts_in(tempo.fetch_url(source), shown), trace_id, shown)
     if source and TRACE_ID.match(source) and not os.path.exists(source):
+        if jaeger_url:
+            return _pick(starts_in(jaeger.fetch(jaeger_url, source), source), source.lower(), source)
         if tempo_url:
             return _pick(starts_in(tempo.fetch(tempo_url, source), source), source.lower(), source)
         local = os.path.join(default_dir(), f"{source.lower()}.jsonl")
         if not os.path.exists(local):
-            raise ReportError(f"trace {source}: not in {default_dir()} (to fetch it from Tempo: --tempo URL)")
+            raise ReportError(f"trace {source}: not in {default_dir()} (to fetch it from Tempo: --tempo URL; "
+                              "from Jaeger: --jaeger URL)")
         source = local
     if source == STDIN:
         return _pick(starts_in(read_file(STDIN), "<stdin>"), trace_id, "<stdin>")
@@ -140,10 +145,10 @@ def many(sources: list[str], *, ready_only: bool = False,
     return out
 
 
-def side(src: str, tempo: str | None) -> list[Start]:
+def side(src: str, tempo: str | None, jaeger_url: str | None = None) -> list[Start]:
     """One side of ``compare``: a start (a file, URL or trace id) or the ready starts a directory or glob names."""
-    if tempo and TRACE_ID.match(src) and not os.path.exists(src):
-        return [one(src, tempo_url=tempo)]
+    if (tempo or jaeger_url) and TRACE_ID.match(src) and not os.path.exists(src):
+        return [one(src, tempo_url=tempo, jaeger_url=jaeger_url)]
     if os.path.isfile(src) or src.startswith(("http://", "https://")) or TRACE_ID.match(src):
         return many([src])
     return many([src], ready_only=True, warn=warn)

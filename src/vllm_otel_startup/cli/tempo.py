@@ -21,14 +21,16 @@ from vllm_otel_startup.model.redact import redact_url
 from vllm_otel_startup.model.spanmodel import Span, parse_text
 
 
-def _get(url: str, timeout: float) -> tuple[int, str]:
+def get(url: str, timeout: float, service: str = "Tempo") -> tuple[int, str]:
+    """GET ``url`` (JSON), Basic auth from its user info; the status and body. Shared with cli/jaeger.py: only
+    Tempo gets the tenant header."""
     parts = urllib.parse.urlsplit(url)
     headers = {"Accept": "application/json"}
     if parts.username is not None:
         cred = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
         headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
         url = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    if tenant := settings.text(settings.TEMPO_TENANT):
+    if service == "Tempo" and (tenant := settings.text(settings.TEMPO_TENANT)):
         headers["X-Scope-OrgID"] = tenant
     req = urllib.request.Request(url, headers=headers)
     try:
@@ -38,7 +40,7 @@ def _get(url: str, timeout: float) -> tuple[int, str]:
         return exc.code, exc.read().decode("utf-8", "replace")
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise ReportError(f"cannot reach Tempo at {_safe(url)} ({reason})") from None
+        raise ReportError(f"cannot reach {service} at {_safe(url)} ({reason})") from None
 
 
 def _safe(url: str) -> str:
@@ -46,12 +48,14 @@ def _safe(url: str) -> str:
 
 
 def fetch_url(url: str, timeout: float = 15.0) -> list[Span]:
-    status, body = _get(url, timeout)
+    """A trace by its full query URL: Tempo's, or Jaeger v2's (``/api/v3/traces/<id>``: the same JSON reader)."""
+    service = "Jaeger" if "/api/v3/traces/" in url else "Tempo"
+    status, body = get(url, timeout, service)
     if status == 404:
-        raise ReportError(f"trace not found in Tempo ({_safe(url)}: HTTP 404)")
+        raise ReportError(f"trace not found in {service} ({_safe(url)}: HTTP 404)")
     if status != 200:
         first = (body.strip().splitlines() or [""])[0][:160]
-        raise ReportError(f"Tempo answered HTTP {status} for {_safe(url)}: {first}")
+        raise ReportError(f"{service} answered HTTP {status} for {_safe(url)}: {first}")
     return parse_text(body, _safe(url))
 
 
@@ -59,11 +63,11 @@ def fetch(base_url: str, trace_id: str, timeout: float = 15.0) -> list[Span]:
     """The spans of one trace: the v2 API first, the v1 API when v2 is missing (older Tempo)."""
     base = base_url.rstrip("/")
     tid = trace_id.lower()
-    status, body = _get(f"{base}/api/v2/traces/{tid}", timeout)
+    status, body = get(f"{base}/api/v2/traces/{tid}", timeout)
     if status == 200:
         return parse_text(body, f"{_safe(base)}/api/v2/traces/{tid}")
     if status == 404:
-        status, body = _get(f"{base}/api/traces/{tid}", timeout)
+        status, body = get(f"{base}/api/traces/{tid}", timeout)
         if status == 200:
             return parse_text(body, f"{_safe(base)}/api/traces/{tid}")
     if status == 404:

@@ -106,91 +106,122 @@ def analyse(root: Span, spans: list[Span], ls: list[Lane] | None = None) -> Crit
     ls = ls if ls is not None else lanes(root, spans)
     by_id = {s.span_id: s for s in spans}
     lane_of = {ln.span.span_id: ln for ln in ls}
-
-    def depth(ln: Lane) -> tuple[int, int]:
-        # an API server waits on the EngineCores it is a client of, an EngineCore on its workers, whichever process
-        # spawned them (a launcher spawns API servers and EngineCores side by side): the kind first, then the tree
-        d, cur, seen = 0, by_id.get(ln.span.parent_id or ""), 0
-        while cur is not None and seen < 64:
-            if cur.span_id in lane_of and cur is not ln.span:
-                d += 1
-            cur = by_id.get(cur.parent_id or "")
-            seen += 1
-        return KIND_DEPTH.get(ln.kind, 0), d
-
     owner_of = _owners(ls, lane_of, by_id)
-    info = []
-    own: dict[int, list[tuple[int, int]]] = {}  # lane -> the time any span of its own runs (idle outside it)
-    detail: dict[int, list[tuple[int, int]]] = {}  # lane -> its garbage collections and imports
-    on_front: dict[int, list[tuple[int, int]]] = {}  # lane -> its waits for its front end
-    on_peers: dict[int, list[tuple[int, int]]] = {}  # lane -> its waits for the other processes of its kind
-    leaves_of: dict[int, list[Span]] = {}
-    for ln in ls:
-        on_front[id(ln)] = merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_FRONT_END)
-        on_peers[id(ln)] = merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_PEERS)
-        leaves = [s for s in leaf_spans(ln.spans) if s is not ln.span and s.end > s.start
-                  and not s.attrs.get(sc.WAITING)]
-        info.append((ln, depth(ln), merge((s.start, s.end) for s in leaves),
-                     sorted((s.end, s.name) for s in leaves)))
-        own[id(ln)] = merge((s.start, s.end) for s in ln.spans if s is not ln.span and s.end > s.start)
-        detail[id(ln)] = merge((s.start, s.end) for s in leaves if phase_of(s) in sc.DETAIL_PHASES)
-        leaves_of[id(ln)] = leaves
-    # an outer process's own work: its leaves that overlap no span of a deeper process (a leaf around an RPC to its
-    # workers overlaps their spans; the executor's handshake with idle workers overlaps none)
-    solo: dict[int, list[tuple[int, int]]] = {}
-    for ln, d, _, _ in info:
-        deeper = merge((s.start, s.end) for x, dx, _, _ in info if dx > d for s in x.spans
-                       if s is not x.span and s.end > s.start)
-        solo[id(ln)] = merge((s.start, s.end) for s in leaves_of[id(ln)]
-                             if phase_of(s) not in sc.DETAIL_PHASES and not overlaps(deeper, s.start, s.end))
+    views = _views(ls, lane_of, by_id)
     t0, t1 = root.start, max(root.end, root.start)
-    cuts = {t0, t1}
-    for ln, _, u, _ in info:
-        for t in (ln.span.start, ln.span.end, *(x for ivs in (u, own[id(ln)], detail[id(ln)], solo[id(ln)],
-                                                              on_front[id(ln)], on_peers[id(ln)])
-                                                for iv in ivs for x in iv)):
-            if t0 < t < t1:
-                cuts.add(t)
-    edges = sorted(cuts)
-    raw: list[tuple[int, int, Lane, str | None]] = []
-    for a, b in zip(edges, edges[1:], strict=False):
-        mid = (a + b) / 2
-        live = [x for x in info if x[0].span.start <= mid < x[0].span.end]
-        if not live:
-            continue
-        inner = max(d for _, d, _, _ in live)
-        # of several processes at that depth (data-parallel EngineCores, API servers, tensor-parallel workers) the
-        # one that ends last is the one the start waits for: its work is the instant's
-        cands = [max((x for x in live if x[1] == inner), key=lambda x: x[0].span.end)]
-        if any(covers(u, mid) for _, _, u, _ in cands):
-            continue
-        idle = not any(covers(own[id(x[0])], mid) for x in cands)
-        if idle and any(covers(detail[id(x[0])], mid) or covers(solo[id(x[0])], mid) for x in live if x[1] < inner):
-            continue
-        me = cands[0][0]
-        # a worker with no span of its own open waits for the executor's next call, which waits for every rank of
-        # its EngineCore (collective RPCs): a busy peer rank's work is the instant's (the straggler's time)
-        if idle and me.kind == "worker" and any(
-                covers(x[2], mid) for x in live if x[1] == inner and x[0] is not me and x[0].kind == "worker"
-                and owner_of[id(x[0])] == owner_of[id(me)]):
-            continue
-        # waiting for its peers (the DP rendezvous): a peer's work is the instant's; for its front end (the
-        # EngineCore's handshake): the front-end processes' work is
-        if covers(on_peers[id(me)], mid) and any(covers(x[2], mid) for x in live if x[1] == inner and x[0] is not me):
-            continue
-        if covers(on_front[id(me)], mid) and any(covers(x[2], mid) for x in live if x[1][0] < inner[0]):
-            continue
-        ln, _, _, ends = cands[0]
-        i = bisect.bisect_right(ends, (a, "\uffff")) - 1
-        after = ends[i][1] if i >= 0 else None
-        if raw and raw[-1][1] == a and raw[-1][2] is ln:
-            raw[-1] = (raw[-1][0], b, ln, raw[-1][3])
-        else:
-            raw.append((a, b, ln, after))
-    gaps = [Gap(ln.label, ln.kind, (a - t0) / 1e9, (b - a) / 1e9, after) for a, b, ln, after in raw]
+    gaps = [Gap(ln.label, ln.kind, (a - t0) / 1e9, (b - a) / 1e9, after)
+            for a, b, ln, after in _uncovered(views, _cuts(views, t0, t1), owner_of)]
     gaps.sort(key=lambda g: -g.seconds)
     return CriticalPath((t1 - t0) / 1e9, sum(g.seconds for g in gaps), gaps, stragglers(root, ls, by_id),
                         rank_waits(ls, owner_of))
+
+
+Intervals = list[tuple[int, int]]
+Stretch = tuple[int, int, Lane, str | None]  # start, end, the process, the span of it that ended right before
+
+
+@dataclass
+class _View:
+    """One process as the analysis sees it: where it works, where it waits and on whom."""
+
+    ln: Lane
+    depth: tuple[int, int]  # (its kind's depth, its process depth in the tree): the deepest live one works
+    leaves: list[Span]  # its non-waiting leaf spans
+    covered: Intervals  # their time: explained
+    ends: list[tuple[int, str]]  # their ends and names, sorted: the span that ended right before a gap
+    own: Intervals  # the time any span of its own runs (idle outside it)
+    detail: Intervals  # its garbage collections and imports
+    on_front: Intervals  # its waits for its front end
+    on_peers: Intervals  # its waits for the other processes of its kind
+    solo: Intervals = field(default_factory=list)  # its leaves that overlap no span of a deeper process
+
+
+def _depth(ln: Lane, lane_of: dict[str, Lane], by_id: dict[str, Span]) -> tuple[int, int]:
+    """An API server waits on the EngineCores it is a client of, an EngineCore on its workers, whichever process
+    spawned them (a launcher spawns API servers and EngineCores side by side): the kind first, then the tree."""
+    d, cur, seen = 0, by_id.get(ln.span.parent_id or ""), 0
+    while cur is not None and seen < 64:
+        if cur.span_id in lane_of and cur is not ln.span:
+            d += 1
+        cur = by_id.get(cur.parent_id or "")
+        seen += 1
+    return KIND_DEPTH.get(ln.kind, 0), d
+
+
+def _views(ls: list[Lane], lane_of: dict[str, Lane], by_id: dict[str, Span]) -> list[_View]:
+    """Each process's work, idle time and waits as intervals."""
+    views = []
+    for ln in ls:
+        leaves = [s for s in leaf_spans(ln.spans) if s is not ln.span and s.end > s.start
+                  and not s.attrs.get(sc.WAITING)]
+        views.append(_View(
+            ln, _depth(ln, lane_of, by_id), leaves, merge((s.start, s.end) for s in leaves),
+            sorted((s.end, s.name) for s in leaves),
+            merge((s.start, s.end) for s in ln.spans if s is not ln.span and s.end > s.start),
+            merge((s.start, s.end) for s in leaves if phase_of(s) in sc.DETAIL_PHASES),
+            merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_FRONT_END),
+            merge((s.start, s.end) for s in ln.spans if phase_of(s) in sc.WAITS_ON_PEERS)))
+    # an outer process's own work: its leaves that overlap no span of a deeper process (a leaf around an RPC to its
+    # workers overlaps their spans; the executor's handshake with idle workers overlaps none)
+    for v in views:
+        deeper = merge((s.start, s.end) for x in views if x.depth > v.depth for s in x.ln.spans
+                       if s is not x.ln.span and s.end > s.start)
+        v.solo = merge((s.start, s.end) for s in v.leaves
+                       if phase_of(s) not in sc.DETAIL_PHASES and not overlaps(deeper, s.start, s.end))
+    return views
+
+
+def _cuts(views: list[_View], t0: int, t1: int) -> list[int]:
+    """Every instant inside the start where some process's work or waits begin or end, with the start's ends."""
+    cuts = {t0, t1}
+    for v in views:
+        for t in (v.ln.span.start, v.ln.span.end, *(x for ivs in (v.covered, v.own, v.detail, v.solo, v.on_front,
+                                                                   v.on_peers) for iv in ivs for x in iv)):
+            if t0 < t < t1:
+                cuts.add(t)
+    return sorted(cuts)
+
+
+def _uncovered(views: list[_View], edges: list[int], owner_of: dict[int, str]) -> list[Stretch]:
+    """The stretches between the cuts that no process's work explains, adjacent ones of one process joined."""
+    raw: list[Stretch] = []
+    for a, b in zip(edges, edges[1:], strict=False):
+        mid = (a + b) / 2
+        live = [v for v in views if v.ln.span.start <= mid < v.ln.span.end]
+        if not live:
+            continue
+        # of several processes at the deepest depth (data-parallel EngineCores, API servers, tensor-parallel
+        # workers) the one that ends last is the one the start waits for: its work is the instant's
+        inner = max(v.depth for v in live)
+        me = max((v for v in live if v.depth == inner), key=lambda v: v.ln.span.end)
+        if covers(me.covered, mid) or _explained_elsewhere(me, live, mid, owner_of):
+            continue
+        i = bisect.bisect_right(me.ends, (a, "\uffff")) - 1
+        after = me.ends[i][1] if i >= 0 else None
+        if raw and raw[-1][1] == a and raw[-1][2] is me.ln:
+            raw[-1] = (raw[-1][0], b, me.ln, raw[-1][3])
+        else:
+            raw.append((a, b, me.ln, after))
+    return raw
+
+
+def _explained_elsewhere(me: _View, live: list[_View], mid: float, owner_of: dict[int, str]) -> bool:
+    """Whether another live process's work is the instant's while ``me``, the innermost, runs no leaf of its own."""
+    idle = not covers(me.own, mid)
+    # an outer process collects garbage, imports, or works on its own while the innermost one idles
+    if idle and any(covers(v.detail, mid) or covers(v.solo, mid) for v in live if v.depth < me.depth):
+        return True
+    # a worker with no span of its own open waits for the executor's next call, which waits for every rank of
+    # its EngineCore (collective RPCs): a busy peer rank's work is the instant's (the straggler's time)
+    if idle and me.ln.kind == "worker" and any(
+            covers(v.covered, mid) for v in live if v.depth == me.depth and v is not me and v.ln.kind == "worker"
+            and owner_of[id(v.ln)] == owner_of[id(me.ln)]):
+        return True
+    # waiting for its peers (the DP rendezvous): a peer's work is the instant's; for its front end (the
+    # EngineCore's handshake): the front-end processes' work is
+    if covers(me.on_peers, mid) and any(covers(v.covered, mid) for v in live if v.depth == me.depth and v is not me):
+        return True
+    return covers(me.on_front, mid) and any(covers(v.covered, mid) for v in live if v.depth[0] < me.depth[0])
 
 
 RANK_WAIT_MIN_S = 0.05

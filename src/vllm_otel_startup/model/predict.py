@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from vllm_otel_startup import phase_groups as pg
@@ -41,6 +42,9 @@ GROUPS: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     (g, phases, FEATURES[g]) for g, phases in pg.PREDICT_GROUPS.items() if g != pg.OTHER_GROUP]
 OTHER = (pg.OTHER_GROUP, FEATURES[pg.OTHER_GROUP])
 RIDGE = 1e-6
+# A least-squares solver: (rows of features, targets) -> coefficients. ``least_squares`` below is the standard
+# library's; the command line passes numpy's where numpy is installed (cli/lstsq.py: this layer stays stdlib-only).
+Solver = Callable[[list[list[float]], list[float]], list[float]]
 
 
 def features(f: Facts) -> dict[str, float]:
@@ -148,14 +152,14 @@ def _spec() -> list[tuple[str, tuple[str, ...]]]:
     return [(g, feats) for g, _, feats in GROUPS] + [OTHER]
 
 
-def fit(samples: list[Sample]) -> Model:
+def fit(samples: list[Sample], solve: Solver | None = None) -> Model:
     if len(samples) < 3:
         raise ReportError(f"predict needs at least 3 recorded starts that reached ready, got {len(samples)}")
     coef, feats = {}, {}
     for g, fs in _spec():
         xs = [[s.x[name] for name in fs] for s in samples]
         ys = [s.y.get(g, 0.0) for s in samples]
-        coef[g], feats[g] = least_squares(xs, ys), fs
+        coef[g], feats[g] = (solve or least_squares)(xs, ys), fs
     seen = {name: any(s.x.get(name, 0.0) for s in samples) for name in samples[0].x}
     return Model(coef, feats, {}, len(samples), seen)
 
@@ -181,7 +185,7 @@ def _class(s: Sample) -> tuple[float, float]:
     return (s.x["compiled"], s.x["modelinfo_miss"])
 
 
-def validate(samples: list[Sample]) -> Validation:
+def validate(samples: list[Sample], solve: Solver | None = None) -> Validation:
     """Leave one model out: each model's starts are predicted by a fit on the other models' starts."""
     models = sorted({s.model for s in samples})
     if len(models) < 3:
@@ -189,7 +193,7 @@ def validate(samples: list[Sample]) -> Validation:
     rows, base = [], []
     for m in models:
         train = [s for s in samples if s.model != m]
-        model = fit(train)
+        model = fit(train, solve)
         for s in (s for s in samples if s.model == m):
             rows.append((s, model.expect(s.x)))
             same = [t.y["total"] for t in train if _class(t) == _class(s)] or [t.y["total"] for t in train]
@@ -197,10 +201,10 @@ def validate(samples: list[Sample]) -> Validation:
     return Validation([g for g, _ in _spec()], rows, base)
 
 
-def fit_validated(samples: list[Sample]) -> tuple[Model, Validation | None]:
-    model = fit(samples)
+def fit_validated(samples: list[Sample], solve: Solver | None = None) -> tuple[Model, Validation | None]:
+    model = fit(samples, solve)
     try:
-        v = validate(samples)
+        v = validate(samples, solve)
     except ReportError:
         return model, None
     model.rmse = {g: v.stats(v.errors(g))["rmse"] for g in v.groups}

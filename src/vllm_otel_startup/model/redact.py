@@ -32,9 +32,9 @@ secret flag is blanked with it (as ``argparse`` would take it for a second value
 
 Standard library only and cheap to import (imported at every interpreter start): the regular expressions are
 compiled on first use, each on its own, the environment's secrets collected once per process on first use
-(``forget_env()`` for tests and after the environment changed). Measured on the 2-core CI machine: import
-~0.3 ms from bytecode, the first scrub ~0.6-1.5 ms (compiling, reading the environment), then ~2-5 µs per
-span's attributes (a recorded start's 46 spans: 0.1 ms) and ~1 ms for a 7 kB stack trace.
+(``forget_env()`` for tests and after the environment changed). So the import costs nearly
+nothing, the first scrub pays for compiling and reading the environment, and each span's attributes after it cost
+microseconds.
 """
 
 from __future__ import annotations

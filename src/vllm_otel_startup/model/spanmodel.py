@@ -5,7 +5,8 @@ spool write.
 
 ``parse_otlp`` reads both OTLP/JSON spellings: the OTLP/HTTP JSON encoding (hex ids, as our file exporter
 writes them) and the protobuf-JSON mapping (base64 ids, enum names such as ``STATUS_CODE_ERROR``), which is
-what Tempo's query API returns; ``instrumentationLibrarySpans`` (OTLP < 0.15) is read like ``scopeSpans``.
+what Tempo's query API returns (Jaeger v2's api_v3 writes the first, inside
+``{"result": ...}``); ``instrumentationLibrarySpans`` (OTLP < 0.15) is read like ``scopeSpans``.
 """
 
 from __future__ import annotations
@@ -110,13 +111,15 @@ def parse_otlp(doc: dict[str, Any]) -> list[Span]:
 
 def otlp_documents(doc: Any) -> list[dict[str, Any]]:
     """The ExportTraceServiceRequest-shaped documents inside one JSON value: OTLP (``resourceSpans``), Tempo's
-    ``/api/traces`` (``batches``) and ``/api/v2/traces`` (``{"trace": {...}}``), or a list of those."""
+    ``/api/traces`` (``batches``) and ``/api/v2/traces`` (``{"trace": {...}}``), Jaeger v2's
+    ``/api/v3/traces`` (``{"result": {...}}``), or a list of those."""
     if isinstance(doc, list):
         return [d for item in doc for d in otlp_documents(item)]
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
-    if "trace" in doc and isinstance(doc["trace"], dict):
-        return otlp_documents(doc["trace"])
+    for wrapper in ("trace", "result"):
+        if wrapper in doc and isinstance(doc[wrapper], dict):
+            return otlp_documents(doc[wrapper])
     if "batches" in doc:
         return [{"resourceSpans": doc["batches"] or []}]
     if "resourceSpans" in doc:

@@ -5,8 +5,8 @@ start and the process each phase ran in, the key causes, and the top advice.
     if summary.enabled():
         logger.info("%s", summary.render(spans))
 
-``render`` never raises, reads nothing but its arguments, and imports only the standard library (well
-under 50 ms for a few hundred spans). ``OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0`` turns the printout off.
+``render`` never raises, reads nothing but its arguments, and imports only the standard library (cheap enough
+for the ready point). ``OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0`` turns the printout off.
 """
 
 from __future__ import annotations

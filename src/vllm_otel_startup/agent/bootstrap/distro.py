@@ -86,7 +86,7 @@ class VllmStartupDistro(BaseDistro):
         os.environ.setdefault("OTEL_LOGS_EXPORTER", "none")
         if settings.flag(settings.EXPORT_EACH_PHASE):
             # spans that are not phases leave within half a second too (SDK default 5 s). Without it the SDK's
-            # schedule stands: an export every 500 ms beside a busy main thread cost a warm H100 start (issue 25)
+            # schedule stands: an export every 500 ms would take the GIL beside a busy main thread
             os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "500")
 
 
@@ -146,7 +146,7 @@ def command_line_override(environ: Any = None, detector_exports_args: bool | Non
 class VllmStartupConfigurator:
     """The SDK's configurator with our defaults, in every process but a helper (resource tracker, compile worker,
     Inductor's ISA probe, model inspection: never traced), which gets no SDK at all: no SDK or exporter import, the
-    global providers stay no-op (measured here: 0.20 -> 0.10 s per helper interpreter; Inductor starts 9 ISA
+    global providers stay no-op (a helper interpreter starts faster without them; Inductor starts several ISA
     probes per compiling process and waits for each). opentelemetry-instrument calls only
     ``configure``; the SDK's class is imported once a process needs it. Under an off switch
     (settings.switched_off) no process gets an SDK either: the only spans it would carry in a vLLM server are

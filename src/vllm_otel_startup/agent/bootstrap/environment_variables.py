@@ -7,7 +7,7 @@ the program: each ``OTEL_*`` attribute here becomes an option (``--vllm_startup_
 The same load is the only moment that runs before the SDK is configured in the first process. When the launcher
 is about to start vLLM and the user named no distro or configurator, we name ours: with another distro installed
 (opentelemetry-distro), the first entry point found would otherwise win, and which one that is depends on the
-file system's listing order (docs/telemetry.md, "Configuration"). The children inherit the choice. Standard
+file system's listing order (docs/configuration.md). The children inherit the choice. Standard
 library only.
 """
 

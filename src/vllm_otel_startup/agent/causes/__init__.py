@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from vllm_otel_startup.agent.causes.base import END_NS, Call, Probe, filesystem_of, gb_per_s
+from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, filesystem_of, gb_per_s
 
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
-
-__all__ = ["CALL_PROBES", "CALL_PROBE_NAMES", "END_NS", "PHASE_PROBES", "Call", "Probe", "Probes", "filesystem_of",
-           "gb_per_s", "load"]
+__all__ = ["CALL_PROBES", "CALL_PROBE_NAMES", "PHASE_PROBES", "Call", "Probe", "Probes", "filesystem_of", "gb_per_s",
+           "load"]
 
 # the patch table's probe name (PatchPoint.probe) -> the probe that serves it (its ``name``, or one of its ``names``)
 CALL_PROBES: dict[str, str] = {
@@ -35,7 +32,7 @@ CALL_PROBES: dict[str, str] = {
     "aot_load": "compile:AotLoad",
     "aot_save": "compile:AotSave",
     "compile_key": "compile:CompileKey",
-    "aot_key_factors": "compile:AotKeyFactors",
+    "aot_key_factors": "compile:AotLoad",
     "capture": "cudagraphs:Capture",
     "capture_mode": "cudagraphs:CaptureMode",
 }
@@ -58,11 +55,11 @@ class Probes:
     """This process's probes, each made on first use of one of its names or its phase (its family module imported
     then), and the one fail-soft way to invoke them."""
 
-    def __init__(self, rt: Runtime) -> None:
-        from vllm_otel_startup import settings  # standard library only, like this module
+    def __init__(self, rt: ProbeHost) -> None:
+        from vllm_otel_startup import diagnostics  # standard library only, like this module
 
         self.rt = rt
-        self.off = settings.off("probes")
+        self.off = diagnostics.off("probes")
         self.all: list[Probe] = []  # the probes made so far
         self.by_name: dict[str, Probe | None] = {}  # patch-table probe name -> its probe (None: failed to load)
         self.by_phase: dict[str, Probe | None] = {}

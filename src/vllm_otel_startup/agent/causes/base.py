@@ -1,5 +1,6 @@
-"""The cause probes' typed base: :class:`Call` (one patched call as a probe sees it), :class:`Probe` (the hooks,
-each a no-op) and the helpers several families share (throughput over a span, file system and size of a file).
+"""The cause probes' typed base: :class:`Call` (one patched call as a probe sees it; foundation/calls.py: the patch
+wrappers make it), :class:`Probe` (the hooks, each a no-op) and the helpers several families share (throughput
+over a span, file system and size of a file).
 
 A probe is a small object that keeps its own state; ``causes.Probes`` holds one of each per process and
 invokes them fail-soft (a probe that fails only loses its attributes):
@@ -16,27 +17,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
+from vllm_otel_startup.agent.foundation.calls import Call  # noqa: F401 - re-exported: the probes' input
+from vllm_otel_startup.agent.foundation.span_store import END_TIMES
 
 
-@dataclass(frozen=True)
-class Call:
-    """One patched call as a probe sees it, after it returned."""
+class ProbeHost(Protocol):
+    """What a probe reads and writes of this process's start (the runtime is one)."""
 
-    instance: Any
-    args: tuple
-    kwargs: dict
-    result: Any
-    kind: str | None = None  # the patch table's probe name that made this call
+    info: Any  # foundation.process.ProcessInfo (its creation time)
+    facts: dict[str, Any]  # attributes for the process span, set at its end
+    pending: dict[str, dict[str, Any]]  # phase -> attributes for that phase's next span end
+    local: list[tuple[int, int, str, int, int | None, str | None]]  # ended startup spans (foundation.ledger)
 
-    def arg(self, index: int, name: str) -> Any:
-        if name in self.kwargs:
-            return self.kwargs[name]
-        return self.args[index] if len(self.args) > index else None
+    def add_pending(self, phase: str, attrs: dict[str, Any]) -> None: ...
 
 
 class Probe:
@@ -46,13 +41,13 @@ class Probe:
     names: ClassVar[tuple[str, ...]] = ()  # several patch-table probe names served by one probe (call.kind says which)
     phase: ClassVar[str | None] = None
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         return None
 
-    def on_start(self, rt: Runtime, span: Any) -> None:
+    def on_start(self, rt: ProbeHost, span: Any) -> None:
         return None
 
-    def on_ending(self, rt: Runtime, span: Any) -> None:
+    def on_ending(self, rt: ProbeHost, span: Any) -> None:
         return None
 
     def uninstall(self) -> None:
@@ -79,9 +74,6 @@ def filesystem_of(path: str) -> str | None:
     return fs_type
 
 
-END_NS = "_vos_end_ns"  # set on a span by processor._run_before_end: the end time it is about to carry
-
-
 def span_attributes(span: Any) -> Mapping[str, Any]:
     """A span's attributes so far: only an SDK span has them (a NonRecordingSpan, OTEL_SDK_DISABLED or a sampler
     that dropped the trace, has none); a probe never assumes a recording span."""
@@ -99,7 +91,7 @@ def gb_per_s(nbytes: Any, span: Any) -> float | None:
     start_ns = span_start_ns(span)
     if not nbytes or not start_ns:
         return None
-    seconds = ((getattr(span, END_NS, None) or time.time_ns()) - start_ns) / 1e9
+    seconds = ((END_TIMES.get(span) or time.time_ns()) - start_ns) / 1e9
     return round(nbytes / seconds / 1e9, 4) if seconds > 0 else None
 
 

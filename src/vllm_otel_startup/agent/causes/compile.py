@@ -1,5 +1,5 @@
 """Cause probes of torch.compile: the AOT artifact's load and save (AotLoad, AotSave), vLLM's compile-cache key
-and its factors (CompileKey, AotKeyFactors, through compile_key.py), and PyTorch's cache counters and C++ builds
+and its factors (CompileKey, AotLoad, through compile_key.py), and PyTorch's cache counters and C++ builds
 during the compile span (CompileCache)."""
 
 from __future__ import annotations
@@ -7,24 +7,28 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import Call, Probe, _file_size, span_attributes
+from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, _file_size, span_attributes
 from vllm_otel_startup.agent.causes.call_counter import CallCounter
 from vllm_otel_startup.agent.foundation.guard import SPANS, failed
-
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
 
 
 class AotLoad(Probe):
     """_try_load_aot_compiled_fn(model, aot_compilation_path) -> the loaded function or None (compile again).
-    The reason of a failed load was set by the monitor it opens (wrappers.SpanContextManager)."""
+    The reason of a failed load was set by the monitor it opens (wrappers.SpanContextManager). Before it,
+    aot_compile_hash_factors(vllm_config) returns the factors vLLM hashes into the AOT key: kept here for the load."""
 
-    name = "aot_load"
+    names = ("aot_load", "aot_key_factors")
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def __init__(self) -> None:
+        self.factors: list[Any] = []  # the last aot_compile_hash_factors() result in this process
+
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
+        if call.kind == "aot_key_factors":
+            self.factors = list(call.result) if isinstance(call.result, list) else []
+            return
         if span is None:
             return
         size = _file_size(call.arg(1, "aot_compilation_path"))
@@ -41,7 +45,7 @@ class AotLoad(Probe):
             )
 
             try:  # vLLM internals a release may lack: only the key's attributes are lost
-                key = compile_key.record_aot(model, str(path))
+                key = compile_key.record_aot(model, str(path), self.factors)
             except Exception:  # noqa: BLE001
                 failed(SPANS, "compile key (AOT)")
                 return
@@ -55,7 +59,7 @@ class AotSave(Probe):
 
     name = "aot_save"
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         size = _file_size(call.arg(0, "path"))
         if span is not None and size is not None:
             span.set_attribute(sc.COMPILE_AOT_BYTES, size)
@@ -67,23 +71,12 @@ class CompileKey(Probe):
 
     name = "compile_key"
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         from vllm_otel_startup.agent.causes import compile_key  # lazy: only a compiling process gets here
 
         if sc.COMPILE_CACHE_KEY in rt.pending.get("torch_compile", {}):
             return  # the AOT key (recorded at the AOT load) governs this compile; the backend's is inside it
         rt.add_pending("torch_compile", compile_key.record(call.instance))
-
-
-class AotKeyFactors(Probe):
-    """aot_compile_hash_factors(vllm_config) -> the factors vLLM hashes into the AOT key (kept for AotLoad)."""
-
-    name = "aot_key_factors"
-
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
-        from vllm_otel_startup.agent.causes import compile_key
-
-        compile_key.keep_aot_factors(call.result)
 
 
 _COMPILE_COUNTERS = (
@@ -113,14 +106,14 @@ class CompileCache(Probe):
         self.cpp_builds = CallCounter("torch._inductor.cpp_builder", "CppBuilder.build")
         self.before: tuple[dict[tuple[str, str], int] | None, int] = (None, 0)
 
-    def on_start(self, rt: Runtime, span: Any) -> None:
+    def on_start(self, rt: ProbeHost, span: Any) -> None:
         if "torch._inductor.cpp_builder" not in sys.modules:
             with contextlib.suppress(Exception):
                 import torch._inductor.cpp_builder  # noqa: F401 - torch is loaded: this process is compiling
         self.cpp_builds.install()
         self.before = (_torch_counters(), self.cpp_builds.count)
 
-    def on_ending(self, rt: Runtime, span: Any) -> None:
+    def on_ending(self, rt: ProbeHost, span: Any) -> None:
         before, cpp_before = self.before
         after = _torch_counters()
         if before is None or after is None:

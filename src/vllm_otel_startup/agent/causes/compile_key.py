@@ -45,7 +45,6 @@ from typing import Any
 
 FACTOR_FILE = "cache_key_factors.json"
 OUR_FILE = "vllm_otel_startup_factors.json"  # digests only, next to vLLM's AOT artifacts
-_aot_factors: list[Any] = []  # the last aot_compile_hash_factors() result in this process
 HASH_KEYS = ("config_hash", "code_hash", "compiler_hash")
 DIGEST_HEX = 6
 
@@ -219,19 +218,15 @@ def record(backend: Any) -> dict[str, Any]:
     return attrs
 
 
-def keep_aot_factors(factors: Any) -> None:
-    """aot_compile_hash_factors(vllm_config) returned: keep the list vLLM is about to hash into the AOT key."""
-    _aot_factors[:] = list(factors) if isinstance(factors, list) else []
-
-
-def record_aot(model: Any, artifact_path: str) -> dict[str, Any]:
-    """At _try_load_aot_compiled_fn(model, path): the AOT key (the path's hash directory) and its factors."""
+def record_aot(model: Any, artifact_path: str, factors: list[Any]) -> dict[str, Any]:
+    """At _try_load_aot_compiled_fn(model, path): the AOT key (the path's hash directory) and its factors (the last
+    aot_compile_hash_factors() result in this process: the list vLLM hashed into that key)."""
     from vllm_otel_startup import semconv as sc
 
     hash_dir = os.path.dirname(os.path.dirname(os.path.normpath(artifact_path)))  # <key>/rank_<r>_<dp>/model
     key = os.path.basename(hash_dir)
     attrs: dict[str, Any] = {sc.COMPILE_CACHE_KEY: key, **_other_keys(hash_dir)}
-    factors = list(_aot_factors)
+    factors = list(factors)
     if len(factors) < 2:
         attrs[sc.COMPILE_FACTORS_SOURCE] = "absent: aot_compile_hash_factors was not seen in this process"
         return attrs

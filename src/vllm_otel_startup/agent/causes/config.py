@@ -4,14 +4,11 @@ inspection's cache hit (ModelInspection) and the KV cache's size from the memory
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import Call, Probe, span_start_ns
+from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, span_start_ns
 from vllm_otel_startup.agent.foundation.process import scrub
-
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
 
 
 def _config_facts(vllm_config: Any) -> dict[str, Any]:
@@ -50,7 +47,7 @@ class ConfigFacts(Probe):
 
     name = "config"
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         facts = _config_facts(call.result)
         rt.facts.update(facts)
         if span is not None:
@@ -65,7 +62,7 @@ class ModelInspection(Probe):
 
     name = "model_inspection"
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         if span is not None and span.is_recording():
             began = span_start_ns(span) or 0
             miss = any(name == SUBPROCESS_SPAN and start >= began for start, _, name, *_ in list(rt.local))
@@ -78,7 +75,7 @@ class ProcessGroup(Probe):
 
     name = "process_group"
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         if span is None:
             return
         backend, world = call.arg(4, "backend"), call.arg(0, "world_size")
@@ -94,6 +91,6 @@ class ProcessGroup(Probe):
 class KvCacheProfile(Probe):
     name = "kv_cache_profile"
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         if span is not None and isinstance(call.result, int):
             span.set_attribute(sc.KV_CACHE_BYTES, call.result)

@@ -3,14 +3,11 @@ CaptureMode) and the count of CUDAGraph.capture_begin calls during the capture s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import Call, Probe
+from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost
 from vllm_otel_startup.agent.causes.call_counter import CallCounter
-
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
 
 
 class Capture(Probe):
@@ -18,7 +15,7 @@ class Capture(Probe):
 
     name = "capture"
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         if span is None:
             return
         if isinstance(call.result, int) and not isinstance(call.result, bool):
@@ -37,7 +34,7 @@ class CaptureMode(Probe):
 
     name = "capture_mode"
 
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         if span is None:
             return
         mode, shapes = call.arg(1, "cudagraph_runtime_mode"), call.arg(0, "batch_descriptors")
@@ -57,11 +54,11 @@ class CudaGraphCount(Probe):
         self.captures = CallCounter("torch.cuda.graphs", "CUDAGraph.capture_begin")
         self.before = 0
 
-    def on_start(self, rt: Runtime, span: Any) -> None:
+    def on_start(self, rt: ProbeHost, span: Any) -> None:
         self.captures.install()
         self.before = self.captures.count
 
-    def on_ending(self, rt: Runtime, span: Any) -> None:
+    def on_ending(self, rt: ProbeHost, span: Any) -> None:
         if self.captures.installed:
             span.set_attribute(sc.CUDAGRAPH_COUNT, self.captures.count - self.before)
 

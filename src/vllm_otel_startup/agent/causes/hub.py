@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import Probe, gb_per_s
-
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
+from vllm_otel_startup.agent.causes.base import Probe, ProbeHost, gb_per_s
 
 
 def hub_cache_dir() -> str | None:
@@ -58,7 +55,7 @@ class HubDownload(Probe):
 
     phase = "weights_download"
 
-    def on_ending(self, rt: Runtime, span: Any) -> None:
+    def on_ending(self, rt: ProbeHost, span: Any) -> None:
         start = getattr(span, "start_time", None)
         cache = hub_cache_dir()
         if not start or not cache:

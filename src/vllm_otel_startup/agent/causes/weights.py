@@ -5,14 +5,10 @@ the helpers that read paths and sizes out of the loaders' calls."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import Call, Probe, filesystem_of, gb_per_s, span_attributes
-
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
-
+from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, filesystem_of, gb_per_s, span_attributes
 
 OBJECT_STORE_SCHEMES = ("s3://", "gs://", "az://")
 # loader class -> the name vllm.weights.loader carries (vLLM's load format of the same name where there is one)
@@ -91,7 +87,7 @@ class WeightsLoad(Probe):
         self.tensor_bytes: int | None = None  # daemon / peer: bytes of the tensors handed over
 
     # ---- collection -------------------------------------------------------------------------------------
-    def after_call(self, rt: Runtime, span: Any, call: Call) -> None:
+    def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
         name = call.kind
         if name == "weights_loader":
             self.requested = _format_of(call.result)  # the loader keeps the LoadConfig it was given
@@ -131,7 +127,7 @@ class WeightsLoad(Probe):
                 model = call.arg(0, "model")
                 self.tensor_bytes = _tensor_bytes(model if hasattr(model, "parameters") else call.result)
 
-    def _add_local(self, rt: Runtime, paths: list[str]) -> None:
+    def _add_local(self, rt: ProbeHost, paths: list[str]) -> None:
         for f in paths:
             if _is_object_uri(f):
                 self.files.setdefault(f, None)
@@ -217,7 +213,7 @@ class WeightsLoad(Probe):
         return "hub_download" if self.fresh else "hub_cache"
 
     # ---- the span -----------------------------------------------------------------------------------------
-    def on_ending(self, rt: Runtime, span: Any) -> None:
+    def on_ending(self, rt: ProbeHost, span: Any) -> None:
         try:
             attrs = {k: v for k, v in self.attributes().items() if k not in span_attributes(span)}
             span.set_attributes(attrs)

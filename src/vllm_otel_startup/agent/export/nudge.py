@@ -12,13 +12,12 @@ flush). Detail spans (compile regions, garbage collections, imports) do not wake
 bursts (``semconv.BURST_PHASES``: a graph loaded from the compile cache each): they end inside a phase, and that
 phase's end exports them too.
 
-Why off by default (issue 25): an export per phase is tens of exports a process, each Python holding the GIL
-beside vLLM's busy main thread. On a warm H100 start the export threads took ~0.13 s of CPU, and the main threads
-waited ~780 more times than with no export during the start (EngineCore 936 against 405, API server 621 against
-372).
+Why off by default: an export per phase is tens of exports a process, each Python holding the GIL beside vLLM's
+busy main thread, so the start pays the export threads' CPU and its main threads wait for the GIL more often
+(measured: docs/lab/overhead-gpu.md).
 
 The export is Python and needs the GIL: while vLLM's main thread holds it in one long C call (a ``gc.collect()``
-of a large heap takes ~0.4 s after loading weights on the test machine) the export waits for it.
+of the large heap left after loading weights) the export waits for it.
 """
 
 from __future__ import annotations

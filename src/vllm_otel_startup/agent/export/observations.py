@@ -3,10 +3,13 @@ and the API server's collector on vLLM's /metrics), so they report the same numb
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
+from vllm_otel_startup.agent.foundation.versions import start_facts, start_versions
 from vllm_otel_startup.model.argv import model_name
 from vllm_otel_startup.model.redact import scrub
 from vllm_otel_startup.model.spanmodel import Span
@@ -37,6 +40,21 @@ def fleet_labels(facts: dict[str, Any]) -> dict[str, str]:
     labels = {k: scrub(label_value(facts.get(k))) for k in sc.FLEET_LABELS}
     labels[sc.MODEL] = model_name(facts.get(sc.MODEL)) if facts.get(sc.MODEL) else ""
     return labels
+
+
+def process_fleet(root: bool, facts: dict[str, Any], sampler: Any) -> dict[str, str]:
+    """This process's fleet label values: the API server's (``root``) from its own facts; a child's from the API
+    server's (handed over at spawn), its own versions and device (``sampler``: its device model) where those have
+    none."""
+    if root:
+        return fleet_labels(start_facts(facts, sampler))
+    device_model = sampler.device_model if sampler is not None else None
+    try:
+        labels = json.loads(settings.text(settings.LABELS) or "{}")
+    except ValueError:
+        labels = {}
+    own = fleet_labels({**start_versions(), sc.DEVICE_MODEL: device_model})
+    return {k: str(labels.get(k) or own[k]) for k in own}
 
 
 def _process_of(s: Span) -> str:

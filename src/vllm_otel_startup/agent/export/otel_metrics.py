@@ -1,11 +1,13 @@
 """OpenTelemetry metrics: the startup observations recorded at a process's ready point (counters and gauges,
 with exemplars pointing at the observed span), and the sampler's resource readings as observable instruments
-that report from process start until the sampler stops."""
+that report from process start until the sampler stops (and exported at a useful resolution until then)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,6 +15,7 @@ from opentelemetry import trace
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
 from vllm_otel_startup.agent.export.observations import Obs
 from vllm_otel_startup.agent.resources.procfs import cgroup_throttled_s, io_bytes, rss_bytes
 from vllm_otel_startup.agent.resources.sampler import Sampler
@@ -140,3 +143,44 @@ def register_live_instruments(m: Meter, live: Any) -> None:
 
     for name, (_kind, unit, _, desc) in sc.LIVE_METRICS.items():
         m.create_observable_gauge(name, callbacks=[callback(name)], unit=unit, description=desc)
+
+
+def record_while_starting(host: Any) -> StartupRecorder | None:
+    """This process's startup metrics, once its sampler runs (``host``: the runtime, with its ``sampler``, ``live``
+    and ``done``): the resource and in-progress instruments, and their export at a useful resolution while starting;
+    the recorder of the ready point's metrics, or None without an SDK meter provider."""
+    from opentelemetry import metrics
+
+    recorder = None
+    try:
+        provider = metrics.get_meter_provider()
+        if not hasattr(provider, "force_flush"):  # no SDK: nothing to record into
+            return None
+        m = meter(provider)
+        recorder = StartupRecorder(m)
+        register_resource_instruments(m, host.sampler)
+        if host.live is not None:
+            register_live_instruments(m, host.live)
+    except Exception:  # noqa: BLE001
+        _log.debug("metrics unavailable", exc_info=True)
+        return recorder
+    interval = settings.seconds_from_ms(settings.METRICS_FLUSH_MS)
+    if interval > 0 and not host.sampler.stopped:
+        threading.Thread(target=_export_while_starting, args=(host, interval), daemon=True,
+                         name="vllm-otel-startup-metrics").start()
+    return recorder
+
+
+def _export_while_starting(host: Any, interval: float) -> None:
+    """The resource series at a useful resolution while starting, without changing the SDK's interval
+    for the rest of the process's life (on its own thread: a slow collector never delays sampling)."""
+    from vllm_otel_startup.agent.export.ready import flush_metrics
+
+    sampler = host.sampler
+    while sampler is not None and not sampler.stopped:
+        time.sleep(interval)
+        if not sampler.stopped and not host.done:
+            try:
+                flush_metrics()
+            except Exception:  # noqa: BLE001
+                _log.debug("metrics export failed", exc_info=True)

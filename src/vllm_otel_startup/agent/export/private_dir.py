@@ -1,6 +1,6 @@
 """The directories the agent writes into: the spool under the shared temporary directory and the local start files.
 
-The rule (docs/telemetry.md, "Directories"): every level the agent creates is owner-only (``0700``); an
+The rule (docs/configuration.md, "Directories"): every level the agent creates is owner-only (``0700``); an
 existing directory must belong to this process's user (effective uid). One owned by another user is refused: on a
 shared ``/tmp`` anyone can create ``vllm-otel-startup-spool`` first and then read, replace or block the hand-over.
 ``tighten``: an existing directory of ours that group or others may open is reset to ``0700`` (the spool root, a

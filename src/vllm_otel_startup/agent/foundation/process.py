@@ -9,8 +9,11 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import Any
 
+from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent.foundation.kinds import API_SERVER, EMBEDDED, ENGINE_CORE, HELPER, OTHER, WORKER  # noqa: F401
 
 # What of argv may leave the process: one implementation, in the model wing (re-exported for the agent).
 from vllm_otel_startup.model.argv import model_from_argv  # noqa: F401
@@ -23,10 +26,6 @@ ENV_RANK = settings.CHILD_RANK.name
 ENV_LABELS = settings.LABELS.name  # JSON: the API server's fleet label values, for the metrics
 SPAWN_ENV = (ENV_PARENT, ENV_KIND, ENV_RANK, ENV_LABELS)
 
-API_SERVER, ENGINE_CORE, WORKER, HELPER, OTHER = "api_server", "engine_core", "worker", "helper", "other"
-# a ready row's ``ends`` for the engine started in the user's own process (vllm.LLM(...), AsyncLLM in a script): that
-# process plays the API server's part (the front end and the EngineCore client) and is the start's root
-EMBEDDED = "embedded"
 # importing either means the process is about to start an engine of its own (a script, an RL or evaluation framework)
 EMBEDDED_TRIGGERS = ("vllm.entrypoints.llm", "vllm.v1.engine.async_llm")
 
@@ -102,8 +101,17 @@ def process_index() -> int | None:
     return int(name[-digits:]) if digits and name != "MainProcess" else None
 
 
+def process_span_attributes(info: ProcessInfo, phase: str) -> dict[str, Any]:
+    """The process span's attributes at its start."""
+    attrs: dict[str, Any] = {sc.PHASE: phase, sc.PROCESS_KIND: info.kind, "process.pid": info.pid,
+                             "process.parent_pid": os.getppid(), sc.PROCESS_CREATE_TIME_SOURCE: info.create_source}
+    if info.rank is not None:
+        attrs[sc.WORKER_RANK] = info.rank
+    return attrs
+
+
 class ProcessInfo:
-    """Who this process is. (A plain class: a dataclass costs ~1 ms to build at every interpreter start.)"""
+    """Who this process is. (A plain class: a dataclass's class creation would cost every interpreter start.)"""
 
     __slots__ = ("kind", "pid", "create_ns", "create_source", "hook_ns", "argv", "rank", "root", "embedded")
 
@@ -142,3 +150,25 @@ class ProcessInfo:
             rank=child_rank(kind),
             root=kind == API_SERVER and not os.environ.get(ENV_PARENT),
         )
+
+
+def vllm_cache_root() -> str:
+    """vLLM's cache root as vLLM resolves it (its own settings, not ours)."""
+    root = os.environ.get("VLLM_CACHE_ROOT")
+    if root:
+        return os.path.expanduser(root)
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "vllm")
+
+
+def start_mode() -> str:
+    """'warm' when vLLM's cache root already holds model-info or compile artifacts, else 'cold'."""
+    root = vllm_cache_root()
+    for sub in ("modelinfos", "torch_compile_cache"):
+        try:
+            with os.scandir(os.path.join(root, sub)) as it:
+                if any(True for _ in it):
+                    return "warm"
+        except OSError:
+            continue
+    return "cold"

@@ -1,5 +1,5 @@
 """What the agent itself cost a process up to its ready point (``OTEL_PYTHON_VLLM_STARTUP_DEBUG=true``: one line on
-stderr per process; scripts/overhead_gpu.py reads it from the serve log).
+stderr per process; benchmarks/vllm_log.py reads it from the serve log).
 
 - CPU seconds of every Python thread but the main one, by name (ours: ``vllm-otel-startup-*``; the SDK's batch span
   processor and metric reader), from ``/proc/self/task/<tid>/stat``. Python code on them holds the GIL, so this

@@ -14,7 +14,7 @@ import types
 import weakref
 from typing import Any
 
-from vllm_otel_startup import settings
+from vllm_otel_startup import diagnostics
 from vllm_otel_startup.agent.foundation.guard import HOOKS, failed
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -24,15 +24,15 @@ TOOL_NAME = "vllm-otel-startup"
 
 
 def available() -> bool:
-    return hasattr(sys, "monitoring") and not settings.off("frameless")
+    return hasattr(sys, "monitoring") and not diagnostics.off("frameless")
 
 
 def import_code() -> types.CodeType:
     """What the import watchers watch: importlib's ``_find_and_load_unlocked``, which runs only for a module not loaded
     yet, and returns it whole (never a circular import's partial module). ``_find_and_load`` runs for every
-    ``import_module`` call as well (8,100 calls against 4,300 modules loaded in a vLLM process), each a callback of ours
+    ``import_module`` call as well (many more calls than modules loaded in a vLLM process), each a callback of ours
     one frame deeper than its caller, where a frame can land on a data-stack chunk boundary: a chunk mapped and unmapped
-    per call (cpython#142183, issue 25; vLLM's CUDA-graph capture calls ``import_module`` a few times per graph). An
+    per call (cpython#142183; vLLM's CUDA-graph capture calls ``import_module`` a few times per graph). An
     interpreter without it: ``_find_and_load``."""
     import importlib._bootstrap as bootstrap
 
@@ -53,7 +53,7 @@ class Events:
         self._handlers: dict[int, tuple[types.CodeType, tuple[Any, ...]]] = {}
         # the last code an event came for and its handlers, compared by identity: ``id()`` raises an audit event, and
         # vLLM's processes have a Python audit hook (filelock's, imported with torch._inductor) that runs for each:
-        # importlib's import_code(), nearly every event here, never reaches the dict (16,000 hook calls a process)
+        # importlib's import_code(), nearly every event here, never reaches the dict (thousands of calls a process)
         # (a watch or unwatch in another thread while an event looks a code up: the generation tells the cache stale)
         self._last: tuple[Any, tuple[Any, ...], int] = (None, (), 0)
         self._generation = 0

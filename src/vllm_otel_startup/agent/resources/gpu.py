@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-from vllm_otel_startup import settings
+from vllm_otel_startup import diagnostics
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -143,7 +143,7 @@ def in_pid_namespace(status: str = "/proc/self/status") -> bool:
 def child_may_load_nvml() -> bool:
     """May an EngineCore or worker load NVML for its own GPU memory? Only with the driver, outside a PID namespace
     (NVML lists host PIDs, never this process there), unless the overhead diagnostic ``OFF=child_nvml`` says not."""
-    return driver_present() and not in_pid_namespace() and not settings.off("child_nvml")
+    return driver_present() and not in_pid_namespace() and not diagnostics.off("child_nvml")
 
 
 NVML_PROCESS, TORCH_RESERVED = "nvml_process", "torch_reserved"
@@ -152,7 +152,7 @@ PENDING = "pending"  # no source yet: the sampler thread is loading NVML, or the
 
 class ProcessGpuMemory:
     """GPU memory held by this process, from one source fixed for the process's life, so that both ends of every
-    span are read the same way (vllm.startup.resource.gpu_memory_source; docs/telemetry.md):
+    span are read the same way (vllm.startup.resource.gpu_memory_source; docs/metrics.md):
 
     - ``nvml_process``: NVML's per-process figure (everything the process holds, CUDA context included), where
       NVML lists this process when its CUDA context is first seen;
@@ -170,9 +170,9 @@ class ProcessGpuMemory:
     def fix(self, nvml: Nvml | None) -> str | None:
         """Choose the source once; later calls keep it. Where NVML could list this process, wait until the process
         demonstrably holds GPU memory: ``torch.cuda`` reports itself initialised before the CUDA runtime creates
-        the context (lazily, at the first allocation), and NVML lists the process only from then on (on the H100
-        every EngineCore read ``torch_reserved`` when the source was fixed at the first sight of
-        ``is_initialized()``). Listed: ``nvml_process``; PyTorch holds memory but NVML does not list us (or fails):
+        the context (lazily, at the first allocation), and NVML lists the process only from then on (fixed at the
+        first sight of ``is_initialized()``, the source would be ``torch_reserved`` before NVML could list the
+        process). Listed: ``nvml_process``; PyTorch holds memory but NVML does not list us (or fails):
         ``torch_reserved``; neither yet: still None (the reading is pending)."""
         if self.source is None:
             if nvml is None or not nvml.ok or in_pid_namespace():
@@ -209,7 +209,7 @@ class ProcessGpuMemory:
 def reserved_bytes() -> int:
     """PyTorch's reserved bytes on the current device: ``torch.cuda.memory_reserved()``'s figure, read from the
     allocator's nested statistics (``torch.cuda.memory_stats_as_nested_dict``'s source): memory_reserved() flattens
-    every statistic into a new dict first, ~0.5 ms per span end on the H200 host (420 calls in an EngineCore)."""
+    every statistic into a new dict first, a cost paid at every span end (hundreds in an EngineCore)."""
     cuda = sys.modules["torch.cuda"]
     stats = getattr(sys.modules.get("torch._C"), "_cuda_memoryStats", None)
     if stats is not None:

@@ -29,15 +29,15 @@ def os_pread(fd: int) -> bytes:
     return os.pread(fd, READ_SIZE, 0)
 
 
-# generated from every core's and interrupt's counters: ~1 ms on a host of a few hundred cores, longer than a hand-over
+# generated from every core's and interrupt's counters: on a host of many cores, longer to read than a hand-over
 SYSTEM_WIDE = frozenset({"/proc/stat"})
 
 
 def held_pread(size: int = READ_SIZE) -> Callable[[int], bytes] | None:
     """A reader of an open file from its start, through libc's pread with the GIL held (ctypes.PyDLL); None where
     that is not available. A process's /proc file is generated in microseconds and never blocks: holding the GIL that
-    long costs vLLM's main thread less than handing it over and back (on the H100, the sampler made the API server's
-    main thread switch ~5 times a tick; docs/results-log.md, issue 25). Its buffer is its own: one reader per
+    long costs vLLM's main thread less than handing it over and back (each hand-over is a forced switch of the API
+    server's main thread; docs/lab/overhead.md). Its buffer is its own: one reader per
     thread. Not for SYSTEM_WIDE files."""
     try:
         import ctypes

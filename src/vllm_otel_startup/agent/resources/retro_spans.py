@@ -2,15 +2,15 @@
 collections ("Garbage collection", from ``gc.callbacks``) and slow module imports inside a phase ("Module
 import", from importlib's ``_find_and_load``).
 
-vLLM calls ``gc.collect()`` itself (twice at the end of every model load, ~0.4 s each with torch's heap) and
+vLLM calls ``gc.collect()`` itself (twice at the end of every model load, long with torch's heap) and
 imports heavy modules lazily inside its phases (a model runner, FlashInfer, the weight loaders); without a span
 that time is a parent's unexplained self time. The watchers only record (a contextvar read and a dict append:
 no lock is taken inside a collection or an import, which may run while the SDK holds its own locks); the spans
 are made when the span that was current at the time ends, as its children. A collection with no phase span current
 (between phases, in our span processor as a phase begins, or triggered by another thread: it holds the GIL, so the
 main thread stops too) becomes a child of the process span when the process's startup ends, less what a bootstrap
-segment already names (a 0.4-0.8 s gen-2 collection there had been an unexplained gap, e.g. between "EngineCoreProc
-init" and its first child on a loaded 2-core host). Imports outside any phase span are not recorded. So the watchers
+segment already names (a gen-2 collection there had been an unexplained gap, e.g. between "EngineCoreProc
+init" and its first child). Imports outside any phase span are not recorded. So the watchers
 start with a process's first phase (runtime.Runtime.close_segment): while it imports, before that, they would see
 thousands of imports and collections and record none.
 """
@@ -26,9 +26,11 @@ from typing import Any
 
 from opentelemetry import trace
 
+from vllm_otel_startup import diagnostics
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup.agent.foundation import sysmon, threads
 from vllm_otel_startup.agent.foundation.guard import SPANS, failed
+from vllm_otel_startup.agent.foundation.patch_points import SEGMENT_SPANS, SPAN_PHASES
 from vllm_otel_startup.model.intervals import merge, minus
 
 GC_MIN_NS = 10_000_000  # shorter collections are noise at startup scale
@@ -44,7 +46,7 @@ MAX_LOOSE = 200  # collections kept for the process span: a bound, never reached
 # A module already loaded returns at once, with no call of ours deeper than the frame it replaces: importlib's
 # ``import_module`` runs this for every call (vLLM's capture calls it a few times per CUDA graph, through
 # ``unittest.mock.patch``), and a frame one level deeper can land on a boundary of CPython's data-stack chunks (a chunk
-# mapped and unmapped per call: issue 25).
+# mapped and unmapped per call: cpython#142183).
 _WATCHER = """
 def _find_and_load(name, import_):
     module = _sys.modules.get(name)
@@ -81,8 +83,8 @@ def hand_back(exc_type: type[BaseException]) -> None:
         left.wait(1.0)
         # This thread runs when the main thread lets go of the GIL, and it does so at its next check: often the very
         # entry of a gc callback, right after a collection. Raised there, the exception is ignored once more (in a
-        # loop that allocates and calls nothing, every time: tests/unit/test_gc_signal.py). So it is set only while
-        # the main thread is somewhere else: it raises it there, as it takes the GIL back.
+        # loop that allocates and calls nothing, every time: tests/unit/behaviour/test_gc_signal.py). So it is set
+        # only while the main thread is somewhere else: it raises it there, as it takes the GIL back.
         deadline = time.monotonic() + 2.0
         while True:
             time.sleep(0.0005)
@@ -94,6 +96,18 @@ def hand_back(exc_type: type[BaseException]) -> None:
         threads.start(threading.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True))
     finally:
         left.set()
+
+
+def restart(previous: RetroSpans | None, tracer: Any, process_span: Any, importing: bool) -> RetroSpans | None:
+    """This process's watchers, from its process span's start (a forked child inherits its parent's: those stop
+    first); ``importing``: installed with the first phase (close_segment). None where switched off."""
+    if previous is not None:
+        previous.uninstall()
+    if diagnostics.off("watchers"):  # diagnostics.OFF
+        return None
+    retro = RetroSpans(tracer, skip_span_id=process_span.get_span_context().span_id)
+    retro.install(later=importing)
+    return retro
 
 
 def _inside(frame: Any, codes: tuple[Any, ...]) -> bool:
@@ -115,7 +129,7 @@ class _FramelessImports:
     """The import watcher on Python >= 3.12 (sysmon.py): the start and return of importlib's own
     ``_find_and_load_unlocked`` (``sysmon.import_code``: a module not loaded yet), seen through ``sys.monitoring``.
     Replacing ``_find_and_load`` put a frame of ours under every module being loaded, nested imports one more each:
-    44,000 of the EngineCore's page faults on the H200 (issue 25).
+    a page fault wherever that landed on a data-stack chunk boundary (cpython#142183).
     Per thread, the frames of the imports in progress: a nested import's start walks its callers only up to the
     innermost of them (a few frames: the enclosing module's execution), its return is one comparison with the last.
     An import that fails reports no return: the next import of its thread finds it no longer among its callers and
@@ -222,6 +236,17 @@ class RetroSpans:
             self._bootstrap, self._find_and_load = bootstrap, bootstrap._find_and_load
             self._wrapper = _import_wrapper(bootstrap._find_and_load, self._enter, self._exit)
             bootstrap._find_and_load = self._wrapper
+
+    def finish(self, process_span: Any, local: list[tuple[Any, ...]], last: tuple[str, int] | None, end_ns: int,
+               kind: str) -> None:
+        """The process's startup ended at ``end_ns``: stop watching, and make the collections that ran under no phase
+        span under the process span, outside its bootstrap segments (``local``: the ledger's ended spans; ``last``:
+        the segment open until now)."""
+        named = [(s, e) for s, e, name, *_ in local if name in SEGMENT_SPANS]
+        if last is not None:
+            named.append((last[1], end_ns))
+        self.uninstall(emit_loose_under=process_span, named=named,
+                       tags={sc.PHASE: SPAN_PHASES[sc.GC_SPAN], sc.PROCESS_KIND: kind})
 
     def uninstall(self, emit_loose_under: Any = None, named: list[tuple[int, int]] | None = None,
                   tags: dict[str, Any] | None = None) -> None:

