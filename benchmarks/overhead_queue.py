@@ -4,6 +4,7 @@ the driver patched by gpu/driver_lanes.diff for per-start environments, lanes an
 from __future__ import annotations
 
 from benchmarks.activation import activation
+from benchmarks.arm_presets import GPU_DISTRO_PATH, placed
 from benchmarks.pairs import arms_of
 
 LOGGING_NAME = "overhead_logging.json"  # copied beside the queue: the driver reads @tools/ as its own folder
@@ -24,6 +25,7 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
     start, pairs numbered from there, each pair's order as it would have been in one long queue. ``imports``: after
     the profile, that many pairs with ``PYTHONPROFILEIMPORTTIME=1`` in both arms (not counted: read by ``imports``)."""
     log_cfg = {"VLLM_LOGGING_CONFIG_PATH": f"@tools/{LOGGING_NAME}"}  # the driver's folder there
+    variants = placed(variants, GPU_DISTRO_PATH)  # the sdkdefaults preset: opentelemetry-distro carried in tools
     # an ``env…`` arm: the cpu form's activation with the GPU machine's paths (the driver, patched by
     # gpu/driver_lanes.diff, reads @R as its state dir; every start there has @R/site:@R/site-otel)
     via_env_gpu = activation("@R/site-otel/opentelemetry/instrumentation/auto_instrumentation", "@R/site:@R/site-otel")
@@ -47,8 +49,8 @@ def gpu_queue(pairs: int, variants: dict[str, dict[str, str]], lanes: int = 1, p
                           env={**log_cfg, **(DEBUG if instr else {}), **(via_env_gpu if via_env else {}), **env},
                           **({"launcher": False} if via_env else {}), **extra))
             if lanes > 1:
-                # each arm on either GPU equally often: with the order flipped every pair, an even number of arms
-                # swaps GPUs by itself, an odd number needs the pair's parity too
+                # each arm on either GPU about equally often: an even number of arms takes each position equally
+                # often over a Latin square's rounds, an odd number needs the pair's parity too
                 q[-1]["gpu"] = (i + pair * (len(arms) % 2)) % 2
 
     if once:  # one start of each arm beside one plain start (a bisect read by per_start's page faults)

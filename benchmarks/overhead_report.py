@@ -1,19 +1,23 @@
 """The overhead benchmark's printout and its JSON: each arm against plain pair by pair (and the agent against each
 variant), the medians per arm of every figure read from a start, where the extra time sits between vLLM's log
-lines, and the per-start tables of the main threads (with the patched GPU driver's threads.json)."""
+lines, the per-start tables of the main threads (with the patched GPU driver's threads.json, or the CPU form's), and
+the verdict table with the counters per arm (overhead_verdict.py)."""
 
 from __future__ import annotations
 
 import math
 import statistics
 
+from benchmarks.overhead_verdict import counters, print_verdict, verdict
 from benchmarks.stats import summary
-from benchmarks.threads import intervals, per_start, thread_stats
+from benchmarks.threads import intervals, per_start, thread_stats, titled
 from benchmarks.vllm_log import figures, first_lines, full_gcs, self_cost
 
 
 def report(rows: list[dict]) -> dict:
-    """rows: one per start: arm, pair, ready_s, log, spawn_ns. Prints the pair table and the medians per arm."""
+    """rows: one per start: arm, pair, ready_s, log, spawn_ns (threads: a threads.json snapshot). Prints the pair
+    table, the medians per arm, and last the verdict table and the counters per arm (``verdict``, ``counters``)."""
+    rows = [titled(r) for r in rows]  # every arm's vLLM processes by kind, titled or not
     arms = sorted({r["arm"] for r in rows}, key=lambda a: (a != "plain", a != "instr", a))
     out: dict = pair_ratios(rows, arms)
     out["medians"] = per_arm = medians(rows, arms)
@@ -21,6 +25,9 @@ def report(rows: list[dict]) -> dict:
     out["per_start"] = starts = per_start(rows)
     print_per_start(starts, arms)
     print_medians(per_arm, arms)
+    out["verdict"] = table = verdict(rows, arms)
+    out["counters"] = per_arm_counters = counters(rows, starts, arms)
+    print_verdict(table, per_arm_counters, arms)
     return out
 
 

@@ -1,7 +1,8 @@
 """Arms and pairs: what every side-by-side benchmark here shares. Arms run in turn, their order flipped every pair or
-round (neither arm always first: a host that warms or tires over a run shows in both alike); a variant arm is a
-name and its extra environment variables; each run starts from the caller's environment less OpenTelemetry's own
-settings."""
+round (neither arm always first: a host that warms or tires over a run shows in both alike); with more than two arms
+the order of a round is a row of a Williams Latin square (each arm in each position equally often, each arm after
+each other arm equally often); a variant arm is a name and its extra environment variables (or a named preset);
+each run starts from the caller's environment less OpenTelemetry's own settings."""
 
 from __future__ import annotations
 
@@ -27,9 +28,15 @@ def clean_env() -> dict[str, str]:
 
 def parse_variants(specs: list[str]) -> dict[str, dict[str, str]]:
     """``--variant NAME=K=V,K=V`` specs as {NAME: environment}; a value that is a list goes on after a comma
-    (``nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes``); an ``env…`` arm may add nothing."""
+    (``nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes``); an ``env…`` arm may add nothing; a preset's name
+    alone (``sdkoff``, ``launcher``, ``sdkdefaults``, ``otelonly``, ``env``: arm_presets.py) is that preset."""
+    from benchmarks.arm_presets import PRESETS
+
     out = {}
     for spec in specs:
+        if spec in PRESETS:  # a named arm alone (arm_presets.py)
+            out[spec] = dict(PRESETS[spec])
+            continue
         name, _, rest = spec.partition("=")
         env: dict[str, str] = {}
         for kv in (x for x in rest.split(",") if x):
@@ -71,6 +78,27 @@ def queue_runs(dirs: list[Path], label: str) -> Iterator[tuple[int, str, Path]]:
                 yield int(m.group(1)), m.group(2), run
 
 
+def williams_row(k: int, row: int) -> list[int]:
+    """Row ``row`` of a Williams design for ``k`` arms (indices 0..k-1): each row a Latin square's, so over k rows
+    each arm takes each position once; the first row 0, 1, k-1, 2, k-2, ... shifted by the row number, so each arm
+    directly follows each other arm once over k rows (even k). An odd k needs the k rows again reversed for that: the
+    design's period is k (even) or 2k (odd), each half of it a Latin square."""
+    first = [0] + [(j + 1) // 2 if j % 2 else k - j // 2 for j in range(1, k)]
+    period = k if k % 2 == 0 else 2 * k
+    row %= period
+    order = [(x + row) % k for x in first]
+    return order if row < k else [(x + row - k) % k for x in first][::-1]
+
+
+def square_period(k: int) -> int:
+    """Rounds after which every arm has taken every position equally often and followed every other arm equally
+    often (a multiple of k positions-wise): k arms even, 2k odd."""
+    return k if k % 2 == 0 else 2 * k
+
+
 def arms_of(pair: int, variants: dict[str, dict[str, str]]) -> list[Arm]:
-    """A pair's arms in its order: plain, the agent, then each variant."""
-    return rotated([("plain", None), ("instr", {}), *variants.items()], pair)
+    """A round's arms in its order: plain, the agent, then each variant, ordered by row ``pair - 1`` of a Williams
+    square (round 1 is row 0; round 0, a warm-up, the square's last row): a queue continued with ``--first-pair``
+    goes on with the same square. Two arms: plain first in odd rounds, the agent first in even ones."""
+    arms = [("plain", None), ("instr", {}), *variants.items()]
+    return [arms[i] for i in williams_row(len(arms), pair - 1)]

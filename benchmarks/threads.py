@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from benchmarks.vllm_log import figures, first_lines, line_times
+from benchmarks.vllm_log import STAMP, _stamp_process, figures, first_lines, line_times
 
 
 def kind_of(comm: str) -> str | None:
@@ -26,7 +26,38 @@ def proc_kind(proc: dict) -> str | None:
     """A process of the driver's snapshot: its vLLM title's kind, or ``api_server`` for the launched ``vllm serve``
     (it keeps the interpreter's name), never py-spy's."""
     cmd = proc["cmd"]
+    if cmd.startswith("VLLM::APIServer"):  # a release that titles its API server too
+        return "api_server"
     return kind_of(proc["comm"]) or ("api_server" if " serve " in cmd and "py-spy" not in cmd else None)
+
+
+TITLES = {"EngineCore": "VLLM::EngineCor", "Worker": "VLLM::Worker", "VllmWorker": "VLLM::Worker"}  # as in /proc
+
+
+def titled(row: dict) -> dict:
+    """``row`` with its snapshot's untitled vLLM processes named from its log: a process whose pid vLLM's log lines
+    give as an EngineCore or a worker gets that /proc title (under opentelemetry-instrument without our agent, whose
+    agent/patching/proctitle.py repairs it, setproctitle fails and they stay ``python``), so every arm's processes
+    are found by kind."""
+    snap = row.get("threads") or {}
+    if not snap:
+        return row
+    names = {int(m.group(6)): _stamp_process(m) for m in STAMP.finditer(row.get("log") or "")}
+    title = {pid: TITLES[n] for pid, n in names.items() if n in TITLES}
+
+    def fix(proc: dict) -> dict:
+        new = title.get(proc["pid"])
+        return {**proc, "comm": new} if new and kind_of(proc["comm"]) is None else proc
+
+    out = {**snap, "at_ready": [fix(pr) for pr in snap.get("at_ready", [])]}
+    if "timeline" in snap:
+        out["timeline"] = [{**e, "procs": [fix(pr) for pr in e["procs"]]} for e in snap["timeline"]]
+    return {**row, "threads": out}
+
+
+# our threads' names (src/vllm_otel_startup: ``vllm-otel-startup-sampler`` ...) as /proc shows them, cut to 15
+# characters; /proc has them only where Python gives a thread's name to the OS (CPython >= 3.14) or the agent does
+OURS_COMM = "vllm-otel-start"
 
 
 def main_at(timeline: list[dict], kind: str, t: float, key: str) -> float | None:
@@ -72,10 +103,15 @@ def per_start(rows: list[dict]) -> list[dict]:
                            capture_user_s=round(ends["user_s"][1] - ends["user_s"][0], 2))
         row["capture_full_it_s"] = figures(r["log"]).get("capture_full_it_s")
         lines = first_lines(r["log"], r["spawn_ns"])
-        row.update(at_first_line(snap, "api_server", lines.get("APIServer")))
+        # the API server's first line: ``APIServer`` where vLLM names it so (0.26), its ``MainProcess`` (0.32)
+        row.update(at_first_line(snap, "api_server", lines.get("APIServer", lines.get("launcher"))))
         row.update(at_first_line(snap, "engine_core", lines.get("EngineCore")))
+        row.update(at_first_line(snap, "worker", lines.get("Worker") or lines.get("VllmWorker")))
         out.append(row)
     return out
+
+
+PREFIXES = {"api_server": "api", "engine_core": "ec", "worker": "wk"}  # at_first_line's keys per process kind
 
 
 def at_first_line(snap: dict, kind: str, first_line_s: float | None) -> dict[str, float]:
@@ -85,8 +121,8 @@ def at_first_line(snap: dict, kind: str, first_line_s: float | None) -> dict[str
     (``waiting_s``: seconds - CPU; a CPU-bound import phase waits only for the GIL, the disk or the page cache).
     ``api_server`` is the launched process (it keeps the interpreter's name), timed from the launch; an
     ``engine_core`` from its start estimated as the first timeline point that shows its pid (up to 0.5 s after its
-    spawn) less the CPU it had used by then (it runs on a CPU from its first instant: interpreter start). Keys are
-    prefixed ``api_`` / ``ec_``."""
+    spawn) less the CPU it had used by then (it runs on a CPU from its first instant: interpreter start), a worker
+    alike (the first one). Keys are prefixed ``api_`` / ``ec_`` / ``wk_``."""
     pid = next((proc["pid"] for proc in snap.get("at_ready", []) if proc_kind(proc) == kind), None)
     if pid is None or first_line_s is None:
         return {}
@@ -98,7 +134,7 @@ def at_first_line(snap: dict, kind: str, first_line_s: float | None) -> dict[str
     if any(v is None for v in got.values()):
         return {}
     wall, cpu = first_line_s - t0, got["cpu_s"]
-    pre = "api" if kind == "api_server" else "ec"
+    pre = PREFIXES[kind]
     return {f"{pre}_first_line_s": round(wall, 2), f"{pre}_main_cpu_s": round(cpu, 2),
             f"{pre}_main_minflt": round(got["minflt"]), f"{pre}_main_vcsw": round(got["vcsw"]),
             f"{pre}_waiting_s": round(wall - cpu, 2)}
@@ -138,7 +174,9 @@ def thread_stats(snapshot: dict) -> dict[str, float]:
     """threads.json (the patched driver, at the first /health 200): per process kind, the main thread's CPU seconds
     and context switches (voluntary: it blocked, on the GIL, a lock, the driver or I/O; involuntary: preempted), its
     page faults, CPU migrations and NUMA-balancing counters where the kernel has them, and the whole process's CPU;
-    the host's /proc/vmstat deltas over the start (NUMA hinting faults, page migrations)."""
+    the host's /proc/vmstat deltas over the start (NUMA hinting faults, page migrations); the CPU seconds and count
+    of our threads (named ``vllm-otel-startup-*``: OURS_COMM). The CPU form's snapshots (proc_threads.py) have the
+    same shape."""
     out: dict[str, float] = {}
     for proc in snapshot.get("at_ready", []):
         kind = proc_kind(proc)
@@ -154,7 +192,9 @@ def thread_stats(snapshot: dict) -> dict[str, float]:
         for key, v in (*split, ("main_cpu_s", main["cpu_s"]), ("main_vcsw", main["vcsw"]),
                        ("main_ivcsw", main["ivcsw"]),
                        ("process_cpu_s", sum(t["cpu_s"] for t in proc["threads"])),
-                       ("threads", len(proc["threads"]))):
+                       ("threads", len(proc["threads"])),
+                       ("ours_cpu_s", sum(t["cpu_s"] for t in proc["threads"] if t["comm"].startswith(OURS_COMM))),
+                       ("ours_threads", sum(t["comm"].startswith(OURS_COMM) for t in proc["threads"]))):
             out[f"proc.{kind}.{key}"] = out.get(f"proc.{kind}.{key}", 0.0) + float(v)
     for key, v in (snapshot.get("vmstat_delta") or {}).items():  # the host's, while this start ran (both lanes')
         out[f"host.{key}"] = float(v)

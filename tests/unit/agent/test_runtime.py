@@ -11,7 +11,6 @@ import time
 from spans import assert_attributes, process_attributes
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent import runtime
 
 
 def test_the_api_servers_root_opens_at_the_processs_creation_with_the_start_mode(start):
@@ -65,17 +64,3 @@ def test_pending_causes_wait_for_their_phase_and_are_taken_once(start):
     rt.add_pending("torch_compile", {"b": 2})
     assert rt.pop_pending("torch_compile") == {"a": 1, "b": 2}
     assert rt.pop_pending("torch_compile") == {}
-
-
-def test_the_start_mode_is_warm_when_vllms_cache_root_holds_artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path))
-    assert runtime.vllm_cache_root() == str(tmp_path)
-    assert runtime.start_mode() == "cold"
-    (tmp_path / "modelinfos").mkdir()
-    assert runtime.start_mode() == "cold"  # an empty folder is no artifact
-    (tmp_path / "modelinfos" / "m.json").write_text("{}")
-    assert runtime.start_mode() == "warm"
-    monkeypatch.delenv("VLLM_CACHE_ROOT")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert runtime.vllm_cache_root() == str(tmp_path / "xdg" / "vllm")
-    assert runtime.start_mode() == "cold"

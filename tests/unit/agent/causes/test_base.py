@@ -3,9 +3,8 @@ families share: the file system a path lives on, throughput over exactly the dur
 
 from __future__ import annotations
 
-import types
-
-from vllm_otel_startup.agent.causes.base import END_NS, Call, Probe, _file_size, filesystem_of, gb_per_s
+from vllm_otel_startup.agent.causes.base import Call, Probe, _file_size, filesystem_of, gb_per_s
+from vllm_otel_startup.agent.foundation.span_store import END_TIMES
 
 
 def test_a_calls_argument_is_found_by_keyword_then_position_else_none():
@@ -32,11 +31,16 @@ def test_the_file_system_is_the_longest_mount_point_holding_the_real_path(tmp_pa
     assert filesystem_of(str(link / "self")) == filesystem_of("/proc/self")
 
 
+class _Span:  # a span's start time, weakly referable as the SDK's spans are (the end-time slot is weak)
+    def __init__(self, start_time: int | None) -> None:
+        self.start_time = start_time
+
+
 def test_throughput_over_the_spans_own_duration_or_none():
-    span = types.SimpleNamespace(start_time=1_000_000_000)
-    setattr(span, END_NS, 3_000_000_000)  # the end it is about to carry: 2 s
+    span = _Span(start_time=1_000_000_000)
+    END_TIMES.set(span, 3_000_000_000)  # the end it is about to carry: 2 s
     assert gb_per_s(4_000_000_000, span) == 2.0
-    assert gb_per_s(0, span) is None and gb_per_s(1, types.SimpleNamespace(start_time=None)) is None
+    assert gb_per_s(0, span) is None and gb_per_s(1, _Span(start_time=None)) is None
 
 
 def test_a_files_size_or_none(tmp_path):

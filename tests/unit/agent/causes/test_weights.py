@@ -13,8 +13,9 @@ import types
 import pytest
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import END_NS, Call, filesystem_of
+from vllm_otel_startup.agent.causes.base import Call, filesystem_of
 from vllm_otel_startup.agent.causes.weights import WeightsLoad, _paths
+from vllm_otel_startup.agent.foundation.span_store import END_TIMES
 
 
 class DefaultModelLoader:
@@ -30,7 +31,7 @@ class _Span:
     def __init__(self, start_time: int, end_time: int) -> None:
         self.attributes: dict = {}
         self.start_time = start_time
-        setattr(self, END_NS, end_time)
+        END_TIMES.set(self, end_time)
 
     def set_attributes(self, attrs) -> None:
         self.attributes.update(attrs)

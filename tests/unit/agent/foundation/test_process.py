@@ -6,6 +6,7 @@ import time
 
 import psutil
 
+from vllm_otel_startup.agent.foundation import process
 from vllm_otel_startup.agent.foundation.process import (
     API_SERVER,
     ENGINE_CORE,
@@ -70,3 +71,17 @@ def test_model_from_the_command_line_labels_a_start_that_fails_before_its_config
     assert model_from_argv(["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m"]) == "m"
     assert model_from_argv(["vllm", "serve", "--model=s3://k:secret@bucket/m"]) == "s3://<redacted>@bucket/m"
     assert model_from_argv(["vllm", "serve", "--help"]) is None
+
+
+def test_the_start_mode_is_warm_when_vllms_cache_root_holds_artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path))
+    assert process.vllm_cache_root() == str(tmp_path)
+    assert process.start_mode() == "cold"
+    (tmp_path / "modelinfos").mkdir()
+    assert process.start_mode() == "cold"  # an empty folder is no artifact
+    (tmp_path / "modelinfos" / "m.json").write_text("{}")
+    assert process.start_mode() == "warm"
+    monkeypatch.delenv("VLLM_CACHE_ROOT")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert process.vllm_cache_root() == str(tmp_path / "xdg" / "vllm")
+    assert process.start_mode() == "cold"
