@@ -1,6 +1,6 @@
 """An engine is a start wherever it is created (issue 60): a multiprocessing child of a program that is not vLLM's
 server (``vllm bench startup`` builds each iteration's ``LLM`` in one) may become a start's root; vLLM's own
-children never do (vLLM's own spans outside any start: agent/export/test_fragments.py)."""
+children never do (vLLM's own spans outside any start: agent/foundation/test_fragments.py)."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ def _sdk_configurator() -> type:
             super()._configure(**kwargs)
             from opentelemetry import trace
 
-            from vllm_otel_startup.agent.export import fragments
+            from vllm_otel_startup.agent.foundation import fragments
 
             fragments.install(trace.get_tracer_provider())  # vLLM's spans outside a start: dropped, never roots
 

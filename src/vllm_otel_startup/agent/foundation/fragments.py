@@ -1,4 +1,4 @@
-"""vLLM's own startup spans outside any start are dropped, never exported as roots of their own (issue 60).
+"""vLLM's own startup spans outside any start are dropped, never exported as roots of their own.
 
 vLLM (0.16+) opens its startup spans (``Executor init``, ``Prepare model``...) on the global tracer provider. Inside a
 start they hang under the process span (the current context): adopted, phase-tagged, on the start's critical path.
