@@ -23,6 +23,7 @@ import time
 import pytest
 
 from support import harness
+from support.backends import from_phoenix
 from support.plans import Session, plan
 from support.start_pool import SLOTS
 from vllm_otel_startup import semconv as sc
@@ -77,7 +78,7 @@ def _bench(s: Session) -> dict[str, Bench]:
     return {"off": off, "on": on}
 
 
-def _starts(backends: harness.Backends, bench: Bench) -> list[Start]:
+def _starts(backends, bench: Bench) -> list[Start]:
     """The starts the run left, in the trace store, in the order they began: one per local start file."""
     starts = []
     for path in sorted(bench.start.trace_file_dir.glob("*.jsonl")):
@@ -127,7 +128,7 @@ def test_no_fragment_of_vllms_spans_is_a_root(bench, backends):
     on = bench["on"]
     ours = {st.trace_id for st in _starts(backends, on)}
     window = (on.start.spawn_ns, on.start.ended_ns)
-    roots = [harness.from_phoenix(sp) for sp in backends.all_spans() if not sp.get("parent_id")]
+    roots = [from_phoenix(sp) for sp in backends.all_spans() if not sp.get("parent_id")]
     in_run = [r for r in roots if window[0] <= r.start <= window[1]]
     assert [r.name for r in in_run if r.name in NATIVE_SPANS] == []
     assert {r.trace_id for r in in_run if r.name == sc.ROOT_SPAN} == ours
