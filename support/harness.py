@@ -132,6 +132,17 @@ def process_titles(pid: int) -> dict[int, str]:
     return out
 
 
+def process_threads(pid: int) -> list[tuple[str, list[str]]]:
+    """Each process of ``pid``'s tree (its title) with its threads' names (``/proc/PID/task/*/comm``, sorted), the
+    processes sorted: what a start runs, comparable from one start to the next (pids and thread ids differ)."""
+    out = []
+    for child, title in process_titles(pid).items():
+        with contextlib.suppress(OSError):
+            names = sorted(Path(t, "comm").read_text().strip() for t in Path(f"/proc/{child}/task").iterdir())
+            out.append((title, names))
+    return sorted(out)
+
+
 def serve(model: Path, cache: Path, backends: Backends | None, *, args: list[str] = (), protocol: str = "http/protobuf",
           env: dict[str, str] | None = None, timeout: float = 600, files: Path | None = None,
           instrument: bool = True, expect_ready: bool = True, port: int | None = None,

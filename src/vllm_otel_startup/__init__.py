@@ -44,9 +44,9 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         return get_dependency_conflicts(_instruments, _instruments_any)
 
     def _instrument(self, **kwargs: Any) -> None:
-        from .settings import DISABLED, flag
+        from .settings import switched_off
 
-        if flag(DISABLED):
+        if switched_off():  # OTEL_SDK_DISABLED, our entry point disabled, or our DISABLED: nothing of ours runs
             return
         try:
             self._setup(**kwargs)

@@ -120,6 +120,26 @@ def text(setting: Setting, environ: Mapping[str, str] | None = None) -> str:
     return setting.raw(environ) or setting.default
 
 
+SDK_DISABLED = "OTEL_SDK_DISABLED"  # OpenTelemetry's "no telemetry" switch (the SDK's reading: "true", any case)
+DISABLED_INSTRUMENTATIONS = "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"  # opentelemetry-instrument's, comma-separated
+ENTRY_POINT = "vllm_startup"  # our instrumentor's, distro's and configurator's entry-point name
+
+
+def switched_off(environ: Mapping[str, str] | None = None) -> str | None:
+    """The off switch that is on, or None: ``OTEL_SDK_DISABLED=true``, our instrumentor named (or ``*``) in
+    ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS``, or our own ``DISABLED``. Under any of them nothing of ours runs:
+    no SDK, patch, thread, output or file (opentelemetry-instrument still loads our distro and configurator as
+    entry points; they return at once)."""
+    env = os.environ if environ is None else environ
+    if env.get(SDK_DISABLED, "").strip().lower() == "true":
+        return SDK_DISABLED
+    if {x.strip() for x in env.get(DISABLED_INSTRUMENTATIONS, "").split(",")} & {ENTRY_POINT, "*"}:
+        return DISABLED_INSTRUMENTATIONS
+    if flag(DISABLED, env):
+        return DISABLED.name
+    return None
+
+
 def start_dir(environ: Mapping[str, str] | None = None) -> str:
     """Where the local start files are written and read."""
     env = os.environ if environ is None else environ

@@ -81,8 +81,10 @@ STARTUP_SERIES = re.compile(rb"^(vllm_startup_[a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$
 
 
 class LayoutStart:
-    def __init__(self, observed: Observed | None, start: harness.Start, metrics: list[bytes]) -> None:
+    def __init__(self, observed: Observed | None, start: harness.Start, metrics: list[bytes],
+                 threads: list | None = None) -> None:
         self.observed, self.start, self.metrics = observed, start, metrics
+        self.threads = threads  # every process's threads at ready (harness.process_threads): test_off_switch_start.py
 
 
 def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
@@ -101,7 +103,7 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
                                           mode=layout["script"], instrument=instrument, env=env, timeout=480)
         observed = observe(s.backends, start) if instrument and start.ready_ns else None
         return LayoutStart(observed, start, [])
-    port, metrics = harness.free_port(), []
+    port, metrics, threads = harness.free_port(), [], []
     bin_dir, wrapped = None, instrument
     if layout.get("python_m"):
         bin_dir = work / "bin"
@@ -121,6 +123,7 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
         wrapped = False  # no launcher: the injected sitecustomize instruments the process
 
     def read_metrics(proc) -> None:
+        threads.extend(harness.process_threads(proc.pid))  # first: at ready, as an off switch's start reads them
         # the launcher's spans reach the spool just after the last API server is ready (the first /health 200 may
         # be the other one's): wait up to 30 s for the start's series (every API server reads the same spool), then
         # read /metrics as a scraper would, several times (several API servers share the port)
@@ -139,7 +142,7 @@ def _run(s: Session, name: str, instrument: bool) -> LayoutStart:
                           args=["--enforce-eager", *layout["args"]], env=env, instrument=wrapped,
                           expect_ready=False, warm_modelinfo=True, on_ready=read_metrics, timeout=480)
     observed = observe(s.backends, start) if instrument and start.ready_ns else None
-    return LayoutStart(observed, start, metrics)
+    return LayoutStart(observed, start, metrics, threads)
 
 
 def adoption_env() -> dict[str, str]:

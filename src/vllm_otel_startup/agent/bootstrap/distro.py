@@ -35,7 +35,7 @@ ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPO
 METRICS_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
 
 
-OURS = "vllm_startup"  # our distro's and configurator's entry-point name
+OURS = settings.ENTRY_POINT  # our distro's and configurator's entry-point name
 _LOAD_LOGGER = "opentelemetry.instrumentation.auto_instrumentation._load"
 
 
@@ -69,6 +69,8 @@ def endpoint_configured(environ: Any = None, names: tuple[str, ...] = ENDPOINT_V
 
 class VllmStartupDistro(BaseDistro):
     def _configure(self, **kwargs: Any) -> None:
+        if settings.switched_off():  # loaded by opentelemetry-instrument regardless; off means off
+            return
         from vllm_otel_startup.agent.bootstrap.env_check import repair
 
         unset_empty(os.environ)
@@ -146,10 +148,13 @@ class VllmStartupConfigurator:
     Inductor's ISA probe, model inspection: never traced), which gets no SDK at all: no SDK or exporter import, the
     global providers stay no-op (a helper interpreter starts faster without them; Inductor starts several ISA
     probes per compiling process and waits for each). opentelemetry-instrument calls only
-    ``configure``; the SDK's class is imported once a process needs it."""
+    ``configure``; the SDK's class is imported once a process needs it. Under an off switch
+    (settings.switched_off) no process gets an SDK either: the only spans it would carry in a vLLM server are
+    vLLM's own, as fragments; a host that wants OpenTelemetry's SDK for other instrumentations while ours is off
+    selects another configurator (``OTEL_PYTHON_CONFIGURATOR``)."""
 
     def configure(self, **kwargs: Any) -> None:
-        if classify(cmdline()) == HELPER:
+        if settings.switched_off() or classify(cmdline()) == HELPER:
             return
         _sdk_configurator()().configure(**kwargs)
 
@@ -169,5 +174,10 @@ def _sdk_configurator() -> type:
 
                 kwargs.setdefault("id_generator", UrandomIdGenerator())
             super()._configure(**kwargs)
+            from opentelemetry import trace
+
+            from vllm_otel_startup.agent.foundation import fragments
+
+            fragments.install(trace.get_tracer_provider())  # vLLM's spans outside a start: dropped, never roots
 
     return Configurator

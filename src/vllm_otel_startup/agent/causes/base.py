@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 from vllm_otel_startup.agent.foundation.calls import Call  # noqa: F401 - re-exported: the probes' input
@@ -73,10 +74,21 @@ def filesystem_of(path: str) -> str | None:
     return fs_type
 
 
+def span_attributes(span: Any) -> Mapping[str, Any]:
+    """A span's attributes so far: only an SDK span has them (a NonRecordingSpan, OTEL_SDK_DISABLED or a sampler
+    that dropped the trace, has none); a probe never assumes a recording span."""
+    return getattr(span, "attributes", None) or {}
+
+
+def span_start_ns(span: Any) -> int | None:
+    """A span's start time, None where the span records nothing (see span_attributes)."""
+    return getattr(span, "start_time", None)
+
+
 def gb_per_s(nbytes: Any, span: Any) -> float | None:
     """Throughput of ``nbytes`` moved during ``span`` (ending now: its end time is already taken), GB/s of 10^9
     bytes, over exactly the duration the span will carry."""
-    start_ns = getattr(span, "start_time", None)
+    start_ns = span_start_ns(span)
     if not nbytes or not start_ns:
         return None
     seconds = ((END_TIMES.get(span) or time.time_ns()) - start_ns) / 1e9

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, _file_size
+from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, _file_size, span_attributes
 from vllm_otel_startup.agent.causes.call_counter import CallCounter
 from vllm_otel_startup.agent.foundation.guard import SPANS, failed
 
@@ -35,7 +35,7 @@ class AotLoad(Probe):
         if size is not None:
             span.set_attribute(sc.COMPILE_AOT_BYTES, size)
         span.set_attribute(sc.COMPILE_AOT_LOADED, call.result is not None)
-        if call.result is None and sc.COMPILE_AOT_LOAD_ERROR not in (span.attributes or {}):
+        if call.result is None and sc.COMPILE_AOT_LOAD_ERROR not in span_attributes(span):
             span.set_attribute(sc.COMPILE_AOT_LOAD_ERROR, "FileNotFoundError: no AOT artifact yet" if size is None
                                else "not loaded (no reason given)")
         model, path = call.arg(0, "model"), call.arg(1, "aot_compilation_path")

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost
+from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, span_start_ns
 from vllm_otel_startup.agent.foundation.process import scrub
 
 
@@ -63,8 +63,8 @@ class ModelInspection(Probe):
     name = "model_inspection"
 
     def after_call(self, rt: ProbeHost, span: Any, call: Call) -> None:
-        if span is not None:
-            began = span.start_time or 0
+        if span is not None and span.is_recording():
+            began = span_start_ns(span) or 0
             miss = any(name == SUBPROCESS_SPAN and start >= began for start, _, name, *_ in list(rt.local))
             span.set_attribute(sc.MODEL_INSPECTION_CACHE_HIT, not miss)
 

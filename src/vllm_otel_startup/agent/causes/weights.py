@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, filesystem_of, gb_per_s
+from vllm_otel_startup.agent.causes.base import Call, Probe, ProbeHost, filesystem_of, gb_per_s, span_attributes
 
 OBJECT_STORE_SCHEMES = ("s3://", "gs://", "az://")
 # loader class -> the name vllm.weights.loader carries (vLLM's load format of the same name where there is one)
@@ -215,9 +215,9 @@ class WeightsLoad(Probe):
     # ---- the span -----------------------------------------------------------------------------------------
     def on_ending(self, rt: ProbeHost, span: Any) -> None:
         try:
-            attrs = {k: v for k, v in self.attributes().items() if k not in (span.attributes or {})}
+            attrs = {k: v for k, v in self.attributes().items() if k not in span_attributes(span)}
             span.set_attributes(attrs)
-            gbps = gb_per_s((span.attributes or {}).get(sc.WEIGHTS_BYTES), span)
+            gbps = gb_per_s(span_attributes(span).get(sc.WEIGHTS_BYTES), span)
             if gbps is not None:
                 span.set_attribute(sc.WEIGHTS_GBPS, gbps)
         finally:

@@ -250,7 +250,12 @@ def scrub_span(span: Any) -> None:
 
 
 def _switched_off(sampler: Sampler) -> bool:
-    """always_off (or parent-based with an always_off root): the operator wants no traces at all."""
+    """always_off (or parent-based with an always_off root): the operator wants no traces at all (seen through
+    our configurator's fragments.NativeFragmentFilter)."""
+    from vllm_otel_startup.agent.foundation.fragments import NativeFragmentFilter
+
+    while isinstance(sampler, NativeFragmentFilter):
+        sampler = sampler.delegate
     desc = sampler.get_description()
     return desc == "AlwaysOffSampler" or desc.startswith("ParentBased{root:AlwaysOffSampler")
 

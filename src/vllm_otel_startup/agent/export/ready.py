@@ -95,7 +95,7 @@ def close_process_span(rt: ClosingHost, end_ns: int, outcome: str, error: BaseEx
         span.set_attribute(sc.PATCH_MISSING, sorted(set(rt.patch_missing)))
     if rt.patch_failed:
         span.set_attribute(sc.PATCH_FAILED, sorted(set(rt.patch_failed)))
-    unexplained, gap, after = rt.gaps(span.start_time or info.create_ns, end_ns)
+    unexplained, gap, after = rt.gaps(getattr(span, "start_time", None) or info.create_ns, end_ns)
     span.set_attribute(sc.UNEXPLAINED_S, round(unexplained / 1e9, 4))
     span.set_attribute(sc.LARGEST_GAP_S, round(gap / 1e9, 4))
     if after:

@@ -124,8 +124,11 @@ class ProcessInfo:
         self.embedded = False  # the engine in the user's own process (becomes_embedded)
 
     def may_embed(self) -> bool:
-        """A Python program of the user's (not vLLM's own child, not a helper) that may start an engine itself."""
-        return self.kind == OTHER and "--multiprocessing-fork" not in self.argv and not os.environ.get(ENV_PARENT)
+        """A Python program (not vLLM's own child, not a helper) that may start an engine itself: a user's script,
+        or a multiprocessing child of any program (``vllm bench startup`` builds each iteration's LLM in one, as
+        hosts that start their own workers do). vLLM's own children are spawned through the spawn patch points,
+        which hand them ENV_KIND (then they are not OTHER) and ENV_PARENT."""
+        return self.kind == OTHER and not os.environ.get(ENV_PARENT)
 
     def becomes_embedded(self) -> None:
         """It imported vLLM's engine front end: from now on it is the start's root, in the API server's part."""
