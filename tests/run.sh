@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command (README): installs what it needs (tests/{e2e,fleet,report,compat}/bootstrap.sh, tests/e2e/bootstrap_*.sh,
+# The test command (README): installs what it needs (tests/{e2e,fleet,compat}/bootstrap.sh, tests/e2e/bootstrap_*.sh,
 # tests/unit/bootstrap_py312.sh), then lint, unit (also on Python >= 3.12, where patch points run frameless:
 # tests/py312/), fleet (dashboards, alerts, deployment) and end-to-end tests.
 # Extra arguments go to pytest, e.g. `bash tests/run.sh tests/unit`.
