@@ -94,3 +94,8 @@ def test_every_relative_link_lands(page: Path):
         elif frag and dest.suffix == ".md" and frag.lower() not in anchors(dest):
             broken.append(f"{target}: no such heading")
     assert broken == [], broken
+
+
+def test_the_current_figures_stay_one_short_table_per_topic():
+    """docs/results.md holds today's figures only (the dated notebook is docs/lab/): 150 lines at most."""
+    assert len((DOCS / "results.md").read_text().splitlines()) <= 150
