@@ -18,6 +18,8 @@ import json
 import sys
 from typing import Any
 
+from tools.tempo_fixture import by_resource
+
 
 def _pdata_span(s: dict[str, Any]) -> dict[str, Any]:
     """A span as pdata's JSON marshaller writes it: zero values left out (no ``"status": {}``, no kind 0)."""
@@ -33,19 +35,7 @@ def _pdata_span(s: dict[str, Any]) -> dict[str, Any]:
 
 
 def convert(lines: list[str]) -> dict[str, Any]:
-    by_resource: dict[str, dict[str, Any]] = {}
-    for line in lines:
-        if not line.strip():
-            continue
-        for rs in json.loads(line)["resourceSpans"]:
-            key = json.dumps(rs.get("resource", {}), sort_keys=True)
-            entry = by_resource.setdefault(key, {"resource": rs.get("resource", {}), "scopeSpans": {}})
-            for ss in rs.get("scopeSpans", []):
-                scope = ss.get("scope", {})
-                entry["scopeSpans"].setdefault(json.dumps(scope, sort_keys=True), {"scope": scope, "spans": []})[
-                    "spans"].extend(_pdata_span(s) for s in ss.get("spans", []))
-    spans = [{"resource": e["resource"], "scopeSpans": list(e["scopeSpans"].values())} for e in by_resource.values()]
-    return {"result": {"resourceSpans": spans}}
+    return {"result": {"resourceSpans": by_resource(lines, _pdata_span)}}
 
 
 def main() -> int:

@@ -15,6 +15,7 @@ import base64
 import gzip
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 KINDS = ["SPAN_KIND_UNSPECIFIED", "SPAN_KIND_INTERNAL", "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT",
@@ -40,19 +41,25 @@ def span(s: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def convert(lines: list[str]) -> list[dict[str, Any]]:
-    by_resource: dict[str, dict[str, Any]] = {}
+def by_resource(lines: list[str], to_span: Callable[[dict[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
+    """A recorded start's OTLP JSON lines as one ResourceSpans per resource and one ScopeSpans per scope (as a
+    trace store answers), each span rewritten by ``to_span`` into the store's encoding."""
+    grouped: dict[str, dict[str, Any]] = {}
     for line in lines:
         if not line.strip():
             continue
         for rs in json.loads(line)["resourceSpans"]:
             key = json.dumps(rs.get("resource", {}), sort_keys=True)
-            entry = by_resource.setdefault(key, {"resource": rs.get("resource", {}), "scopeSpans": {}})
+            entry = grouped.setdefault(key, {"resource": rs.get("resource", {}), "scopeSpans": {}})
             for ss in rs.get("scopeSpans", []):
                 scope = ss.get("scope", {})
                 entry["scopeSpans"].setdefault(json.dumps(scope, sort_keys=True), {"scope": scope, "spans": []})[
-                    "spans"].extend(span(s) for s in ss.get("spans", []))
-    return [{"resource": e["resource"], "scopeSpans": list(e["scopeSpans"].values())} for e in by_resource.values()]
+                    "spans"].extend(to_span(s) for s in ss.get("spans", []))
+    return [{"resource": e["resource"], "scopeSpans": list(e["scopeSpans"].values())} for e in grouped.values()]
+
+
+def convert(lines: list[str]) -> list[dict[str, Any]]:
+    return by_resource(lines, span)
 
 
 def main() -> int:
