@@ -124,14 +124,17 @@ def test_every_iteration_is_one_start_its_llm_init_the_benchmarks_figure(bench, 
 
 
 def test_no_fragment_of_vllms_spans_is_a_root(bench, backends):
-    """vLLM's own spans (`Executor init`, `Prepare model`...) hang under the iteration's start, never alone."""
+    """vLLM's own spans (`Executor init`, `Prepare model`...) hang under the iteration's start, never alone; each
+    iteration's start is a root in the store. (Not an equality: a test outside the start pool may export a start of
+    its own into the same store while this plan runs; the bench's own process tree leaves exactly one start per
+    iteration, which the test above holds through the local files.)"""
     on = bench["on"]
     ours = {st.trace_id for st in _starts(backends, on)}
     window = (on.start.spawn_ns, on.start.ended_ns)
     roots = [from_phoenix(sp) for sp in backends.all_spans() if not sp.get("parent_id")]
     in_run = [r for r in roots if window[0] <= r.start <= window[1]]
     assert [r.name for r in in_run if r.name in NATIVE_SPANS] == []
-    assert {r.trace_id for r in in_run if r.name == sc.ROOT_SPAN} == ours
+    assert ours <= {r.trace_id for r in in_run if r.name == sc.ROOT_SPAN}
 
 
 def test_the_benchmark_prints_and_writes_the_same_with_the_agent(bench):
