@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from http_stub import serving
 from recorded import DATA, dev
 
 from vllm_otel_startup.cli import main as cli
@@ -49,12 +49,9 @@ def _serve(routes: dict[str, Path], not_found: bytes) -> Iterator[dict]:
         def log_message(self, *a):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    state["url"] = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as url:
+        state["url"] = url
+        yield state
 
 
 @pytest.fixture

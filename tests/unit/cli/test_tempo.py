@@ -5,10 +5,10 @@ start by tools/tempo_fixture.py); unknown ids get Tempo's 404."""
 from __future__ import annotations
 
 import gzip
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
+from http_stub import serving
 from recorded import DATA, dev
 
 from vllm_otel_startup.cli import main as cli
@@ -46,12 +46,9 @@ def tempo():
         def log_message(self, *a):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    state["url"] = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as url:
+        state["url"] = url
+        yield state
 
 
 def test_report_by_trace_id_from_tempo_v2(tempo, capsys):
