@@ -217,6 +217,23 @@ class Backends:
         return found
 
 
+    def trace(self, trace_id: str, expect: int = 0, timeout: float = 30) -> list[Span]:
+        """The spans of one trace, once at least ``expect`` of them arrived (or ``timeout`` passed)."""
+        found: list[Span] = []
+
+        def ready() -> bool:
+            nonlocal found
+            found = [from_phoenix(s) for s in self.all_spans(trace_id=trace_id)]
+            return bool(found) and len(found) >= expect
+
+        try:
+            wait_until(ready, timeout, f"trace {trace_id} in Phoenix", interval=1.0)
+        except TimeoutError:
+            if not found:
+                raise
+        return found
+
+
 def _prom_api(url: str, query: str, at: float | None = None) -> list[dict[str, Any]]:
     params = {"query": query} | ({"time": f"{at:.3f}"} if at is not None else {})
     status, body = http_get(f"{url}?{urllib.parse.urlencode(params)}", timeout=30)

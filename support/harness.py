@@ -211,16 +211,17 @@ ENGINE_SCRIPT = Path(__file__).with_name("engine_script.py")
 
 def run_engine_script(model: Path, cache: Path, backends: Backends | None, *, mode: str = "llm",
                       instrument: bool = True, env: dict[str, str] | None = None, timeout: float = 600,
-                      hold_s: float = 3.0, name: str | None = None, venv: Path = VENV) -> Start:
+                      hold_s: float = 3.0, name: str | None = None, venv: Path = VENV, count: int = 1) -> Start:
     """The engine started in the user's own process, as a script or an RL framework does (support/engine_script.py:
     ``vllm.LLM(...)``, or ``AsyncLLM`` with ``mode="async_llm"``), run as ``opentelemetry-instrument python`` (or
     plain ``python``: ``instrument=False``); ready when the script prints READY (its engine is built), and the
-    script stays ``hold_s`` more (a program goes on to use its engine) before it exits on its own."""
+    script stays ``hold_s`` more (a program goes on to use its engine) before it exits on its own. ``count``: engines
+    built one after another (``llm``): ready at the first READY, the process runs on until it exits."""
     name = name or f"{cache.name}-{mode}"
     files = cache / "starts"
     cache.mkdir(parents=True, exist_ok=True)
     e = start_env(cache, files, name, "vllm", backends, venv=venv, env=env)
-    cmd = [str(venv / "bin/python"), str(ENGINE_SCRIPT), mode, str(model), str(hold_s)]
+    cmd = [str(venv / "bin/python"), str(ENGINE_SCRIPT), mode, str(model), str(hold_s), str(count)]
     if instrument:
         cmd = [str(venv / "bin/opentelemetry-instrument"), *cmd]
     log_path = cache / f"script-{mode}.log"

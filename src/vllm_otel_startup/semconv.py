@@ -56,7 +56,7 @@ PATCH_NATIVE = "vllm.startup.patch_points.native"  # int: targets already traced
 PATCH_FRAMELESS = "vllm.startup.patch_points.frameless"  # int: of the applied, traced by sys.monitoring (no wrapper)
 PATCH_MISSING = "vllm.startup.patch_points.missing"  # str[]: targets expected in this version, absent
 PATCH_FAILED = "vllm.startup.patch_points.failed"  # str[]: targets found but that could not be wrapped
-PROCESS_CREATE_TIME_SOURCE = "vllm.startup.create_time_source"  # str: proc | clock
+PROCESS_CREATE_TIME_SOURCE = "vllm.startup.create_time_source"  # str: proc | fork | engine | clock
 
 VLLM_VERSION = "vllm.version"
 TORCH_VERSION = "vllm.torch.version"

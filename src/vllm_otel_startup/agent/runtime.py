@@ -5,7 +5,6 @@ attributes, the ready point's products and a launcher's wait (export/), the star
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -26,7 +25,6 @@ from vllm_otel_startup.agent.foundation.patch_points import PROCESS_SPANS, SPAN_
 from vllm_otel_startup.agent.foundation.patch_record import PatchRecord
 from vllm_otel_startup.agent.foundation.process import (
     ProcessInfo,
-    child_rank,
     model_from_argv,
     process_span_attributes,
     start_mode,
@@ -64,17 +62,15 @@ class Runtime(SpanLedger, PatchRecord):
         self.cost = MainThreadCost()  # our span processor's time on vLLM's threads (self_cost.py)
         self.created: Snapshot | None = None  # the resource readings at process creation (or the fork)
         self.segments = Segments(tracer)  # the bootstrap segments before the first phase
-        self._token: object | None = None
+        self._tokens: list[object] = []  # the process span's context, attached (one per start here)
 
     def detach(self) -> None:
-        """Leave the process span's context (uninstrument, tests); the process normally never does."""
-        if self._token is not None:
-            context.detach(self._token)
-            self._token = None
+        """Leave the process spans' contexts, latest first (uninstrument, tests); the process normally never does."""
+        while self._tokens:
+            context.detach(self._tokens.pop())
 
     def stop(self) -> None:
-        """Stop observing (``start()``'s pair; uninstrument): the span processor and sampler hook go inert, the
-        export nudge and long-event watchers stop, the process span's context is left, the sampler thread ends."""
+        """Stop observing (uninstrument): span processor inert; nudge, watchers, context, sampler thread end."""
         self.active = False
         self.nudge.stop()
         if self.retro is not None:
@@ -83,10 +79,8 @@ class Runtime(SpanLedger, PatchRecord):
         if self.sampler is not None:
             self.sampler.stop_now(1.0)
 
-    @property
-    def open_segment(self) -> tuple[str, int] | None:
-        """The open bootstrap segment (name, start ns): a span made when it closes."""
-        return self.segments.open
+    # the open bootstrap segment (name, start ns): a span made when it closes
+    open_segment = property(lambda self: self.segments.open)
 
     def trace_id(self) -> str:
         return f"{self.process_span.get_span_context().trace_id:032x}" if self.process_span else ""
@@ -102,15 +96,24 @@ class Runtime(SpanLedger, PatchRecord):
         if not self.active or kind not in (ENGINE_CORE, WORKER):
             self.active, self.done = False, True
             return
-        now = time.time_ns()
-        self.info = ProcessInfo(kind=kind, pid=os.getpid(), create_ns=now, create_source="fork", hook_ns=now,
-                                argv=self.info.argv, rank=child_rank(kind))
-        self.done, self.facts, self.segments.open = False, {}, None
+        self._again(ProcessInfo.forked(kind, self.info.argv), sc.PROCESS_ENTRY_SPAN)
+
+    def next_start(self) -> None:
+        """A program that built an engine builds another once that start is over (a sweep, a retry): a start, a trace
+        of its own from this construction on; the patches stay, the last start's sampler ends its tail alone."""
+        self.probes.reset()
+        self._again(ProcessInfo.next_engine(self.info.argv), None)
+
+    def _again(self, info: ProcessInfo, segment: str | None) -> None:
+        """This process starts (again) as ``info``: nothing of the last start's ledger, failures or readings."""
+        self.info, self.done, self.facts, self.segments.open = info, False, {}, None
+        self.reset_ledger()
         self.reset_failures()
         self.resources.forget()
-        self.start(segment=sc.PROCESS_ENTRY_SPAN)  # threads do not survive a fork: a new sampler too
+        self.start(segment=segment)  # a new sampler too (threads do not survive a fork)
 
-    def start(self, segment: str = sc.IMPORTS_SPAN) -> None:
+    def start(self, segment: str | None = sc.IMPORTS_SPAN) -> None:
+        """Open the process span (current from now) and observe; ``segment``: the bootstrap segment from the hook on."""
         info = self.info
         if info.root:
             parent = context.Context()  # a new trace per start
@@ -124,11 +127,14 @@ class Runtime(SpanLedger, PatchRecord):
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
         if settings.flag(settings.EXPORT_EACH_PHASE) and not diagnostics.off("export_nudge"):
             self.nudge.start()  # opt-in: each phase's export at once (nudge.py)
-        self._start_live()
+        if (live_s := settings.seconds_from_ms(settings.LIVE_INTERVAL_MS)) > 0:  # 0: no series, line, status
+            from vllm_otel_startup.agent.live.progress import start_live
+
+            self.live = start_live(self, live_s)
         self.process_span = self.tracer.start_span(name, context=parent, start_time=info.create_ns, attributes=attrs)
         # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
         if not diagnostics.off("process_context"):  # diagnostics.OFF
-            self._token = context.attach(trace.set_span_in_context(self.process_span))
+            self._tokens.append(context.attach(trace.set_span_in_context(self.process_span)))
         self.sampler = self.resources.sampler = self.segments.sampler = Sampler(host=info.root)
         self.sampler.start(importing=segment == sc.IMPORTS_SPAN)  # a tick a second until the segment ends
         self.retro = retro_spans.restart(self.retro, self.tracer, self.process_span, segment == sc.IMPORTS_SPAN)
@@ -138,14 +144,8 @@ class Runtime(SpanLedger, PatchRecord):
         self.created = hook if info.create_source == "fork" else Snapshot(info.create_ns, 0, 0, None)
         self.segments.parent = self.process_span
         self.segments.emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns, self.created, hook)
-        self.segments.begin(segment, info.hook_ns, hook)
-
-    def _start_live(self) -> None:
-        interval = settings.seconds_from_ms(settings.LIVE_INTERVAL_MS)
-        if interval > 0:  # off: no in-progress series, no progress line, no status endpoint
-            from vllm_otel_startup.agent.live.progress import start_live
-
-            self.live = start_live(self, interval)
+        if segment is not None:
+            self.segments.begin(segment, info.hook_ns, hook)
 
     def close_segment(self, at_ns: int, next_name: str | None = None) -> None:
         """End the open bootstrap segment at ``at_ns`` and optionally open the next one."""

@@ -65,6 +65,12 @@ class Probes:
         self.by_phase: dict[str, Probe | None] = {}
         self._made: dict[str, Probe] = {}  # "module:Class" -> its one instance (WeightsLoad: five names, a phase)
 
+    def reset(self) -> None:
+        """A later start of this process (an embedded program's next engine): each probe is made anew on first use,
+        with nothing of the last start's state (what the last ones installed is taken out first)."""
+        self.uninstall()
+        self.all, self.by_name, self.by_phase, self._made = [], {}, {}, {}
+
     def _probe(self, key: str, table: dict[str, str], cache: dict[str, Probe | None]) -> Probe | None:
         """The probe for ``key`` (a probe name or a phase), made (and its module imported) the first time."""
         if key in cache:

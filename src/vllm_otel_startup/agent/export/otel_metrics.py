@@ -70,51 +70,57 @@ def _exemplar_context(o: Obs) -> Any:
     return trace.set_span_in_context(trace.NonRecordingSpan(sc_))
 
 
-def register_resource_instruments(m: Meter, sampler: Sampler) -> None:
-    """Observable instruments over the sampler's readings; each reports nothing once the sampler stopped."""
+def register_resource_instruments(m: Meter, sampler: Sampler | Callable[[], Sampler | None]) -> None:
+    """Observable instruments over the sampler's readings; each reports nothing once the sampler stopped.
+    ``sampler``: the sampler, or how to find the current one (a process with several starts has one per start)."""
+    current: Callable[[], Sampler | None] = sampler if callable(sampler) else (lambda: sampler)
+    first = current()
+    if first is None:
+        return
 
-    def live(fn: Callable[[], list[Observation]]) -> Callable[[CallbackOptions], list[Observation]]:
+    def live(fn: Callable[[Sampler], list[Observation]]) -> Callable[[CallbackOptions], list[Observation]]:
         def callback(options: CallbackOptions) -> list[Observation]:
-            if sampler.stopped:
+            s = current()
+            if s is None or s.stopped:
                 return []
             try:
-                return fn()
+                return fn(s)
             except Exception:  # noqa: BLE001 - a failed reading is an absent point, never an error
                 return []
         return callback
 
-    def cpu_time() -> list[Observation]:
+    def cpu_time(s: Sampler) -> list[Observation]:
         t = os.times()
         return [Observation(t.user, {sc.CPU_MODE: "user"}), Observation(t.system, {sc.CPU_MODE: "system"})]
 
-    def memory() -> list[Observation]:
+    def memory(s: Sampler) -> list[Observation]:
         rss = rss_bytes()
         return [Observation(rss)] if rss is not None else []
 
-    def disk() -> list[Observation]:
+    def disk(s: Sampler) -> list[Observation]:
         io = io_bytes()
         return [Observation(io[0], {sc.DISK_IO_DIRECTION: "read"}),
                 Observation(io[1], {sc.DISK_IO_DIRECTION: "write"})] if io else []
 
-    def cores() -> list[Observation]:
-        return [Observation(v, {sc.CPU_SCOPE: k}) for k, v in sampler.take_peaks().items()]
+    def cores(s: Sampler) -> list[Observation]:
+        return [Observation(v, {sc.CPU_SCOPE: k}) for k, v in s.take_peaks().items()]
 
-    instruments: list[tuple[str, Callable[[], list[Observation]]]] = [
+    instruments: list[tuple[str, Callable[[Sampler], list[Observation]]]] = [
         ("process.cpu.time", cpu_time), ("process.memory.usage", memory), ("process.disk.io", disk),
         ("vllm.startup.cpu.cores", cores),
     ]
-    if sampler.host:
-        def throttled() -> list[Observation]:
+    if first.host:
+        def throttled(s: Sampler) -> list[Observation]:
             now = cgroup_throttled_s()
-            return [Observation(now - sampler.throttled0)] if now is not None and sampler.throttled0 is not None else []
+            return [Observation(now - s.throttled0)] if now is not None and s.throttled0 is not None else []
 
-        def gpu(key: str, extra: dict[str, str] | None = None) -> Callable[[], list[Observation]]:
-            return lambda: [Observation(r[key], {**ident, **(extra or {})}) for ident, r in sampler.gpu if key in r]
+        def gpu(key: str, extra: dict[str, str] | None = None) -> Callable[[Sampler], list[Observation]]:
+            return lambda s: [Observation(r[key], {**ident, **(extra or {})}) for ident, r in s.gpu if key in r]
 
-        def pcie() -> list[Observation]:
-            names = {ident["hw.id"]: ident for ident, _ in sampler.gpu}
+        def pcie(s: Sampler) -> list[Observation]:
+            names = {ident["hw.id"]: ident for ident, _ in s.gpu}
             return [Observation(v, {**names.get(hw_id, {sc.HW_ID: hw_id}), sc.NETWORK_IO_DIRECTION: d})
-                    for hw_id, (rx, tx) in sampler.pcie.items() for d, v in (("receive", rx), ("transmit", tx))]
+                    for hw_id, (rx, tx) in s.pcie.items() for d, v in (("receive", rx), ("transmit", tx))]
 
         instruments += [
             ("vllm.startup.cgroup.cpu.throttled_time", throttled),
@@ -131,12 +137,16 @@ def register_resource_instruments(m: Meter, sampler: Sampler) -> None:
 
 def register_live_instruments(m: Meter, live: Any) -> None:
     """The in-progress gauges (agent/live/progress.py): this process's own series, read at each export, none once the
-    process is past its ready point (the series stop)."""
+    process is past its ready point (the series stop). ``live``: its state, or how to find the current one."""
+    current = live if callable(live) else (lambda: live)
 
     def callback(name: str) -> Callable[[CallbackOptions], list[Observation]]:
         def read(options: CallbackOptions) -> list[Observation]:
+            state = current()
+            if state is None:
+                return []
             try:
-                return [Observation(value, labels) for metric, value, labels in live.own_series() if metric == name]
+                return [Observation(value, labels) for metric, value, labels in state.own_series() if metric == name]
             except Exception:  # noqa: BLE001 - a failed reading is an absent point, never an error
                 return []
         return read
@@ -151,19 +161,20 @@ def record_while_starting(host: Any) -> StartupRecorder | None:
     the recorder of the ready point's metrics, or None without an SDK meter provider."""
     from opentelemetry import metrics
 
-    recorder = None
-    try:
-        provider = metrics.get_meter_provider()
-        if not hasattr(provider, "force_flush"):  # no SDK: nothing to record into
-            return None
-        m = meter(provider)
-        recorder = StartupRecorder(m)
-        register_resource_instruments(m, host.sampler)
-        if host.live is not None:
-            register_live_instruments(m, host.live)
-    except Exception:  # noqa: BLE001
-        _log.debug("metrics unavailable", exc_info=True)
-        return recorder
+    recorder = host.recorder  # a later start of this process: its instruments read the current sampler already
+    if recorder is None:
+        try:
+            provider = metrics.get_meter_provider()
+            if not hasattr(provider, "force_flush"):  # no SDK: nothing to record into
+                return None
+            m = meter(provider)
+            recorder = StartupRecorder(m)
+            register_resource_instruments(m, lambda: host.sampler)
+            if host.live is not None:
+                register_live_instruments(m, lambda: host.live)
+        except Exception:  # noqa: BLE001
+            _log.debug("metrics unavailable", exc_info=True)
+            return recorder
     interval = settings.seconds_from_ms(settings.METRICS_FLUSH_MS)
     if interval > 0 and not host.sampler.stopped:
         threading.Thread(target=_export_while_starting, args=(host, interval), daemon=True,

@@ -28,6 +28,9 @@ SPAWN_ENV = (ENV_PARENT, ENV_KIND, ENV_RANK, ENV_LABELS)
 
 # importing either means the process is about to start an engine of its own (a script, an RL or evaluation framework)
 EMBEDDED_TRIGGERS = ("vllm.entrypoints.llm", "vllm.v1.engine.async_llm")
+# create_time_source of a later start in a program that builds several engines: it begins at that engine's
+# construction (the process was created long before, for the first)
+ENGINE_SOURCE = "engine"
 
 # Python helpers that inherit the hook but are not part of the start: never instrument them.
 _HELPER_MARKERS = (
@@ -133,6 +136,21 @@ class ProcessInfo:
     def becomes_embedded(self) -> None:
         """It imported vLLM's engine front end: from now on it is the start's root, in the API server's part."""
         self.kind, self.root, self.embedded = API_SERVER, True, True
+
+    @classmethod
+    def forked(cls, kind: str, argv: list[str]) -> ProcessInfo:
+        """A forked child (no sitecustomize ran in it): it begins at the fork."""
+        now = time.time_ns()
+        return cls(kind=kind, pid=os.getpid(), create_ns=now, create_source="fork", hook_ns=now, argv=argv,
+                   rank=child_rank(kind))
+
+    @classmethod
+    def next_engine(cls, argv: list[str]) -> ProcessInfo:
+        """A program's later engine (its first one's start is over): its start begins at its construction."""
+        now = time.time_ns()
+        info = cls(kind=OTHER, pid=os.getpid(), create_ns=now, create_source=ENGINE_SOURCE, hook_ns=now, argv=argv)
+        info.becomes_embedded()
+        return info
 
     @classmethod
     def current(cls) -> ProcessInfo:

@@ -334,6 +334,19 @@ def _ready_effect(h: Hook, c: Call, result: Any, exc: BaseException | None) -> N
     ready(h.rt, h.point, exc)
 
 
+def _ready(h: Hook) -> Steps:
+    """A span around the call, whose return ends this process's start; in a program of the user's whose engine's
+    start is over, a new engine's construction begins a start of its own first."""
+    steps = _around(h, _ready_effect)
+    return Steps(before=(_next_start, *steps.before), after=steps.after)
+
+
+def _next_start(h: Hook, c: Call) -> None:
+    rt = h.rt
+    if h.point.ends == EMBEDDED and rt.info.embedded and rt.active and rt.done and rt.process_span is not None:
+        rt.next_start()
+
+
 def guard(rt: PatchHost, exc: BaseException | None) -> None:
     """An exception escaping a guard row's call fails this process's startup."""
     if exc is not None and rt.active:
@@ -371,7 +384,7 @@ def at_native_end(rt: PatchHost, point: PatchPoint) -> Callable[[BaseException |
 BUILDERS: dict[str, Callable[[Hook], Steps]] = {
     "span": _around,
     "spawn": _spawn,
-    "ready": lambda h: _around(h, _ready_effect),
+    "ready": _ready,
     "guard": lambda h: _around(h, _guard_effect),
     "marker": _marker,
     "cli_main": _cli_main,
