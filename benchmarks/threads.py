@@ -55,9 +55,10 @@ def titled(row: dict) -> dict:
     return {**row, "threads": out}
 
 
-# our threads' names (src/vllm_otel_startup: ``vllm-otel-startup-sampler`` ...) as /proc shows them, cut to 15
-# characters; /proc has them only where Python gives a thread's name to the OS (CPython >= 3.14) or the agent does
-OURS_COMM = "vllm-otel-start"
+# our threads as /proc shows them: the agent names each at the OS level, ``vos-`` and its part (agent/foundation/
+# threads.py: vos-sampler, vos-metrics, vos-live ...); before it did, only CPython >= 3.14 gave /proc a thread's Python
+# name, cut to 15 characters (``vllm-otel-start``)
+OURS_COMM = ("vos-", "vllm-otel-start")
 
 
 def main_at(timeline: list[dict], kind: str, t: float, key: str) -> float | None:
@@ -196,6 +197,10 @@ def thread_stats(snapshot: dict) -> dict[str, float]:
                        ("ours_cpu_s", sum(t["cpu_s"] for t in proc["threads"] if t["comm"].startswith(OURS_COMM))),
                        ("ours_threads", sum(t["comm"].startswith(OURS_COMM) for t in proc["threads"]))):
             out[f"proc.{kind}.{key}"] = out.get(f"proc.{kind}.{key}", 0.0) + float(v)
+        for t in proc["threads"]:  # each thread of ours on its own: which part of the agent used the CPU
+            if t["comm"].startswith(OURS_COMM):
+                key = f"proc.{kind}.ours.{t['comm']}_cpu_s"
+                out[key] = out.get(key, 0.0) + float(t["cpu_s"])
     for key, v in (snapshot.get("vmstat_delta") or {}).items():  # the host's, while this start ran (both lanes')
         out[f"host.{key}"] = float(v)
     return out

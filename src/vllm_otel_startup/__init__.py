@@ -52,6 +52,7 @@ class VllmStartupInstrumentor(BaseInstrumentor):
             self._setup(**kwargs)
         except Exception:  # noqa: BLE001 - never break the host's start
             _log.warning("vllm-otel-startup: setup failed; startup tracing disabled", exc_info=True)
+            _forget_spawn_env()
 
     def _setup(self, **kwargs: Any) -> None:
         from vllm_otel_startup.agent.foundation.process import ProcessInfo
@@ -65,6 +66,7 @@ class VllmStartupInstrumentor(BaseInstrumentor):
         from .diagnostics import off
 
         if info.kind != "api_server" and off("child_agent"):
+            _forget_spawn_env()
             return  # diagnostics.OFF: an EngineCore or worker does nothing, as a helper
         self._start(info, **kwargs)
 
@@ -106,6 +108,15 @@ def _watch_for_an_engine(instrumentor: VllmStartupInstrumentor, info: Any, kwarg
 
     for module in EMBEDDED_TRIGGERS:
         post_import.register(embed, module)
+
+
+def _forget_spawn_env() -> None:
+    """A child whose agent does not run (failed, switched off) announces nothing to the processes it spawns: they must
+    not inherit its own kind and parent from its environment (a worker would take itself for an EngineCore)."""
+    from vllm_otel_startup.agent.foundation.process import SPAWN_ENV
+
+    for key in SPAWN_ENV:
+        os.environ.pop(key, None)
 
 
 _AT_FORK: list[bool] = []

@@ -64,9 +64,13 @@ TEMPO_URL = _s("TEMPO_URL", "", "`vllm-otel-startup report` reads a trace id fro
 TEMPO_TENANT = _s("TEMPO_TENANT", "", "a multi-tenant Tempo's tenant (`X-Scope-OrgID`)")
 JAEGER_URL = _s("JAEGER_URL", "", "`vllm-otel-startup report` reads a trace id from this Jaeger v2 query service "
                 "(`/api/v3/traces/<id>`; `--jaeger` wins)")
-SAMPLE_HZ = _s("SAMPLE_HZ", "10", "resource sampler rate once a process's imports are over (while it imports: once a "
-               "second); `0` turns the sampler (resource metrics, peaks) off; the exact per-span CPU / disk deltas "
-               "remain")
+SAMPLE_HZ = _s("SAMPLE_HZ", "10", "resource sampler rate while a waiting phase is open in the process (its main "
+               "thread idles on another process: a tick takes nothing from it); also the finest interval one reading "
+               "of a span's cores peak covers; `0` turns the sampler (resource metrics, peaks) off; the exact per-span "
+               "CPU / disk deltas remain")
+SAMPLE_BUSY_MS = _s("SAMPLE_BUSY_MS", "5000", "resource sampler interval while the process works (no waiting phase "
+                    "open): every tick of a thread of ours takes the GIL from vLLM's main thread, so it is rare; "
+                    "between ticks each span's start and end read the same. `0`: `SAMPLE_HZ` throughout")
 GPU_SAMPLE_HZ = _s("GPU_SAMPLE_HZ", "2", "API server: how often the sampler reads the GPUs through NVML (memory, "
                    "utilisation, power, PCIe counters: the hw.gpu.* series), from the first process it starts on "
                    "(before it, nothing runs on a GPU); `0` turns those readings off (the GPU "
@@ -91,9 +95,9 @@ CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned chi
 CHILD_RANK = _s("CHILD_RANK", "", "a spawned worker's global rank", internal=True)
 
 ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, EXPORT_EACH_PHASE, DEBUG, SUMMARY,
-                            TEMPO_URL, TEMPO_TENANT, JAEGER_URL, SAMPLE_HZ, GPU_SAMPLE_HZ, SAMPLE_TAIL_MS,
-                            METRICS_FLUSH_MS, LIVE_INTERVAL_MS, STATUS_PORT, HISTORY, LABELS, TRACEPARENT,
-                            CHILD_KIND, CHILD_RANK)
+                            TEMPO_URL, TEMPO_TENANT, JAEGER_URL, SAMPLE_HZ, SAMPLE_BUSY_MS, GPU_SAMPLE_HZ,
+                            SAMPLE_TAIL_MS, METRICS_FLUSH_MS, LIVE_INTERVAL_MS, STATUS_PORT, HISTORY, LABELS,
+                            TRACEPARENT, CHILD_KIND, CHILD_RANK)
 
 
 def flag(setting: Setting, environ: Mapping[str, str] | None = None) -> bool:

@@ -127,16 +127,16 @@ class Runtime(SpanLedger, PatchRecord):
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
         if settings.flag(settings.EXPORT_EACH_PHASE) and not diagnostics.off("export_nudge"):
             self.nudge.start()  # opt-in: each phase's export at once (nudge.py)
+        self.sampler = self.resources.sampler = self.segments.sampler = Sampler(host=info.root)
+        self.sampler.start()
         if (live_s := settings.seconds_from_ms(settings.LIVE_INTERVAL_MS)) > 0:  # 0: no series, line, status
             from vllm_otel_startup.agent.live.progress import start_live
 
-            self.live = start_live(self, live_s)
+            self.live = start_live(self, live_s)  # refreshed on the sampler's thread (Sampler.every)
         self.process_span = self.tracer.start_span(name, context=parent, start_time=info.create_ns, attributes=attrs)
         # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
         if not diagnostics.off("process_context"):  # diagnostics.OFF
             self._tokens.append(context.attach(trace.set_span_in_context(self.process_span)))
-        self.sampler = self.resources.sampler = self.segments.sampler = Sampler(host=info.root)
-        self.sampler.start(importing=segment == sc.IMPORTS_SPAN)  # a tick a second until the segment ends
         self.retro = retro_spans.restart(self.retro, self.tracer, self.process_span, segment == sc.IMPORTS_SPAN)
         self.recorder = record_while_starting(self)
         hook = self.sampler.snapshot()

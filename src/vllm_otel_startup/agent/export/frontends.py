@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from opentelemetry import trace
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.foundation import threads
 from vllm_otel_startup.agent.foundation.kinds import API_SERVER
 from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES
 
@@ -38,7 +39,7 @@ class Frontends:
         self._lock = threading.Lock()
 
     def watch(self) -> None:
-        threading.Thread(target=self._watch, daemon=True, name="vllm-otel-startup-frontends").start()
+        threads.Thread(target=self._watch, daemon=True, name="vllm-otel-startup-frontends").start()
 
     def _watch(self) -> None:
         while not self.host.done:

@@ -28,6 +28,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from vllm_otel_startup.agent.foundation import threads
+
 _log = logging.getLogger("vllm_otel_startup")
 
 
@@ -99,7 +101,7 @@ class ExportNudge:
             flushes = []
         for i, flush in enumerate(flushes):
             event = threading.Event()  # fresh ones: a lock of the parent's may have been held at the fork
-            threading.Thread(target=self._run, args=(flush, event), name=f"vllm-otel-startup-export-{i}",
+            threads.Thread(target=self._run, args=(flush, event), name=f"vllm-otel-startup-export-{i}",
                              daemon=True).start()
             events.append(event)
         self._events = events

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -17,6 +16,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent.export.observations import Obs
+from vllm_otel_startup.agent.foundation import threads
 from vllm_otel_startup.agent.resources.procfs import cgroup_throttled_s, io_bytes, rss_bytes
 from vllm_otel_startup.agent.resources.sampler import Sampler
 from vllm_otel_startup.version import __version__
@@ -177,7 +177,7 @@ def record_while_starting(host: Any) -> StartupRecorder | None:
             return recorder
     interval = settings.seconds_from_ms(settings.METRICS_FLUSH_MS)
     if interval > 0 and not host.sampler.stopped:
-        threading.Thread(target=_export_while_starting, args=(host, interval), daemon=True,
+        threads.Thread(target=_export_while_starting, args=(host, interval), daemon=True,
                          name="vllm-otel-startup-metrics").start()
     return recorder
 

@@ -56,6 +56,7 @@ class SpanHost(Protocol):
     native_phases: dict[str, str]  # span name -> phase: vLLM's own spans under names we do not list
     native_effects: dict[str, Callable[[BaseException | None], None]]  # span name -> a row's effect at its end
     live: Any  # live.Live, or None
+    sampler: Any  # resources.sampler.Sampler, or None: ticks fast while a waiting span is open
     retro: Any  # resources.RetroSpans, or None
     nudge: Any  # export.nudge.ExportNudge
     cost: Any  # foundation.self_cost.MainThreadCost
@@ -83,6 +84,7 @@ class StartupSpanProcessor(SpanProcessor):
         self.open_names: dict[int, str] = {}  # span id -> name, of this process's open spans of NESTED_RENAMES
         # span id -> [a row's effect at the end of vLLM's span, the exception it recorded] (Runtime.native_effects)
         self.native_ends: dict[int, list[Any]] = {}
+        self.waiting: dict[int, Any] = {}  # span id -> the sampler told, of this process's open waiting spans
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         rt = self.rt
@@ -113,6 +115,9 @@ class StartupSpanProcessor(SpanProcessor):
                 attrs[sc.NATIVE] = True
             if span.name in WAITING_SPANS:
                 attrs[sc.WAITING] = True
+                if rt.sampler is not None and span.context is not None:  # its main thread idles: sample fast
+                    self.waiting[span.context.span_id] = rt.sampler
+                    rt.sampler.waiting_changed(1)
             span.set_attributes(attrs)
             effect = rt.native_effects.get(span.name) if native and span.context is not None else None
             if effect is not None:  # a ready or guard row vLLM traces itself: its effect as this span ends
@@ -166,6 +171,9 @@ class StartupSpanProcessor(SpanProcessor):
         rt = self.rt
         self.open_names.pop(span.context.span_id, None)
         native_end = self.native_ends.pop(span.context.span_id, None)
+        sampler = self.waiting.pop(span.context.span_id, None)
+        if sampler is not None:
+            sampler.waiting_changed(-1)
         if not rt.active or rt.process_span is None:
             return
         is_process = span.context.span_id == rt.process_span.get_span_context().span_id  # on_end: a read-only copy

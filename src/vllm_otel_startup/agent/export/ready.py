@@ -158,7 +158,7 @@ def print_summary_later(rt: ReadyHost) -> None:
     """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread
     of its own started once the ready point's wait is over: the rendering never competes with the main thread for
     the GIL while it waits (under load, the rendering competing for the GIL stretched them past their budget)."""
-    if not threads.start(threading.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary",
+    if not threads.start(threads.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary",
                                           daemon=True)):
         print_summary(rt)  # interpreter shutdown (a start that exits): nothing left to compete with
 
@@ -234,7 +234,7 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
             print(self_cost.line(rt.info.kind, rt.cost, rt.retro, sysmon.current(), rt.nudge,
                                 rt.exports), file=sys.stderr, flush=True)
 
-    t = threading.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
+    t = threads.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
     t0 = time.monotonic()
     if not threads.start(t):  # interpreter shutdown: the local hand-over on this thread, the export with the
         if before is not None:  # SDK's own shutdown, which comes next

@@ -66,6 +66,7 @@ class LiveHost(Protocol):
     last_error: BaseException | None
     process_span: Any  # this process's span (the progress records hang under it)
     tracer: Any
+    sampler: Any  # resources.sampler.Sampler: its thread runs the refresh (Sampler.every)
 
     @property
     def open_segment(self) -> tuple[str, int] | None: ...
@@ -220,8 +221,10 @@ class Live:
             from vllm_otel_startup.agent.live import status_server  # opt-in: not even imported otherwise
 
             self.server = status_server.start(self, settings.text(settings.STATUS_PORT))
-        if self.interval > 0:
-            self._thread = threading.Thread(target=self._run, name="vllm-otel-startup-live", daemon=True)
+        sampler = getattr(self.rt, "sampler", None)
+        if self.interval > 0 and not (sampler is not None and sampler.every(self.interval, self._job)):
+            # no sampler thread to share (SAMPLE_HZ=0): a thread of its own
+            self._thread = threads.Thread(target=self._run, name="vllm-otel-startup-live", daemon=True)
             self._thread.start()
 
     def stop(self, outcome: str) -> None:
@@ -234,7 +237,7 @@ class Live:
             spool.remove_live(self.rt.trace_id(), self._spool_name())
         if self.server is not None:
             server, self.server = self.server, None
-            closing = threading.Thread(target=server.close, name="vllm-otel-startup-status-close", daemon=True)
+            closing = threads.Thread(target=server.close, name="vllm-otel-startup-status-close", daemon=True)
             if not threads.start(closing):  # interpreter shutdown: closed here (its loop ends within its poll)
                 server.close()
 
@@ -254,10 +257,16 @@ class Live:
         while not self._stop.wait(self.interval):
             if self.rt.done or not self.rt.active:
                 return
-            try:
-                self.tick()
-            except Exception:  # noqa: BLE001 - the in-progress view is best effort
-                _log.debug("in-progress tick failed", exc_info=True)
+            self._job()
+
+    def _job(self) -> None:
+        """One refresh while the start is in progress (on the sampler's thread, or the live thread)."""
+        if self._stop.is_set() or self.rt.done or not self.rt.active:
+            return
+        try:
+            self.tick()
+        except Exception:  # noqa: BLE001 - the in-progress view is best effort
+            _log.debug("in-progress tick failed", exc_info=True)
 
     def tick(self) -> None:
         """One refresh (on the live thread)."""

@@ -19,12 +19,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup.agent.foundation import threads
 
 _log = logging.getLogger("vllm_otel_startup")
 
@@ -112,7 +112,7 @@ class StatusServer:
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.address = self.httpd.server_address
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.5},
+        self.thread = threads.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.5},
                                        name="vllm-otel-startup-status", daemon=True)
         self.thread.start()
 

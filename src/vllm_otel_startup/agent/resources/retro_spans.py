@@ -93,7 +93,7 @@ def hand_back(exc_type: type[BaseException]) -> None:
                 return
 
     try:
-        threads.start(threading.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True))
+        threads.start(threads.Thread(target=deliver, name="vllm-otel-startup-signal", daemon=True))
     finally:
         left.set()
 

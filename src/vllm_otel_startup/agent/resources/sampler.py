@@ -1,12 +1,16 @@
 """The startup resource sampler: a daemon thread per vLLM process, from process start until a short tail
 after ready, then it stops.
 
-Every process samples itself (CPU time, resident memory, storage reads) at ~10 Hz once its imports are over (once a
-second while it imports: then it is one interpreter loading modules, on the start's critical path, and each tick
-takes the GIL from it); the API server also samples the whole process tree, the host's cores, its cgroup's CPU
-throttling and, from the first process it starts on, the GPUs (NVML, loaded then). The
-samples feed the resource metrics (otel_metrics.py) and each startup span's resource summary: exact
-deltas read at the span's start and end, peaks from the samples inside it.
+Every tick of a thread of ours takes the GIL from vLLM's main thread while it works (each one a wait of that thread),
+so the sampler ticks rarely while the process works (``SAMPLE_BUSY_MS``, every 5 s) and fast (``SAMPLE_HZ``, 10 Hz)
+only while a waiting phase is open in it (its main thread idle on another process: a tick takes nothing from it). Its
+readings are every process's own CPU time and resident memory, and in the API server also the whole process tree, the
+host's cores, its cgroup's CPU throttling and, from the first process it starts on, the GPUs (NVML, loaded then).
+Between ticks the span boundaries read the same (``snapshot``, on the thread that starts or ends the span): each
+span's summary takes the exact deltas between its two snapshots, its cores peak from the readings inside it (ticks
+and boundaries, each over at least 1 / SAMPLE_HZ), its RSS peak from the kernel's high-water mark where that rose
+inside it (exact), else from those readings. The same thread runs the start-in-progress refresh (``every``): one
+wake-up for both. The samples feed the resource metrics (otel_metrics.py).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ except ImportError:  # not on every platform
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent.foundation import threads
 from vllm_otel_startup.agent.foundation.guard import SAMPLER, failed
 from vllm_otel_startup.agent.resources import gpu
 from vllm_otel_startup.agent.resources.procfs import (
@@ -46,19 +51,19 @@ MAX_SAMPLES = 36_000  # one hour at 10 Hz
 # the process tree's CPU every 5th tick: one /proc read per descendant (with Inductor's compile workers, tens of them
 # on a GPU host): a read that grows with the tree, so it is taken less often
 TREE_EVERY = 5
-IMPORTING_S = 1.0  # the sampling interval while this process imports (until Sampler.full_rate)
 
 
 class Snapshot:
     """Exact readings at one instant (a span's start or end). ``gpu``/``gpu_src``: (None, None) without a CUDA
     context (none held), (bytes, source) or, where the reading failed, (None, source) (gpu.ProcessGpuMemory)."""
 
-    __slots__ = ("t", "cpu_ns", "read", "gpu", "gpu_src", "child_cpu", "child_rss")
+    __slots__ = ("t", "cpu_ns", "read", "gpu", "gpu_src", "child_cpu", "child_rss", "rss", "hwm")
 
     def __init__(self, t: int, cpu_ns: int, read: int | None, gpu: int | None, gpu_src: str | None = None,
-                 child_cpu: float = 0.0, child_rss: int = 0) -> None:
+                 child_cpu: float = 0.0, child_rss: int = 0, rss: int | None = None, hwm: int | None = None) -> None:
         self.t, self.cpu_ns, self.read, self.gpu, self.gpu_src = t, cpu_ns, read, gpu, gpu_src
         self.child_cpu, self.child_rss = child_cpu, child_rss  # reaped subprocesses (getrusage)
+        self.rss, self.hwm = rss, hwm  # resident memory now, and its high-water mark (getrusage's ru_maxrss)
 
 
 def _hz() -> float:
@@ -70,6 +75,9 @@ class Sampler:
         self.host = host  # API server: also the process tree, host cores, cgroup and GPUs
         self.pid = os.getpid()
         self.hz = _hz()
+        self.busy_s = settings.seconds_from_ms(settings.SAMPLE_BUSY_MS)  # the interval while no waiting phase is open
+        self.gap_ns = int(1e9 / self.hz) if self.hz > 0 else 0  # the shortest interval one reading covers
+        self.waiting = 0  # waiting phases open in this process (waiting_changed): fast ticks while > 0
         gpu_hz = settings.number(settings.GPU_SAMPLE_HZ)
         self.gpu_every = max(1, round(self.hz / gpu_hz)) if gpu_hz > 0 and self.hz > 0 else 0  # 0: no NVML readings
         self.nvml: Any = None
@@ -93,34 +101,43 @@ class Sampler:
         self.gpu_memory_source = gpu.ProcessGpuMemory(self.pid)  # fixed when this process's CUDA context is seen
         self._files = ProcFiles()
         self._thread: threading.Thread | None = None
-        self._imported = threading.Event()  # clear: one tick a second (IMPORTING_S) until full_rate() sets it
-        self._imported.set()
+        self._wake = threading.Event()  # ends a tick's wait early: a waiting phase began, a stop
+        self._lock = threading.RLock()  # the series and peaks: the sampler thread and span boundaries both write
+        self._last = (time.time_ns(), time.process_time_ns())  # the last reading in the series (wall, CPU ns)
+        self._rss_since = 0  # the most RSS read since that reading (a reading too close to it is folded in)
+        self._jobs: list[list[Any]] = []  # [every s, next due (monotonic), job]: run on this thread (every)
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
 
     # ---- lifecycle ------------------------------------------------------------------------------------
-    def start(self, importing: bool = False) -> None:
-        """The sampler thread; ``importing``: once a second until :meth:`full_rate`."""
+    def start(self) -> None:
+        """The sampler thread."""
         if self.hz <= 0:
             self.stopped = True
             return
-        if importing:
-            self._imported.clear()
-        self._thread = threading.Thread(target=self._run, name="vllm-otel-startup-sampler", daemon=True)
+        self._last = (time.time_ns(), time.process_time_ns())
+        self._thread = threads.Thread(target=self._run, name="vllm-otel-startup-sampler", daemon=True)
         self._thread.start()
 
-    @property
-    def importing(self) -> bool:
-        """Sampling once a second, as while this process imports."""
-        return not self._imported.is_set()
+    def waiting_changed(self, delta: int) -> None:
+        """A waiting phase of this process began (+1) or ended (-1): fast ticks while one is open (its main thread
+        idles on another process), from now on."""
+        self.waiting += delta
+        if delta > 0 and self.waiting == 1:
+            self._wake.set()
 
-    def full_rate(self) -> None:
-        """This process's imports are over: SAMPLE_HZ from now on (a pending once-a-second wait ends at once)."""
-        self._imported.set()
+    def every(self, seconds: float, job: Callable[[], None]) -> bool:
+        """Run ``job`` on the sampler thread every ``seconds`` while it samples (one wake-up for a tick and the job);
+        False where the sampler does not run (switched off): the caller runs it another way."""
+        if self.hz <= 0 or self.stopped or seconds <= 0:
+            return False
+        self._jobs.append([seconds, time.monotonic() + seconds, job])
+        return True
 
     def stop_after(self, tail_s: float, on_stop: Callable[[], None] | None = None) -> None:
         """Keep sampling ``tail_s`` more seconds, then take a last sample, call ``on_stop`` and end."""
         self._on_stop = on_stop
         self._stop_at = time.monotonic() + tail_s
+        self._wake.set()
         if self._thread is None or not self._thread.is_alive():
             self._finish()
 
@@ -149,28 +166,41 @@ class Sampler:
                 _log.debug("sampler stop hook failed", exc_info=True)
         self.stopped = True
 
+    def _interval(self) -> float:
+        fast = 1.0 / self.hz
+        return fast if self.waiting > 0 or self.busy_s <= 0 else max(self.busy_s, fast)
+
     def _run(self) -> None:
         try:
             self._setup()
-            interval = 1.0 / self.hz
             stride = max(1, (os.cpu_count() or 1) // 16)  # /proc/stat grows with the core count
-            prev = (time.time_ns(), time.process_time_ns())
             prev_sys = system_cores(self._files) if self.host else None
             tick = 0
             while True:
-                importing = self.importing
-                if importing:
-                    self._imported.wait(IMPORTING_S)
-                else:
-                    time.sleep(interval)  # cheaper than an Event wait; a stop is seen within one interval
+                now = time.monotonic()
+                due = min([now + self._interval(), *(job[1] for job in self._jobs),
+                           *((self._stop_at,) if self._stop_at is not None else ())])
+                self._wake.wait(max(0.0, due - now))
+                self._wake.clear()
                 tick += 1
-                prev, prev_sys = self._sample(tick, stride, prev, prev_sys, every=importing)
+                prev_sys = self._sample(tick, stride, prev_sys, every=self.waiting <= 0)
+                self._run_jobs()
                 if self._stop_at is not None and time.monotonic() >= self._stop_at:
                     break
         except Exception:  # noqa: BLE001 - the sampler never hurts the host
             failed(SAMPLER, "the resource sampler stopped")
         self._files.close()
         self._finish()
+
+    def _run_jobs(self) -> None:
+        now = time.monotonic()
+        for job in self._jobs:
+            if job[1] <= now:
+                job[1] = now + job[0]
+                try:
+                    job[2]()
+                except Exception:  # noqa: BLE001 - a job (the in-progress refresh) is best effort
+                    _log.debug("sampler job failed", exc_info=True)
 
     def _setup(self) -> None:
         # No process loads NVML while it imports. The API server loads it once it has a descendant (_load_nvml:
@@ -205,17 +235,9 @@ class Sampler:
         finally:
             self.gpu_memory_source.fix(self.nvml)
 
-    def _sample(self, tick: int, stride: int, prev: tuple[int, int], prev_sys: Any,
-                every: bool = False) -> tuple[Any, Any]:
-        """One tick; ``every``: the readings taken every n-th tick are taken on this one too (a tick a second)."""
-        now, cpu = time.time_ns(), time.process_time_ns()
-        cores = (cpu - prev[1]) / max(now - prev[0], 1)
-        self.times.append(now)
-        self.cores.append(cores)
-        self.rss.append(rss_bytes(self._files) or 0)
-        self._peak("process", cores)
-        if len(self.times) > MAX_SAMPLES:
-            del self.times[0], self.cores[0], self.rss[0]
+    def _sample(self, tick: int, stride: int, prev_sys: Any, every: bool = False) -> Any:
+        """One tick; ``every``: the readings taken every n-th tick at the fast rate are taken on this one too."""
+        self.note(time.time_ns(), time.process_time_ns(), rss_bytes(self._files) or 0)
         if not self.host and self.gpu_memory_source.source is None and self._cuda_context():
             self._fix_gpu_source()
         if self.host:
@@ -233,6 +255,7 @@ class Sampler:
                     self._load_nvml()
             if every or tick % TREE_EVERY == 1:
                 tree = sum(v for v in (proc_cpu_s(p, self._files) for p in [self.pid, *self._tree]) if v is not None)
+                now = time.time_ns()
                 if self.tree_cpu is not None:
                     self._peak("tree", (tree - self.tree_cpu) / max((now - self._tree_t) / 1e9, 1e-9))
                 self.tree_cpu, self._tree_t = tree, now
@@ -241,11 +264,30 @@ class Sampler:
             if self.nvml is not None and self.nvml.ok and self.gpu_every and self._tree \
                     and (every or tick % self.gpu_every == 0):
                 self._gpu()
-        return (now, cpu), prev_sys
+        return prev_sys
+
+    def note(self, t: int, cpu_ns: int, rss: int) -> None:
+        """A reading (a tick, or a span boundary's snapshot) into the series: the cores used since the last reading,
+        once at least 1 / SAMPLE_HZ has passed (a closer one is folded into the next)."""
+        with self._lock:
+            t0, c0 = self._last
+            self._rss_since = max(self._rss_since, rss)
+            if t - t0 < self.gap_ns or t <= t0:
+                return
+            cores = (cpu_ns - c0) / (t - t0)
+            self._last = (t, cpu_ns)
+            self.times.append(t)
+            self.cores.append(cores)
+            self.rss.append(self._rss_since)
+            self._rss_since = 0
+            self._peak("process", cores)
+            if len(self.times) > MAX_SAMPLES:
+                del self.times[0], self.cores[0], self.rss[0]
 
     def _peak(self, scope: str, value: float) -> None:
-        if value > self.peaks.get(scope, -1.0):
-            self.peaks[scope] = value
+        with self._lock:
+            if value > self.peaks.get(scope, -1.0):
+                self.peaks[scope] = value
 
     def _discover(self, files: ProcFiles | None = None) -> None:
         """The process tree below this process. ``files`` (the sampler thread's): this process's threads' children
@@ -273,7 +315,8 @@ class Sampler:
 
     def take_peaks(self) -> dict[str, float]:
         """Peak cores per scope since the last call (the metric reader's export interval)."""
-        peaks, self.peaks = self.peaks, {}
+        with self._lock:
+            peaks, self.peaks = self.peaks, {}
         return peaks
 
     # ---- per-span summary ---------------------------------------------------------------------------
@@ -281,8 +324,12 @@ class Sampler:
         io = io_bytes()  # /proc/self/io: reaped subprocesses' reads are added to it by the kernel
         held, src = self.gpu_memory()
         ch = resource.getrusage(resource.RUSAGE_CHILDREN) if resource is not None else None
-        return Snapshot(time.time_ns(), time.process_time_ns(), io[0] if io else None, held, src,
-                        ch.ru_utime + ch.ru_stime if ch else 0.0, ch.ru_maxrss * 1024 if ch else 0)
+        hwm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 if resource is not None else None
+        t, cpu, rss = time.time_ns(), time.process_time_ns(), rss_bytes()
+        if self.gap_ns:  # a reading between the sampler's ticks
+            self.note(t, cpu, rss or 0)
+        return Snapshot(t, cpu, io[0] if io else None, held, src, ch.ru_utime + ch.ru_stime if ch else 0.0,
+                        ch.ru_maxrss * 1024 if ch else 0, rss, hwm)
 
     def gpu_memory(self) -> tuple[int | None, str | None]:
         """GPU memory held by this process and its source (gpu.ProcessGpuMemory: one source per process).
@@ -298,12 +345,16 @@ class Sampler:
         seconds = max((b.t - a.t) / 1e9, 1e-9)
         cpu = (b.cpu_ns - a.cpu_ns) / 1e9
         attrs: dict[str, Any] = {sc.RES_CPU_TIME: round(cpu, 4), sc.RES_CORES_AVG: round(cpu / seconds, 3)}
-        i, j = bisect.bisect_right(self.times, a.t), bisect.bisect_right(self.times, b.t)
-        attrs[sc.RES_SAMPLES] = max(0, j - i)
-        if j > i:
-            attrs[sc.RES_CORES_PEAK] = round(max(self.cores[i:j]), 3)
-        rss_end = rss_bytes()
-        peak = max([*self.rss[i:j], rss_end or 0])
+        with self._lock:
+            i, j = bisect.bisect_right(self.times, a.t), bisect.bisect_right(self.times, b.t)
+            cores, rss = self.cores[i:j], self.rss[i:j]
+        attrs[sc.RES_SAMPLES] = len(cores)
+        if cores:
+            attrs[sc.RES_CORES_PEAK] = round(max(cores), 3)
+        if a.hwm is not None and b.hwm is not None and b.hwm > a.hwm:
+            peak = b.hwm  # the process's high-water mark rose inside the span: its peak was reached here
+        else:
+            peak = max([*rss, a.rss or 0, b.rss if b.rss is not None else (rss_bytes() or 0)])
         if peak:
             attrs[sc.RES_RSS_PEAK] = peak
         if a.read is not None and b.read is not None:

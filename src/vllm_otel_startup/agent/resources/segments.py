@@ -37,7 +37,6 @@ class Segments:
         is over)."""
         snap = None
         if self.sampler:
-            self.sampler.full_rate()
             snap = self.sampler.snapshot()
         with self._lock:
             seg, self.open = self.open, ((next_name, at_ns) if next_name and more else None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import types
 
 import pytest
@@ -89,7 +88,7 @@ def child_with_context(cuda, reserved: int) -> Sampler:
     """A worker's sampler whose thread has just seen its CUDA context (as its _sample does)."""
     s = Sampler(host=False)
     cuda.initialized, cuda.reserved = True, reserved
-    s._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)
+    s._sample(1, 1, None)
     return s
 
 
@@ -157,7 +156,7 @@ def test_in_a_pid_namespace_nvml_is_never_asked(cuda, nvml, monkeypatch):
     worker._thread = types.SimpleNamespace(is_alive=lambda: True)
     cuda.initialized, cuda.reserved = True, 2 * GB
     assert worker.gpu_memory() == (2 * GB, "torch_reserved")  # no "pending" window
-    worker._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)
+    worker._sample(1, 1, None)
     assert nvml.inits == 0 and worker.gpu_memory() == (2 * GB, "torch_reserved")
 
 
@@ -170,7 +169,7 @@ def test_with_child_nvml_off_a_worker_never_loads_nvml_and_reads_pytorch(cuda, n
     worker._thread = types.SimpleNamespace(is_alive=lambda: True)
     cuda.initialized, cuda.reserved = True, 2 * GB
     assert worker.gpu_memory() == (2 * GB, "torch_reserved")
-    worker._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)
+    worker._sample(1, 1, None)
     assert nvml.inits == 0 and worker.nvml is None and worker.gpu_memory() == (2 * GB, "torch_reserved")
     # the usual order in a child: its sampler thread sees the CUDA context before any span asks
     first = child_with_context(cuda, reserved=3 * GB)
@@ -196,7 +195,7 @@ def test_the_source_is_pending_while_the_sampler_thread_loads_nvml(cuda, nvml):
     cuda.initialized, cuda.reserved = True, 2 * GB
     pending = worker.snapshot()
     assert (pending.gpu, pending.gpu_src) == (None, "pending") and nvml.inits == 0
-    worker._sample(1, 1, (time.time_ns(), time.process_time_ns()), None)  # the thread's tick: NVML, source
+    worker._sample(1, 1, None)  # the thread's tick: NVML, source
     b = worker.snapshot()
     assert delta(worker, a, pending) == (None, None)
     assert delta(worker, pending, b) == (None, None)
@@ -214,7 +213,7 @@ def test_the_source_waits_for_the_first_memory_the_process_holds(cuda, nvml):
     assert (pending.gpu, pending.gpu_src) == (None, "pending")
     nvml.procs[0] = [(os.getpid(), 600_000_000)]  # the first allocation: context + memory, listed
     cuda.reserved = 2_000_000
-    worker._sample(2, 1, (time.time_ns(), time.process_time_ns()), None)
+    worker._sample(2, 1, None)
     assert worker.gpu_memory_source.source == "nvml_process"
     assert delta(worker, pending, worker.snapshot()) == (None, None)  # one end unread: absent
 
@@ -278,21 +277,20 @@ def test_a_child_loads_nvml_only_once_its_cuda_context_exists(cuda, nvml):
     process (its GPU readings begin there; before, it imports)."""
     child = Sampler(host=False)
     child._setup()
-    prev = (time.time_ns(), time.process_time_ns())
-    child._sample(1, 1, prev, None)
+    child._sample(1, 1, None)
     assert nvml.inits == 0  # importing, no context yet: no NVML
     cuda.initialized = True
-    child._sample(2, 1, prev, None)
-    child._sample(3, 1, prev, None)
+    child._sample(2, 1, None)
+    child._sample(3, 1, None)
     assert nvml.inits == 1  # once, after the context exists
     api = Sampler(host=True)
     api._setup()
     api._discover = lambda files=None: None  # no descendant yet
-    api._sample(1, 1, prev, None, every=True)  # importing: a tick a second, every reading on it
+    api._sample(1, 1, None, every=True)  # a busy tick (every 5 s): every reading on it
     assert nvml.inits == 1 and api.nvml is None
     api._discover = lambda files=None: setattr(api, "_tree", {os.getpid()})  # its EngineCore appears
-    api._sample(11, 1, prev, None)
-    api._sample(21, 1, prev, None)
+    api._sample(11, 1, None)
+    api._sample(21, 1, None)
     assert nvml.inits == 2  # loaded then, once
     assert api.gpu_memory() == (None, None)
 
@@ -303,9 +301,9 @@ def test_a_half_imported_torch_cuda_never_stops_a_childs_sampler(monkeypatch):
     resource series vanished)."""
     monkeypatch.setitem(sys.modules, "torch.cuda", types.ModuleType("torch.cuda"))
     child = Sampler(host=False)
-    prev = (time.time_ns(), time.process_time_ns())
-    child._sample(1, 1, prev, None)
-    child._sample(2, 1, prev, None)
+    child.gap_ns = 0  # every tick a reading of its own, however close
+    child._sample(1, 1, None)
+    child._sample(2, 1, None)
     assert len(child.times) == 2 and child.gpu_memory_source.source is None
     assert child.gpu_memory() == (None, None)
 
@@ -359,13 +357,12 @@ def test_the_api_server_reads_the_gpus_from_the_first_process_it_starts_on(monke
     s.nvml = types.SimpleNamespace(ok=True, device_readings=lambda: read.append(1) or [])
     read: list[int] = []
     monkeypatch.setattr(s, "_discover", lambda files=None: None)  # the tree is set below, not read from /proc
-    prev = (time.time_ns(), time.process_time_ns())
     for tick in range(1, 11):
-        s._sample(tick, 1, prev, None)
+        s._sample(tick, 1, None)
     assert read == []
     s._tree = {os.getpid() + 1}  # the first child
     for tick in range(11, 21):
-        s._sample(tick, 1, prev, None)
+        s._sample(tick, 1, None)
     assert len(read) == 2  # ticks 15 and 20: every 5th
 
 

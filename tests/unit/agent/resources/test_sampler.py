@@ -1,40 +1,85 @@
 """The resource sampler (agent/resources/sampler.py): each span gets its resource summary; it stops after its tail
-and its instruments go quiet. While a process imports it is one interpreter loading modules on the start's
-critical path, and every sampler tick takes the GIL from it: it samples once a second until its first phase
-begins, then at SAMPLE_HZ (issue 25)."""
+and its instruments go quiet. Every tick of a thread of ours takes the GIL from vLLM's main thread while it works (a
+wait of that thread each: issue 58), so the sampler ticks every SAMPLE_BUSY_MS while its process works and at
+SAMPLE_HZ only while a waiting phase is open (the main thread idle on another process); between ticks the span
+boundaries read the same, and the kernel's high-water mark gives a span's RSS peak where it rose inside it."""
 
 from __future__ import annotations
 
+import resource
 import time
 
 import pytest
 from opentelemetry import trace as trace_api
 
 from vllm_otel_startup import semconv as sc
-from vllm_otel_startup.agent.resources import sampler as sampler_mod
+from vllm_otel_startup.agent.resources.procfs import rss_bytes
 from vllm_otel_startup.agent.resources.sampler import Sampler
 
 
-def test_a_process_samples_once_a_second_until_its_first_phase(otel, start):
-    s = start("engine_core", "0.33.0")
-    assert s.rt.sampler.importing  # its imports segment is open
-    with trace_api.get_tracer("vllm.engine").start_as_current_span("Load weights"):
-        assert not s.rt.sampler.importing  # the first phase closed it: SAMPLE_HZ from the next tick
+def _ticks(s: Sampler, seconds: float) -> int:
+    before = len(s.times)
+    time.sleep(seconds)
+    return len(s.times) - before
 
 
-def test_an_importing_sampler_ticks_once_a_second_then_at_its_rate(monkeypatch):
-    monkeypatch.setattr(sampler_mod, "IMPORTING_S", 30.0)  # a tick would come long after the test
+def test_it_ticks_rarely_while_its_process_works_and_fast_while_it_waits(monkeypatch):
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "50")
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "30000")
     s = Sampler(host=False)
-    s.start(importing=True)
+    s.start()
     try:
-        time.sleep(0.3)
-        assert s.times == []  # a 10 Hz sampler would have ticked twice
-        s.full_rate()  # ends the pending once-a-second wait: a phase shorter than a second is sampled too
-        time.sleep(0.6)
-        assert len(s.times) >= 3
+        assert _ticks(s, 0.3) == 0  # working: its next tick is 30 s away
+        s.waiting_changed(1)  # a waiting phase began: at 50 Hz from now on
+        assert _ticks(s, 0.4) >= 5
+        s.waiting_changed(-1)
+        time.sleep(0.05)  # a tick under way when it ended
+        assert _ticks(s, 0.3) == 0
     finally:
-        s.stop_after(0)
-        s.join(2)
+        s.stop_now(2.0)
+    assert s.stopped  # a stop ends the long wait at once
+
+
+def test_a_waiting_span_makes_its_process_sample_fast_while_it_is_open(start):
+    s = start("api_server", "0.33.0")
+    with trace_api.get_tracer("vllm.v1.engine.utils").start_as_current_span("Engine handshake"):
+        assert s.rt.sampler.waiting == 1  # the API server waits on its EngineCore: its main thread idles
+    assert s.rt.sampler.waiting == 0
+
+
+def test_span_boundaries_read_between_ticks(monkeypatch):
+    """A span with readings inside it (its children's starts and ends) has its cores peak from them, with no tick;
+    readings closer than 1 / SAMPLE_HZ are folded into the next."""
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "30000")
+    s = Sampler(host=False)
+    s.start()
+    try:
+        a = s.snapshot()
+        for _ in range(4):  # four children, 0.12 s of CPU each
+            t = time.process_time()
+            while time.process_time() - t < 0.12:
+                pass
+            s.snapshot()
+            s.snapshot()  # the next child's start, right after: folded
+        b = s.snapshot()
+    finally:
+        s.stop_now(2.0)
+    summary = s.summary(a, b)
+    assert summary[sc.RES_SAMPLES] == 4
+    assert summary[sc.RES_CORES_AVG] - 0.15 <= summary[sc.RES_CORES_PEAK] <= 1.5
+
+
+def test_a_spans_rss_peak_is_the_kernels_high_water_mark_where_it_rose_inside_it():
+    s = Sampler(host=False)
+    a = s.snapshot()
+    hwm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    grow = max(0, hwm - (rss_bytes() or 0)) + 200 * 2**20  # past the process's peak so far
+    block = bytearray(grow)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page: resident
+    del block
+    b = s.snapshot()
+    assert (b.rss or 0) < b.hwm  # the memory is gone again at the span's end
+    assert s.summary(a, b)[sc.RES_RSS_PEAK] == b.hwm >= a.hwm + 150 * 2**20
 
 
 def test_each_span_gets_its_resource_summary(start, monkeypatch):
@@ -54,7 +99,7 @@ def test_each_span_gets_its_resource_summary(start, monkeypatch):
     # the cores this process kept busy, as the test measures them itself: 1.0 on an idle machine, less where
     # other work shares the cores (the sampler must see the same, not a figure of this machine)
     assert a[sc.RES_CORES_AVG] == pytest.approx(cpu / wall, abs=0.1), (a[sc.RES_CORES_AVG], cpu, wall)
-    assert a[sc.RES_SAMPLES] >= 5 and a[sc.RES_CORES_AVG] - 0.1 <= a[sc.RES_CORES_PEAK] <= 1.5
+    assert a[sc.RES_SAMPLES] >= 1 and a[sc.RES_CORES_AVG] - 0.1 <= a[sc.RES_CORES_PEAK] <= 1.5
     assert a[sc.RES_RSS_PEAK] > 10e6 and sc.RES_DISK_READ in a
     assert sc.RES_GPU_MEMORY_DELTA not in a  # no GPU here: absent, not zero
     s.rt.finish()
@@ -69,6 +114,7 @@ def test_the_sampler_stops_after_its_tail_and_its_instruments_go_quiet(metrics_r
     from vllm_otel_startup.agent.export.otel_metrics import meter, register_resource_instruments
 
     monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "50")
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "0")  # 50 Hz throughout
     sampler = Sampler(host=True)
     sampler.start()
     register_resource_instruments(meter(metrics.get_meter_provider()), sampler)
