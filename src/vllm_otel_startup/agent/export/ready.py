@@ -172,7 +172,7 @@ def print_summary(rt: ReadyHost) -> None:
     try:
         if summary.enabled():
             spans = [from_readable(s) for s in rt.ended_spans()] + spool.read(rt.trace_id(), skip=spool_name(rt))
-            print(scrub(summary.render(spans)), file=sys.stdout, flush=True)
+            threads.say(scrub(summary.render(spans)))
     except Exception:  # noqa: BLE001 - telemetry never raises into the host
         failed(READY, "the printed breakdown")
 
@@ -229,10 +229,10 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
         if debug:
             from vllm_otel_startup.agent.foundation import self_cost, sysmon
 
-            print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} flushed in "
-                  f"{time.monotonic() - t0:.3f}s", file=sys.stderr, flush=True)
-            print(self_cost.line(rt.info.kind, rt.cost, rt.retro, sysmon.current(), rt.nudge,
-                                rt.exports), file=sys.stderr, flush=True)
+            threads.say(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} flushed in "
+                        f"{time.monotonic() - t0:.3f}s", sys.stderr)
+            threads.say(self_cost.line(rt.info.kind, rt.cost, rt.retro, sysmon.current(), rt.nudge, rt.exports),
+                        sys.stderr)
 
     t = threads.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)
     t0 = time.monotonic()
@@ -249,6 +249,6 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
     # getting the GIL back from busy threads when the join times out (a plain join(wait_s) overran its budget)
     t.join(max(0.0, wait_s - started - 2 * max(started, sys.getswitchinterval())))
     if debug:
-        print(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} ready-point wait "
-              f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",
-              file=sys.stderr, flush=True)
+        threads.say(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} ready-point wait "
+                    f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",
+                    sys.stderr)

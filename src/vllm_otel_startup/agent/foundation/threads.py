@@ -3,7 +3,9 @@ runs there), Python >= 3.12 starts no new thread."""
 
 from __future__ import annotations
 
+import sys
 import threading
+from typing import Any
 
 
 def start(thread: threading.Thread) -> bool:
@@ -38,3 +40,14 @@ class Thread(threading.Thread):
     def run(self) -> None:
         os_name(self.name)
         super().run()
+
+
+def say(text: str, stream: Any = None) -> None:
+    """Print ``text`` as whole lines in one write: from a thread of ours, ``print`` writes the text and its newline
+    apart, and the host's own line (a program's output, vLLM's log) can land between them, glued to our last line."""
+    stream = stream if stream is not None else sys.stdout
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except (OSError, ValueError):  # closed or gone: our lines are never worth an error of the host's
+        pass

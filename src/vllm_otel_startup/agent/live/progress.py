@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
@@ -287,8 +286,7 @@ class Live:
             if not self._stop.is_set():
                 from vllm_otel_startup.model.estimate import progress_line
 
-                print(progress_line(self.processes(), self.estimate, snap["elapsed_s"], self.matches),
-                      file=sys.stdout, flush=True)
+                threads.say(progress_line(self.processes(), self.estimate, snap["elapsed_s"], self.matches))
         self._record(snap)
 
     def _estimate(self) -> None:
