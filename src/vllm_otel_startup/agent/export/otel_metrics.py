@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -16,7 +15,6 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
 from vllm_otel_startup.agent.export.observations import Obs
-from vllm_otel_startup.agent.foundation import threads
 from vllm_otel_startup.agent.resources.procfs import cgroup_throttled_s, io_bytes, rss_bytes
 from vllm_otel_startup.agent.resources.sampler import Sampler
 from vllm_otel_startup.version import __version__
@@ -176,22 +174,19 @@ def record_while_starting(host: Any) -> StartupRecorder | None:
             _log.debug("metrics unavailable", exc_info=True)
             return recorder
     interval = settings.seconds_from_ms(settings.METRICS_FLUSH_MS)
-    if interval > 0 and not host.sampler.stopped:
-        threads.Thread(target=_export_while_starting, args=(host, interval), daemon=True,
-                         name="vllm-otel-startup-metrics").start()
+    if interval > 0 and host.sampler is not None:  # on the sampler's thread: one wake-up for a tick and the export
+        host.sampler.every(interval, lambda: _export_while_starting(host))
     return recorder
 
 
-def _export_while_starting(host: Any, interval: float) -> None:
-    """The resource series at a useful resolution while starting, without changing the SDK's interval
-    for the rest of the process's life (on its own thread: a slow collector never delays sampling)."""
+def _export_while_starting(host: Any) -> None:
+    """The resource series at a useful resolution while starting, without changing the SDK's interval for the rest
+    of the process's life. A collector that answers slowly delays the sampler's next tick as long (at most the
+    exporter's own timeout), never vLLM."""
     from vllm_otel_startup.agent.export.ready import flush_metrics
 
-    sampler = host.sampler
-    while sampler is not None and not sampler.stopped:
-        time.sleep(interval)
-        if not sampler.stopped and not host.done:
-            try:
-                flush_metrics()
-            except Exception:  # noqa: BLE001
-                _log.debug("metrics export failed", exc_info=True)
+    if not host.done:
+        try:
+            flush_metrics()
+        except Exception:  # noqa: BLE001
+            _log.debug("metrics export failed", exc_info=True)

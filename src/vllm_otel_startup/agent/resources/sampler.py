@@ -2,15 +2,15 @@
 after ready, then it stops.
 
 Every tick of a thread of ours takes the GIL from vLLM's main thread while it works (each one a wait of that thread),
-so the sampler ticks rarely while the process works (``SAMPLE_BUSY_MS``, every 5 s) and fast (``SAMPLE_HZ``, 10 Hz)
+so the sampler ticks rarely while the process works (``SAMPLE_BUSY_MS``, every 5 s) and faster (``SAMPLE_HZ``, 2 Hz)
 only while a waiting phase is open in it (its main thread idle on another process: a tick takes nothing from it). Its
 readings are every process's own CPU time and resident memory, and in the API server also the whole process tree, the
 host's cores, its cgroup's CPU throttling and, from the first process it starts on, the GPUs (NVML, loaded then).
 Between ticks the span boundaries read the same (``snapshot``, on the thread that starts or ends the span): each
 span's summary takes the exact deltas between its two snapshots, its cores peak from the readings inside it (ticks
-and boundaries, each over at least 1 / SAMPLE_HZ), its RSS peak from the kernel's high-water mark where that rose
-inside it (exact), else from those readings. The same thread runs the start-in-progress refresh (``every``): one
-wake-up for both. The samples feed the resource metrics (otel_metrics.py).
+and boundaries, each over at least 100 ms), its RSS peak from the kernel's high-water mark where that rose
+inside it (exact), else from those readings. The same thread runs the start-in-progress refresh and the metrics
+export while starting (``every``): one wake-up for all. The readings feed the resource metrics (otel_metrics.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ from vllm_otel_startup.agent.resources.procfs import (
 )
 
 _log = logging.getLogger("vllm_otel_startup")
-MAX_SAMPLES = 36_000  # one hour at 10 Hz
+MAX_SAMPLES = 36_000  # one hour of readings 100 ms apart
+# a reading covers at least this (a span boundary closer to the last reading is folded into the next): a cores peak
+# over a few microseconds would say nothing
+MIN_INTERVAL_NS = 100_000_000
 # the process tree's CPU every 5th tick: one /proc read per descendant (with Inductor's compile workers, tens of them
 # on a GPU host): a read that grows with the tree, so it is taken less often
 TREE_EVERY = 5
@@ -76,7 +79,7 @@ class Sampler:
         self.pid = os.getpid()
         self.hz = _hz()
         self.busy_s = settings.seconds_from_ms(settings.SAMPLE_BUSY_MS)  # the interval while no waiting phase is open
-        self.gap_ns = int(1e9 / self.hz) if self.hz > 0 else 0  # the shortest interval one reading covers
+        self.gap_ns = MIN_INTERVAL_NS if self.hz > 0 else 0  # the shortest interval one reading covers
         self.waiting = 0  # waiting phases open in this process (waiting_changed): fast ticks while > 0
         gpu_hz = settings.number(settings.GPU_SAMPLE_HZ)
         self.gpu_every = max(1, round(self.hz / gpu_hz)) if gpu_hz > 0 and self.hz > 0 else 0  # 0: no NVML readings
@@ -249,7 +252,7 @@ class Sampler:
                     self.sys_busy_peak = max(busy, self.sys_busy_peak or 0)
                     self._peak("system", busy)
                 prev_sys = cur
-            if every or tick % 10 == 1:  # new descendants (EngineCore, workers, compile workers) once a second
+            if every or tick % max(1, round(self.hz)) == 1:  # new descendants (EngineCore, workers...) once a second
                 self._discover(self._files)
                 if self._nvml_due and self._tree:
                     self._load_nvml()
@@ -268,7 +271,7 @@ class Sampler:
 
     def note(self, t: int, cpu_ns: int, rss: int) -> None:
         """A reading (a tick, or a span boundary's snapshot) into the series: the cores used since the last reading,
-        once at least 1 / SAMPLE_HZ has passed (a closer one is folded into the next)."""
+        once at least MIN_INTERVAL_NS has passed (a closer one is folded into the next)."""
         with self._lock:
             t0, c0 = self._last
             self._rss_since = max(self._rss_since, rss)

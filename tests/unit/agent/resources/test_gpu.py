@@ -271,10 +271,11 @@ def test_every_reading_failing_leaves_no_gpu_attribute(cuda, nvml):
 
 
 # ---- when NVML is loaded ----------------------------------------------------------------------------------------
-def test_a_child_loads_nvml_only_once_its_cuda_context_exists(cuda, nvml):
+def test_a_child_loads_nvml_only_once_its_cuda_context_exists(cuda, nvml, monkeypatch):
     """NVML initialised by an EngineCore while it imported vLLM made those imports 2.3-2.9 s slower on the
     H100 host: children defer it until their own CUDA context exists, the API server until it has started a
     process (its GPU readings begin there; before, it imports)."""
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "10")  # fast ticks: descendants every 10th, GPUs 5th
     child = Sampler(host=False)
     child._setup()
     child._sample(1, 1, None)
@@ -342,8 +343,10 @@ def test_reserved_bytes_come_from_the_allocators_own_statistics_not_the_flattene
 
 
 def test_gpu_sample_hz_sets_how_often_the_api_server_reads_the_gpus(monkeypatch):
-    """OTEL_PYTHON_VLLM_STARTUP_GPU_SAMPLE_HZ: NVML device readings every 5th tick by default (2 Hz at 10 Hz), every
-    10th at 1 Hz, none at 0 (issue 25: the next GPU overhead run compares them)."""
+    """OTEL_PYTHON_VLLM_STARTUP_GPU_SAMPLE_HZ: NVML device readings every n-th fast tick: at SAMPLE_HZ=10 every 5th
+    by default (2 Hz), every 10th at 1 Hz, none at 0; at the default SAMPLE_HZ (2) every tick."""
+    assert Sampler(host=True).gpu_every == 1
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "10")
     for value, every in (("2", 5), ("1", 10), ("0", 0), ("50", 1)):
         monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_GPU_SAMPLE_HZ", value)
         assert Sampler(host=True).gpu_every == every, value
@@ -353,6 +356,7 @@ def test_the_api_server_reads_the_gpus_from_the_first_process_it_starts_on(monke
     """Before the API server starts a process the start is that interpreter importing, nothing on a GPU: no NVML
     readings (each call releases the GIL the import then has to take back). From its first child on, at
     GPU_SAMPLE_HZ."""
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "10")  # fast ticks: the GPUs every 5th
     s = Sampler(host=True)
     s.nvml = types.SimpleNamespace(ok=True, device_readings=lambda: read.append(1) or [])
     read: list[int] = []
