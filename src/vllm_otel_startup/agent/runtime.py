@@ -56,8 +56,7 @@ class Runtime(SpanLedger, PatchRecord):
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
-        # API server processes this launcher spawned (several API servers, data parallel), the wait for them
-        self.frontends, self._launcher = 0, None  # (export/frontends.Frontends)
+        self.frontends, self._launcher = 0, None  # API servers this launcher spawned, the wait for them (frontends.py)
         self.live: Any = None  # live.Live: the start in progress (series, progress message, status endpoint)
         self.cost = MainThreadCost()  # our span processor's time on vLLM's threads (self_cost.py)
         self.created: Snapshot | None = None  # the resource readings at process creation (or the fork)
@@ -128,22 +127,22 @@ class Runtime(SpanLedger, PatchRecord):
         if settings.flag(settings.EXPORT_EACH_PHASE) and not diagnostics.off("export_nudge"):
             self.nudge.start()  # opt-in: each phase's export at once (nudge.py)
         self.sampler = self.resources.sampler = self.segments.sampler = Sampler(host=info.root)
-        self.sampler.start()
+        importing = segment == sc.IMPORTS_SPAN  # while it imports: no job on our thread, nothing for the exporters
+        self.sampler.start(importing=importing)
         if (live_s := settings.seconds_from_ms(settings.LIVE_INTERVAL_MS)) > 0:  # 0: no series, line, status
             from vllm_otel_startup.agent.live.progress import start_live
 
             self.live = start_live(self, live_s)  # refreshed on the sampler's thread (Sampler.every)
         self.process_span = self.tracer.start_span(name, context=parent, start_time=info.create_ns, attributes=attrs)
-        # The whole process lives under its process span: vLLM's own spans (and ours) parent to it.
-        if not diagnostics.off("process_context"):  # diagnostics.OFF
+        if not diagnostics.off("process_context"):  # the whole process lives under its process span (OFF: diagnostics)
             self._tokens.append(context.attach(trace.set_span_in_context(self.process_span)))
-        self.retro = retro_spans.restart(self.retro, self.tracer, self.process_span, segment == sc.IMPORTS_SPAN)
+        self.retro = retro_spans.restart(self.retro, self.tracer, self.process_span, importing)
         self.recorder = record_while_starting(self)
         hook = self.sampler.snapshot()
         # a new process has used nothing at its creation; a forked child starts from the parent's counters
         self.created = hook if info.create_source == "fork" else Snapshot(info.create_ns, 0, 0, None)
         self.segments.parent = self.process_span
-        self.segments.emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns, self.created, hook)
+        self.segments.emit(sc.INTERPRETER_START_SPAN, info.create_ns, info.hook_ns, self.created, hook, later=importing)
         if segment is not None:
             self.segments.begin(segment, info.hook_ns, hook)
 
@@ -161,6 +160,7 @@ class Runtime(SpanLedger, PatchRecord):
             settled = self._launcher.settle()
             if settled is not None:
                 end_ns, outcome = settled
+        self.segments.emit_later()  # a start over before its imports were: its interpreter start, tagged
         with self._lock:
             if self.done or self.process_span is None:
                 return

@@ -109,17 +109,25 @@ class Sampler:
         self._last = (time.time_ns(), time.process_time_ns())  # the last reading in the series (wall, CPU ns)
         self._rss_since = 0  # the most RSS read since that reading (a reading too close to it is folded in)
         self._jobs: list[list[Any]] = []  # [every s, next due (monotonic), job]: run on this thread (every)
+        self._held = False  # the jobs wait while this process imports (start(importing=True) until imports_over)
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
 
     # ---- lifecycle ------------------------------------------------------------------------------------
-    def start(self) -> None:
-        """The sampler thread."""
+    def start(self, importing: bool = False) -> None:
+        """The sampler thread; ``importing``: its jobs wait until :meth:`imports_over` (a refresh or an export on our
+        thread beside the process's imports made its first lazy imports and encodings compete with them: 40-80 more
+        waits of the main thread before its first log line)."""
+        self._held = importing
         if self.hz <= 0:
             self.stopped = True
             return
         self._last = (time.time_ns(), time.process_time_ns())
         self._thread = threads.Thread(target=self._run, name="vllm-otel-startup-sampler", daemon=True)
         self._thread.start()
+
+    def imports_over(self) -> None:
+        """This process's imports are over (its first segment closed): the jobs run from their next due tick."""
+        self._held = False
 
     def waiting_changed(self, delta: int) -> None:
         """A waiting phase of this process began (+1) or ended (-1): fast ticks while one is open (its main thread
@@ -196,6 +204,8 @@ class Sampler:
         self._finish()
 
     def _run_jobs(self) -> None:
+        if self._held:
+            return
         now = time.monotonic()
         for job in self._jobs:
             if job[1] <= now:
