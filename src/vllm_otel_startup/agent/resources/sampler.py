@@ -189,7 +189,7 @@ class Sampler:
             tick = 0
             while True:
                 now = time.monotonic()
-                due = min([now + self._interval(), *(job[1] for job in self._jobs),
+                due = min([now + self._interval(), *(job[1] for job in self._jobs if not self._held),
                            *((self._stop_at,) if self._stop_at is not None else ())])
                 self._wake.wait(max(0.0, due - now))
                 self._wake.clear()

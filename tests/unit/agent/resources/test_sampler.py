@@ -135,3 +135,23 @@ def test_the_sampler_stops_after_its_tail_and_its_instruments_go_quiet(metrics_r
     assert names() == set()
     summary = sampler.host_summary()
     assert summary[sc.RES_TREE_CPU_TIME] > 0 and summary[sc.RES_SYSTEM_CORES_BUSY_PEAK] >= 0
+
+
+def test_its_jobs_wait_while_the_process_imports_and_it_does_not_tick_for_them(monkeypatch):
+    """A refresh or an export on our thread beside a process's imports competes with them: the jobs wait until the
+    imports are over, and a held job's past due time never makes the thread spin."""
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "300")
+    s = Sampler(host=False)
+    s.start(importing=True)
+    ran: list[float] = []
+    assert s.every(0.05, lambda: ran.append(time.monotonic()))
+    try:
+        cpu = time.thread_time()
+        time.sleep(0.65)
+        assert ran == [] and _ticks(s, 0) <= 3  # two or three busy ticks, no job, no spin
+        s.imports_over()
+        time.sleep(0.45)
+        assert len(ran) >= 1  # from the next tick on
+    finally:
+        s.stop_now(2.0)
+    assert time.process_time() - cpu < 0.5  # the whole process: a spinning thread would have burnt ~1 s
