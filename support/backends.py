@@ -196,38 +196,32 @@ class Backends:
         """The spans of the start whose root carries process.pid == pid, once at least ``expect`` of them
         arrived (or ``timeout`` passed: the caller asserts on what is there). Asks Phoenix for roots, then for that
         trace alone (the store holds every start of the session)."""
+        def root_trace() -> str | None:
+            roots = [from_phoenix(s) for s in self.all_spans(name="vLLM startup")]
+            return next((s.trace_id for s in roots if s.attrs.get("process.pid") == pid), None)
+
+        return self._trace_when(root_trace, expect, timeout, f"the startup trace of pid {pid} in Phoenix")
+
+    def trace(self, trace_id: str, expect: int = 0, timeout: float = 30) -> list[Span]:
+        """The spans of one trace, once at least ``expect`` of them arrived (or ``timeout`` passed)."""
+        return self._trace_when(lambda: trace_id, expect, timeout, f"trace {trace_id} in Phoenix")
+
+    def _trace_when(self, trace_id_of: Any, expect: int, timeout: float, what: str) -> list[Span]:
+        """A trace's spans once its id is known (``trace_id_of``: None until then) and at least ``expect`` of them
+        arrived; at ``timeout``, what arrived (none: the timeout is raised)."""
         found: list[Span] = []
         trace_id: str | None = None
 
         def ready() -> bool:
             nonlocal found, trace_id
+            trace_id = trace_id or trace_id_of()
             if trace_id is None:
-                roots = [from_phoenix(s) for s in self.all_spans(name="vLLM startup")]
-                trace_id = next((s.trace_id for s in roots if s.attrs.get("process.pid") == pid), None)
-                if trace_id is None:
-                    return False
-            found = [from_phoenix(s) for s in self.all_spans(trace_id=trace_id)]
-            return len(found) >= expect
-
-        try:
-            wait_until(ready, timeout, f"the startup trace of pid {pid} in Phoenix", interval=1.0)
-        except TimeoutError:
-            if not found:
-                raise
-        return found
-
-
-    def trace(self, trace_id: str, expect: int = 0, timeout: float = 30) -> list[Span]:
-        """The spans of one trace, once at least ``expect`` of them arrived (or ``timeout`` passed)."""
-        found: list[Span] = []
-
-        def ready() -> bool:
-            nonlocal found
+                return False
             found = [from_phoenix(s) for s in self.all_spans(trace_id=trace_id)]
             return bool(found) and len(found) >= expect
 
         try:
-            wait_until(ready, timeout, f"trace {trace_id} in Phoenix", interval=1.0)
+            wait_until(ready, timeout, what, interval=1.0)
         except TimeoutError:
             if not found:
                 raise

@@ -102,7 +102,7 @@ class ExportNudge:
         for i, flush in enumerate(flushes):
             event = threading.Event()  # fresh ones: a lock of the parent's may have been held at the fork
             threads.Thread(target=self._run, args=(flush, event), name=f"vllm-otel-startup-export-{i}",
-                             daemon=True).start()
+                           daemon=True).start()
             events.append(event)
         self._events = events
 

@@ -159,7 +159,7 @@ def print_summary_later(rt: ReadyHost) -> None:
     of its own started once the ready point's wait is over: the rendering never competes with the main thread for
     the GIL while it waits (under load, the rendering competing for the GIL stretched them past their budget)."""
     if not threads.start(threads.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary",
-                                          daemon=True)):
+                                        daemon=True)):
         print_summary(rt)  # interpreter shutdown (a start that exits): nothing left to compete with
 
 

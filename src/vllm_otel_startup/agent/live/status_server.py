@@ -113,7 +113,7 @@ class StatusServer:
         self.httpd.daemon_threads = True
         self.address = self.httpd.server_address
         self.thread = threads.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.5},
-                                       name="vllm-otel-startup-status", daemon=True)
+                                     name="vllm-otel-startup-status", daemon=True)
         self.thread.start()
 
     def close(self) -> None:
