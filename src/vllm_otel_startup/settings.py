@@ -65,8 +65,8 @@ TEMPO_TENANT = _s("TEMPO_TENANT", "", "a multi-tenant Tempo's tenant (`X-Scope-O
 JAEGER_URL = _s("JAEGER_URL", "", "`vllm-otel-startup report` reads a trace id from this Jaeger v2 query service "
                 "(`/api/v3/traces/<id>`; `--jaeger` wins)")
 SAMPLE_HZ = _s("SAMPLE_HZ", "2", "resource sampler rate while a waiting phase is open in the process (its main "
-               "thread idles on another process: a tick takes nothing from it, but costs CPU: about 0.6 ms in the API "
-               "server, which also reads the process tree, the host's cores and the GPUs); `0` turns the sampler "
+               "thread idles on another process: a tick takes nothing from it, but costs CPU, most in the API server, "
+               "which also reads the process tree, the host's cores and the GPUs); `0` turns the sampler "
                "(resource metrics, peaks) off; the exact per-span CPU / disk deltas remain")
 SAMPLE_BUSY_MS = _s("SAMPLE_BUSY_MS", "5000", "resource sampler interval while the process works (no waiting phase "
                     "open): every tick of a thread of ours takes the GIL from vLLM's main thread, so it is rare; "

@@ -115,8 +115,8 @@ class Sampler:
     # ---- lifecycle ------------------------------------------------------------------------------------
     def start(self, importing: bool = False) -> None:
         """The sampler thread; ``importing``: its jobs wait until :meth:`imports_over` (a refresh or an export on our
-        thread beside the process's imports made its first lazy imports and encodings compete with them: 40-80 more
-        waits of the main thread before its first log line)."""
+        thread beside the process's imports makes its first lazy imports and encodings compete with them: more waits
+        of the main thread before its first log line, docs/lab/overhead.md)."""
         self._held = importing
         if self.hz <= 0:
             self.stopped = True
