@@ -51,8 +51,14 @@ EXPORT_EACH_PHASE = _s("EXPORT_EACH_PHASE", "false", "true: a phase's end starts
                        "ours, and the batch processor exports every 500 ms (`OTEL_BSP_SCHEDULE_DELAY` unless set): a "
                        "process SIGKILLed right after a phase keeps it. Its cost: an export per phase, each taking the "
                        "GIL beside vLLM's main thread (export CPU, and more waits of the main threads for the GIL). "
-                       "Default: spans leave on the SDK's schedule (every 5 s), at the ready "
-                       "point and at exit")
+                       "Default: spans leave at most every `EXPORT_BUSY_MS` while a process works, on the SDK's "
+                       "schedule (every 5 s) while it waits, at the ready point and at exit")
+EXPORT_BUSY_MS = _s("EXPORT_BUSY_MS", "30000", "while a process starts and works (no waiting phase open in it): its "
+                    "spans leave at most this often (each export takes the GIL beside vLLM's busy main thread), and "
+                    "its metrics too; a SIGKILL then loses what ended since the last export. While a waiting phase "
+                    "is open (its main thread idle on another process) spans leave on the SDK's schedule "
+                    "(`OTEL_BSP_SCHEDULE_DELAY`) and metrics every `METRICS_FLUSH_MS`; both again from the ready "
+                    "point on. `0`: the SDK's schedule and `METRICS_FLUSH_MS` throughout")
 DEBUG = _s("DEBUG", "false", "true: each process prints to stderr how long its ready-point flush took and what the "
            "agent cost it (`self-cost`: CPU seconds of its threads, its span processor's time, the collections and "
            "imports its watchers saw, on Python >= 3.12 the `PY_UNWIND` callbacks and how often that event was "
@@ -94,7 +100,8 @@ TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)
 CHILD_RANK = _s("CHILD_RANK", "", "a spawned worker's global rank", internal=True)
 
-ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, EXPORT_EACH_PHASE, DEBUG, SUMMARY,
+ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, EXPORT_EACH_PHASE, EXPORT_BUSY_MS,
+                            DEBUG, SUMMARY,
                             TEMPO_URL, TEMPO_TENANT, JAEGER_URL, SAMPLE_HZ, SAMPLE_BUSY_MS, GPU_SAMPLE_HZ,
                             SAMPLE_TAIL_MS, METRICS_FLUSH_MS, LIVE_INTERVAL_MS, STATUS_PORT, HISTORY, LABELS,
                             TRACEPARENT, CHILD_KIND, CHILD_RANK)

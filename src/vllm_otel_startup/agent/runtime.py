@@ -51,7 +51,7 @@ class Runtime(SpanLedger, PatchRecord):
         self.probes = Probes(self)  # the cause probes, each made on first use
         self.sampler: Sampler | None = None
         self.resources = SpanResources()  # each phase span's own readings
-        self.nudge = ExportNudge(provider)  # EXPORT_EACH_PHASE: exports a phase as soon as it ends
+        self.nudge = ExportNudge(provider)  # when spans leave while starting: its pace, or each phase at once
         self.exports = ExportCount().install(provider) if settings.flag(settings.DEBUG) else None  # self_cost.py
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
@@ -124,8 +124,7 @@ class Runtime(SpanLedger, PatchRecord):
         if info.root:
             attrs[sc.MODE] = self.facts[sc.MODE] = start_mode()
             self.facts[sc.MODEL] = model_from_argv(info.argv)  # the resolved config's value replaces it
-        if settings.flag(settings.EXPORT_EACH_PHASE) and not diagnostics.off("export_nudge"):
-            self.nudge.start()  # opt-in: each phase's export at once (nudge.py)
+        self.nudge.start()  # spans leave rarely while this process works; EXPORT_EACH_PHASE: each phase at once
         self.sampler = self.resources.sampler = self.segments.sampler = Sampler(host=info.root)
         importing = segment == sc.IMPORTS_SPAN  # while it imports: no job on our thread, nothing for the exporters
         self.sampler.start(importing=importing)
@@ -177,6 +176,7 @@ class Runtime(SpanLedger, PatchRecord):
         if self.info.root:
             self.facts = start_facts(self.facts, self.sampler)
         ready.close_process_span(self, end_ns, outcome, error)
+        self.nudge.over()  # the batch processors' own schedule from now on
         # a start that fails or exits waits for its export no longer than a ready point; only its local hand-over
         # (metrics recorded before the SDK shuts down at exit) may take up to FAILURE_FLUSH_MS
         ready.flush(self, settings.seconds_from_ms(settings.FLUSH_MS), before=lambda: ready.publish(self),

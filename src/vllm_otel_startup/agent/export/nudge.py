@@ -1,8 +1,17 @@
-"""A finished phase leaves the process at once, not at the batch processor's next tick
-(``OTEL_PYTHON_VLLM_STARTUP_EXPORT_EACH_PHASE``, off by default).
+"""When spans leave a starting process: rarely while it works, on the SDK's schedule while it waits, at once after each
+phase with ``OTEL_PYTHON_VLLM_STARTUP_EXPORT_EACH_PHASE`` (off by default).
 
-The SDK's batch span processor exports every ``OTEL_BSP_SCHEDULE_DELAY`` (5 s; 500 ms with this switch) or when a
-full batch is queued (512 spans); a process killed inside that delay (SIGKILL, the OOM killer: nothing runs in it
+By default (:meth:`ExportNudge.start`) the batch processors export at most every ``EXPORT_BUSY_MS`` (30 s) while the
+process works, on their own schedule (``OTEL_BSP_SCHEDULE_DELAY``, the SDK's 5 s) while a waiting phase is open in it
+(its main thread idle on another process: an export there takes nothing from it), and from the start's end on
+(:meth:`ExportNudge.over`, before the ready point's flush). An export is Python on the batch processor's thread: beside
+a busy main thread each one makes that thread wait for the GIL (measured: docs/lab/overhead.md). The price: a process
+SIGKILLed while it works loses what ended since its last export, up to ``EXPORT_BUSY_MS`` (docs/telemetry.md).
+
+With ``EXPORT_EACH_PHASE``:
+
+the SDK's batch span processor exports every ``OTEL_BSP_SCHEDULE_DELAY`` (500 ms with this switch unless set) or when
+a full batch is queued (512 spans); a process killed inside that delay (SIGKILL, the OOM killer: nothing runs in it
 afterwards) loses the phases that ended in it. With the switch, when a phase span ends, the span processor calls
 :meth:`ExportNudge.notify`: one ``Event.set()`` per batch processor and nothing else on the thread that ends the span
 (vLLM's). A thread of ours per batch processor wakes and flushes it, so each exporter starts as soon as the phase
@@ -28,6 +37,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from vllm_otel_startup import diagnostics, settings
 from vllm_otel_startup.agent.foundation import threads
 
 _log = logging.getLogger("vllm_otel_startup")
@@ -81,6 +91,18 @@ class ExportCount:
         return counted
 
 
+def _schedules(provider: Any) -> list[tuple[Any, float]]:
+    """Each batch span processor's batching state (SDK >= 1.34: ``_batch_processor``) and its own schedule in
+    seconds; none where the SDK is not laid out so (then its schedule is left as it is)."""
+    out = []
+    for p in _batch_processors(provider) or []:
+        inner = getattr(p, "_batch_processor", None)
+        delay = getattr(inner, "_schedule_delay", None)
+        if isinstance(delay, (int, float)) and isinstance(getattr(inner, "_worker_awaken", None), threading.Event):
+            out.append((inner, float(delay)))
+    return out
+
+
 class ExportNudge:
     def __init__(self, provider: Any) -> None:
         self._provider = provider
@@ -88,9 +110,56 @@ class ExportNudge:
         self._pid = 0
         self._stopped = False
         self.flushes = 0  # exports these threads started (self_cost.py)
+        self._own: list[tuple[Any, float]] | None = None  # (batch processor, its own schedule s), read once
+        self._busy_s = 0.0  # > 0 while this process's start slows its batch processors
+        self._waiting = 0  # waiting phases open in this process
 
     def start(self) -> None:
-        """Start this process's export threads (again in a forked child, which inherits no threads)."""
+        """This process starts (again in a forked child, which inherits no threads): with ``EXPORT_EACH_PHASE`` its
+        export threads, else its batch processors slowed while it works."""
+        if settings.flag(settings.EXPORT_EACH_PHASE) and not diagnostics.off("export_nudge"):
+            self._start_threads()
+        else:
+            self._pace()
+
+    def _pace(self) -> None:
+        self._waiting, self._busy_s = 0, 0.0
+        busy_s = settings.seconds_from_ms(settings.EXPORT_BUSY_MS)
+        if busy_s <= 0:
+            return
+        if self._own is None:  # once: a forked child's or a later start's processors may be slowed already
+            try:
+                self._own = _schedules(self._provider)
+            except Exception:  # noqa: BLE001 - no SDK, or not the one we know: its own schedule
+                self._own = []
+                _log.debug("export pace not set", exc_info=True)
+        self._busy_s = busy_s
+        self._set(busy=True)
+
+    def _set(self, busy: bool) -> None:
+        for inner, own in self._own or ():
+            inner._schedule_delay = max(own, self._busy_s) if busy else own
+            # its worker would wait out the delay it is in: woken, it exports nothing (fewer than a batch queued)
+            # and waits the new one
+            inner._worker_awaken.set()
+
+    def waiting_changed(self, delta: int) -> None:
+        """A waiting phase of this process began (+1) or ended (-1): the SDK's schedule while one is open."""
+        if self._busy_s <= 0:
+            return
+        self._waiting = max(0, self._waiting + delta)  # never below: a wait opened in an earlier start may end
+        if self._waiting == 1 and delta > 0:
+            self._set(busy=False)
+        elif self._waiting == 0:
+            self._set(busy=True)
+
+    def over(self) -> None:
+        """This process's start is over (ready, failed, exiting): the SDK's own schedule from now on."""
+        if self._busy_s > 0:
+            self._busy_s = 0.0
+            self._set(busy=False)
+
+    def _start_threads(self) -> None:
         if self._pid == os.getpid():
             return
         self._pid, self._stopped = os.getpid(), False

@@ -174,8 +174,10 @@ def record_while_starting(host: Any) -> StartupRecorder | None:
             _log.debug("metrics unavailable", exc_info=True)
             return recorder
     interval = settings.seconds_from_ms(settings.METRICS_FLUSH_MS)
-    if interval > 0 and host.sampler is not None:  # on the sampler's thread: one wake-up for a tick and the export
-        host.sampler.every(interval, lambda: _export_while_starting(host))
+    if interval > 0 and host.sampler is not None:  # on the sampler's thread: one wake-up for a tick and the export,
+        # rare while the process works (an export beside its busy main thread makes that thread wait for the GIL)
+        host.sampler.every(interval, lambda: _export_while_starting(host),
+                           busy_s=settings.seconds_from_ms(settings.EXPORT_BUSY_MS))
     return recorder
 
 

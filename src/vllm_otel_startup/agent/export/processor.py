@@ -115,9 +115,9 @@ class StartupSpanProcessor(SpanProcessor):
                 attrs[sc.NATIVE] = True
             if span.name in WAITING_SPANS:
                 attrs[sc.WAITING] = True
-                if rt.sampler is not None and span.context is not None:  # its main thread idles: sample fast
+                if span.context is not None:  # its main thread idles: sample fast, export on the SDK's schedule
                     self.waiting[span.context.span_id] = rt.sampler
-                    rt.sampler.waiting_changed(1)
+                    _waiting_changed(rt, rt.sampler, 1)
             span.set_attributes(attrs)
             effect = rt.native_effects.get(span.name) if native and span.context is not None else None
             if effect is not None:  # a ready or guard row vLLM traces itself: its effect as this span ends
@@ -171,9 +171,8 @@ class StartupSpanProcessor(SpanProcessor):
         rt = self.rt
         self.open_names.pop(span.context.span_id, None)
         native_end = self.native_ends.pop(span.context.span_id, None)
-        sampler = self.waiting.pop(span.context.span_id, None)
-        if sampler is not None:
-            sampler.waiting_changed(-1)
+        if span.context.span_id in self.waiting:
+            _waiting_changed(rt, self.waiting.pop(span.context.span_id), -1)
         if not rt.active or rt.process_span is None:
             return
         is_process = span.context.span_id == rt.process_span.get_span_context().span_id  # on_end: a read-only copy
@@ -193,6 +192,14 @@ class StartupSpanProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True
+
+
+def _waiting_changed(rt: SpanHost, sampler: Any, delta: int) -> None:
+    """A waiting span of this process opened (+1) or ended (-1): the sampler (the one it opened under) and the
+    export's pace follow."""
+    if sampler is not None:
+        sampler.waiting_changed(delta)
+    rt.nudge.waiting_changed(delta)
 
 
 def _run_before_end(span: Any, hook: Any) -> None:

@@ -108,7 +108,7 @@ class Sampler:
         self._lock = threading.RLock()  # the series and peaks: the sampler thread and span boundaries both write
         self._last = (time.time_ns(), time.process_time_ns())  # the last reading in the series (wall, CPU ns)
         self._rss_since = 0  # the most RSS read since that reading (a reading too close to it is folded in)
-        self._jobs: list[list[Any]] = []  # [every s, next due (monotonic), job]: run on this thread (every)
+        self._jobs: list[list[Any]] = []  # [every s, next due (monotonic), job, every s while busy] (every)
         self._held = False  # the jobs wait while this process imports (start(importing=True) until imports_over)
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
 
@@ -134,14 +134,18 @@ class Sampler:
         idles on another process), from now on."""
         self.waiting += delta
         if delta > 0 and self.waiting == 1:
+            soon = time.monotonic()
+            for job in self._jobs:  # a job slowed while the process worked: its own interval from now
+                job[1] = min(job[1], soon + job[0])
             self._wake.set()
 
-    def every(self, seconds: float, job: Callable[[], None]) -> bool:
-        """Run ``job`` on the sampler thread every ``seconds`` while it samples (one wake-up for a tick and the job);
-        False where the sampler does not run (switched off): the caller runs it another way."""
+    def every(self, seconds: float, job: Callable[[], None], busy_s: float = 0.0) -> bool:
+        """Run ``job`` on the sampler thread every ``seconds`` while it samples (one wake-up for a tick and the job),
+        every ``busy_s`` while no waiting phase is open if that is longer; False where the sampler does not run
+        (switched off): the caller runs it another way."""
         if self.hz <= 0 or self.stopped or seconds <= 0:
             return False
-        self._jobs.append([seconds, time.monotonic() + seconds, job])
+        self._jobs.append([seconds, time.monotonic() + max(seconds, busy_s), job, busy_s])
         return True
 
     def stop_after(self, tail_s: float, on_stop: Callable[[], None] | None = None) -> None:
@@ -209,7 +213,7 @@ class Sampler:
         now = time.monotonic()
         for job in self._jobs:
             if job[1] <= now:
-                job[1] = now + job[0]
+                job[1] = now + (job[0] if self.waiting > 0 else max(job[0], job[3]))
                 try:
                     job[2]()
                 except Exception:  # noqa: BLE001 - a job (the in-progress refresh) is best effort
