@@ -18,6 +18,7 @@ COMMANDS = {  # command -> (module, what it measures)
     "imports": ("imports", "each interpreter's import times per process and arm, from a GPU queue's imports pairs"),
     "profiles": ("profiles", "two py-spy profiles of a GPU queue's profile pair, compared per process"),
     "stack-chunks": ("stack_chunks", "CPython's data-stack chunk cost per call at each stack depth"),
+    "discover": ("discover", "the sampler's process-tree discovery beside a working main thread: its waits"),
     "native-detection": ("native_detection", "vLLM's own tracing recognised in every release's wheel"),
     "file-exporter": ("file_exporter", "per-export cost of our local file exporter against the OTLP JSON file package"),
 }

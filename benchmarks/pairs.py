@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -68,14 +69,23 @@ def instrumented(arm: str) -> bool:
     return not arm.startswith("plain")
 
 
+RERUN = 1000  # a pair a queue ran again counts as round pair + RERUN (once more: + 2 x RERUN, ...)
+
+
 def queue_runs(dirs: list[Path], label: str) -> Iterator[tuple[int, str, Path]]:
     """(pair, arm, folder) of each start the GPU driver ran from a queue's ``<label><pair>_<arm>`` entries (its run
-    folders are ``NN_<entry name>``), in queue order."""
+    folders are ``NN_<entry name>``), in queue order. A pair's arm met again (a call that started the queue over)
+    begins a round of its own, ``pair + RERUN`` (then ``+ 2 x RERUN``): its starts are paired with each other, never
+    with the first run's (a round split across two calls that continue one queue stays one round)."""
     name = re.compile(rf"\d+_{label}(\d+)_(\w+)$")
+    seen: Counter[tuple[int, str]] = Counter()
     for d in dirs:
         for run in sorted(p for p in d.iterdir() if p.is_dir()):
             if m := name.match(run.name):
-                yield int(m.group(1)), m.group(2), run
+                pair, arm = int(m.group(1)), m.group(2)
+                again = seen[(pair, arm)]
+                seen[(pair, arm)] += 1
+                yield pair + again * RERUN, arm, run
 
 
 def williams_row(k: int, row: int) -> list[int]:

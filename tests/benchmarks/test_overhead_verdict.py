@@ -188,3 +188,19 @@ def test_untitled_vllm_processes_are_found_by_kind_from_the_pids_of_vllms_log_li
     assert [p["comm"] for p in row["threads"]["at_ready"]] == ["VLLM::EngineCor", "VLLM::Worker", "python"]
     assert row["threads"]["timeline"][0]["procs"][0]["comm"] == "VLLM::EngineCor"
     assert threads.titled({"arm": "plain", "log": log}) == {"arm": "plain", "log": log}  # no snapshot
+
+
+def test_a_queue_started_over_in_a_later_call_makes_rounds_of_its_own_and_a_continued_round_stays_one(tmp_path):
+    """Issue 58, 2026-12-07: a second GPU call that removed the driver's queue state ran pairs 1 and 2 again; the
+    analysis keyed rounds by pair number and mixed the two runs' starts (it printed 5 rounds of 7)."""
+    calls = {"s2": ["01_cold_otlp", "02_pair1_plain", "03_pair1_instr", "04_pair2_instr", "05_pair2_plain"],
+             "s3": ["01_cold_otlp", "02_pair1_plain", "03_pair1_instr", "04_pair2_instr", "05_pair3_plain"],
+             "s4": ["01_pair3_instr", "02_pair4_instr"]}
+    for call, runs in calls.items():
+        for run in runs:
+            (tmp_path / call / run).mkdir(parents=True)
+    got = [(pair, arm, run.parent.name) for pair, arm, run in pairs.queue_runs(
+        [tmp_path / c for c in calls], "pair")]
+    assert got == [(1, "plain", "s2"), (1, "instr", "s2"), (2, "instr", "s2"), (2, "plain", "s2"),
+                   (1001, "plain", "s3"), (1001, "instr", "s3"), (1002, "instr", "s3"),
+                   (3, "plain", "s3"), (3, "instr", "s4"), (4, "instr", "s4")]

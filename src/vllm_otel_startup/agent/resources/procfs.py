@@ -61,6 +61,38 @@ def held_pread(size: int = READ_SIZE) -> Callable[[int], bytes] | None:
     return pread
 
 
+def held_read_file(size: int = READ_SIZE) -> Callable[[str], bytes | None] | None:
+    """A reader of a small /proc file by its path (libc's open, pread and close with the GIL held, ctypes.PyDLL): a
+    file read once a tick, not worth a descriptor kept open, with no hand-over of the GIL (three with ``read_file``);
+    None where that is not available. Like ``held_pread``: never for SYSTEM_WIDE files, one reader per thread."""
+    pread = held_pread(size)
+    try:
+        import ctypes
+
+        libc = ctypes.PyDLL(None, use_errno=True)
+        c_open, c_close = libc.open, libc.close
+        c_open.argtypes, c_open.restype = (ctypes.c_char_p, ctypes.c_int), ctypes.c_int
+        c_close.argtypes, c_close.restype = (ctypes.c_int,), ctypes.c_int
+    except Exception:  # noqa: BLE001 - no ctypes, no libc symbol: read_file
+        return None
+    if pread is None:
+        return None
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+    def read(path: str) -> bytes | None:
+        fd = c_open(os.fsencode(path), flags)
+        if fd < 0:
+            return None
+        try:
+            return pread(fd)
+        except OSError:
+            return None
+        finally:
+            c_close(fd)
+
+    return read
+
+
 class ProcFiles:
     """/proc files kept open and re-read with pread (procfs regenerates them): one syscall per reading
     instead of three, which is most of the sampler's cost. Each syscall releases the GIL, and taking it back from
@@ -72,6 +104,7 @@ class ProcFiles:
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
         self._pread: Callable[[int], bytes] | None = None  # made at the first reading, on the sampler thread (ctypes)
+        self._once: Callable[[str], bytes | None] | None = None  # the same, for files read without keeping them open
 
     def __call__(self, path: str) -> bytes | None:
         fd = self._fds.get(path)
@@ -88,6 +121,13 @@ class ProcFiles:
         except OSError:
             self.forget(path)
             return None
+
+    def once(self, path: str) -> bytes | None:
+        """``path`` read whole without keeping it open (another process's threads' children files: a hundred in a
+        GPU start's EngineCore), with the GIL held where libc allows it."""
+        if self._once is None:
+            self._once = held_read_file() or read_file
+        return self._once(path)
 
     def forget_unused(self, prefix: str, used: set[str]) -> None:
         """Close the files under ``prefix`` not in ``used`` (threads that ended)."""

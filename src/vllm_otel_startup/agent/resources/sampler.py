@@ -308,11 +308,14 @@ class Sampler:
 
     def _discover(self, files: ProcFiles | None = None) -> None:
         """The process tree below this process. ``files`` (the sampler thread's): this process's threads' children
-        files are kept open, read once a second while this process imports on the start's critical path."""
+        files are kept open, read once a second while this process imports on the start's critical path; the other
+        processes' (an EngineCore of a hundred threads) read with the GIL held: three hand-overs each otherwise,
+        when the API server's main thread works again after its handshake (docs/lab/overhead.md)."""
         seen, todo, used = set(), [self.pid], set()
         while todo:
             pid = todo.pop()
-            for c in children(pid, files if files is not None and pid == self.pid else read_file, used):
+            read = read_file if files is None else files if pid == self.pid else files.once
+            for c in children(pid, read, used):
                 if c not in seen:
                     seen.add(c)
                     todo.append(c)

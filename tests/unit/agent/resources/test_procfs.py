@@ -119,3 +119,36 @@ def test_the_samplers_reads_keep_the_gil_and_read_what_os_pread_reads():
         assert files("/proc/stat").startswith(b"cpu")  # system-wide (SYSTEM_WIDE): os.pread, the GIL released
     finally:
         files.close()
+
+
+def test_another_processs_children_files_are_read_whole_with_the_gil_held_and_not_kept_open():
+    """Issue 58: the API server discovers its tree from every thread's children file of every process in it (a GPU
+    start's EngineCore: ~100 threads). Read through ``os`` each file hands the GIL over three times, and after the
+    handshake, when the API server's main thread works again, each hand-over made it wait (python -m benchmarks
+    discover: a median of 186-269 waits of a working main thread over 20 discoveries, 15-25 with the GIL held)."""
+    reader = procfs.held_read_file()
+    assert reader is not None
+    stat = f"/proc/{os.getpid()}/stat"  # its counters move between two reads: pid and name
+    assert reader(stat).split()[:2] == procfs.read_file(stat).split()[:2] == [str(os.getpid()).encode(),
+                                                                            procfs.read_file(stat).split()[1]]
+    children = f"/proc/{os.getpid()}/task/{os.getpid()}/children"
+    assert reader(children) == procfs.read_file(children)
+    assert reader("/proc/no-such-file") is None
+    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
+                              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+                              "print(p.pid, flush=True); time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    files, s, read = ProcFiles(), Sampler(host=True), []
+    try:
+        grandchild = int(child.stdout.readline())
+        once = files.once
+        files.once = lambda path: read.append(path) or once(path)
+        s._discover(files)
+        assert {child.pid, grandchild} <= s._tree  # found through the child's own children files
+        assert f"/proc/{child.pid}/task/{child.pid}/children" in read  # read once, with the GIL held
+        assert not [p for p in files._fds if p.startswith(f"/proc/{child.pid}/")]  # none kept open
+    finally:
+        child.kill()
+        child.wait()
+        if "grandchild" in locals():
+            os.kill(grandchild, 9)
+        files.close()
