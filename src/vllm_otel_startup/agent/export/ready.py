@@ -22,6 +22,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
+from vllm_otel_startup.agent.export.nudge import flush_each
 from vllm_otel_startup.agent.foundation import threads
 from vllm_otel_startup.agent.foundation.guard import READY, failed, safe
 from vllm_otel_startup.agent.foundation.process import (
@@ -211,7 +212,6 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
     ``before`` runs first on the same thread (work that must not delay the ready point). ``handover_s`` (a start
     that fails or exits: the SDK shuts down next): first wait up to that long for ``before`` (local work, no
     network: metrics recorded, spans spooled), then ``wait_s`` for the export, as at a ready point."""
-    force_flush = getattr(rt.provider, "force_flush", None)
     debug = settings.flag(settings.DEBUG)
     handed_over = threading.Event()
 
@@ -221,8 +221,7 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
             safe(READY, before)
         handed_over.set()
         try:
-            if force_flush is not None:
-                force_flush(30_000)
+            flush_each(rt.provider, 30_000)  # each exporter on its own: a stuck collector never holds up the file
             flush_metrics()
         except Exception:  # noqa: BLE001 - an export that fails is the exporter's to report (the SDK logs it)
             _log.debug("flush failed", exc_info=True)

@@ -147,3 +147,34 @@ def test_the_metrics_export_while_starting_is_rare_while_working_and_at_its_inte
         assert len(ran) == n
     finally:
         s.stop_now(2.0)
+
+
+def test_at_the_ready_point_a_stuck_collector_never_holds_up_the_local_file(pace, monkeypatch):
+    """While a process works its spans wait for the ready point's flush, all of them at once: there the provider's
+    own flush (every processor in turn, the collector's first) would hold the local file up behind a collector that
+    does not answer; each batch processor is flushed on a thread of its own (e2e: tests/e2e/test_faults.py)."""
+    import threading
+
+    class Stuck(InMemorySpanExporter):
+        def __init__(self) -> None:
+            super().__init__()
+            self.release, self.entered = threading.Event(), threading.Event()
+
+        def export(self, spans):
+            self.entered.set()
+            self.release.wait(30)
+            return super().export(spans)
+
+    collector, local = Stuck(), InMemorySpanExporter()
+    rt, provider, _ = pace(collector, own_ms=5000)  # the SDK's default schedule: its worker would export in 5 s
+    provider.add_span_processor(BatchSpanProcessor(local, schedule_delay_millis=5000))  # after it, as
+    rt.nudge._own = None  # OTEL_TRACES_EXPORTER=otlp,vllm_startup_file orders them; both paced  # noqa: SLF001
+    rt.nudge.start()
+    try:
+        with rt.tracer.start_as_current_span("Load weights"):
+            pass
+        rt.finish()
+        assert collector.entered.wait(10)
+        assert exported(local, "Load weights", within=2.0), "the local file waited for the stuck collector"
+    finally:
+        collector.release.set()
