@@ -70,11 +70,12 @@ def flush_each(provider: Any, timeout_ms: int) -> None:
     way): a collector that does not answer never holds up the local file, whose processor comes after it in the
     provider's order. While a process works its spans wait for this (the pace above), so they are all still queued."""
     try:
-        flushes = _flushes(provider) if hasattr(provider, "_active_span_processor") else []
+        processors = _batch_processors(provider) or []
     except Exception:  # noqa: BLE001 - not the SDK we know: the provider's flush alone
-        flushes = []
-    for i, f in enumerate(flushes):
-        threads.start(threads.Thread(target=f, args=(timeout_ms,), name=f"vllm-otel-startup-flush-{i}", daemon=True))
+        processors = []
+    for i, p in enumerate(processors):
+        threads.start(threads.Thread(target=p.force_flush, args=(timeout_ms,), name=f"vllm-otel-startup-flush-{i}",
+                                     daemon=True))
     force_flush = getattr(provider, "force_flush", None)
     if force_flush is not None:
         force_flush(timeout_ms)

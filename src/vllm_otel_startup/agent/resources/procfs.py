@@ -66,6 +66,8 @@ def held_read_file(size: int = READ_SIZE) -> Callable[[str], bytes | None] | Non
     file read once a tick, not worth a descriptor kept open, with no hand-over of the GIL (three with ``read_file``);
     None where that is not available. Like ``held_pread``: never for SYSTEM_WIDE files, one reader per thread."""
     pread = held_pread(size)
+    if pread is None:
+        return None
     try:
         import ctypes
 
@@ -73,11 +75,9 @@ def held_read_file(size: int = READ_SIZE) -> Callable[[str], bytes | None] | Non
         c_open, c_close = libc.open, libc.close
         c_open.argtypes, c_open.restype = (ctypes.c_char_p, ctypes.c_int), ctypes.c_int
         c_close.argtypes, c_close.restype = (ctypes.c_int,), ctypes.c_int
-    except Exception:  # noqa: BLE001 - no ctypes, no libc symbol: read_file
+    except Exception:  # noqa: BLE001 - no libc symbol: read_file
         return None
-    if pread is None:
-        return None
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | os.O_CLOEXEC  # as ProcFiles opens its files
 
     def read(path: str) -> bytes | None:
         fd = c_open(os.fsencode(path), flags)
