@@ -25,6 +25,7 @@ SELF_COST = re.compile(r"self-cost (\w+) pid \d+: process cpu ([\d.]+)s; agent t
                        r"(?:; gc callbacks (\d+) imports watched (\d+))?"
                        r"(?:; PY_UNWIND callbacks (\d+) switched (\d+) times)?"
                        r"(?:; exports (\d+) of (\d+) spans, (\d+) woken by a phase's end)?"
+                       r"(?:; sampler (\d+) ticks \(([^)]*)\))?"
                        r"(?:; main thread waited (\d+) times)?")
 
 
@@ -115,15 +116,19 @@ def line_times(log: str, spawn_ns: int, ready_s: float | None) -> dict[str, floa
 def self_cost(log: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for (kind, cpu, threads, detail, others, _calls, proc_s, gcs, imports, unwinds, switches, exports, spans, woken,
-         waits) in SELF_COST.findall(log):
+         ticks, parts, waits) in SELF_COST.findall(log):
         figures = {"process_cpu_s": cpu, "agent_threads_s": threads, "other_threads_s": others}
         for part in filter(None, (p.strip() for p in detail.split(","))):
             name, _, secs = part.rpartition(" ")
             figures[f"{name}_s"] = secs.rstrip("s")
+        for part in filter(None, (p.strip() for p in parts.split(","))):  # the sampler's CPU per part of a tick
+            name, _, secs = part.rpartition(" ")
+            figures[f"sampler.{name}_s"] = secs.rstrip("s")
         # the line's optional parts: an empty group is a part that line did not have
         figures.update({"span_processor_s": proc_s, "gc_callbacks": gcs, "imports_watched": imports,
                         "unwind_callbacks": unwinds, "unwind_switches": switches, "exports": exports,
-                        "exported_spans": spans, "exports_after_phase": woken, "main_thread_waits": waits})
+                        "exported_spans": spans, "exports_after_phase": woken, "sampler_ticks": ticks,
+                        "main_thread_waits": waits})
         for key, v in figures.items():
             if v:
                 out[f"{kind}.{key}"] = out.get(f"{kind}.{key}", 0.0) + float(v)

@@ -230,7 +230,8 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
 
             threads.say(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} flushed in "
                         f"{time.monotonic() - t0:.3f}s", sys.stderr)
-            threads.say(self_cost.line(rt.info.kind, rt.cost, rt.retro, sysmon.current(), rt.nudge, rt.exports),
+            threads.say(self_cost.line(rt.info.kind, rt.cost, rt.retro, sysmon.current(), rt.nudge, rt.exports,
+                                        rt.sampler),
                         sys.stderr)
 
     t = threads.Thread(target=run, name="vllm-otel-startup-flush", daemon=True)

@@ -4,6 +4,8 @@ stderr per process; benchmarks/vllm_log.py reads it from the serve log).
 - CPU seconds of every Python thread but the main one, by name (ours: ``vllm-otel-startup-*``; the SDK's batch span
   processor and metric reader), from ``/proc/self/task/<tid>/stat``. Python code on them holds the GIL, so this
   bounds what they can take from vLLM's main thread;
+- the sampler's ticks and its thread's CPU per part of a tick (its readings of this process, of the host, the
+  discovery of the process tree, the tree's CPU, NVML, its jobs: the in-progress refresh, the metrics export);
 - on the main thread: the calls into our span processor and how long they took, and how many garbage collections
   and imports the watchers saw (each a few hundred nanoseconds);
 - the whole process's CPU time, for scale.
@@ -76,7 +78,7 @@ OURS = ("vllm-otel-startup", "Otel")  # our threads' names, and the SDK's (batch
 
 
 def line(kind: str, processor: MainThreadCost | None, retro: Any, monitoring: Any = None, nudge: Any = None,
-         exports: Any = None) -> str:
+         exports: Any = None, sampler: Any = None) -> str:
     threads = thread_cpu()
     ours = {k: v for k, v in threads.items() if k.startswith(OURS)}
     others = sum(v for k, v in threads.items() if k not in ours)
@@ -91,6 +93,9 @@ def line(kind: str, processor: MainThreadCost | None, retro: Any, monitoring: An
         parts.append(f"PY_UNWIND callbacks {monitoring.unwinds} switched {monitoring.switches} times")
     if nudge is not None and exports is not None:
         parts.append(f"exports {exports.exports} of {exports.spans} spans, {nudge.flushes} woken by a phase's end")
+    if sampler is not None and sampler.ticks:
+        parts.append(f"sampler {sampler.ticks} ticks (" + ", ".join(
+            f"{k} {v / 1e9:.3f}s" for k, v in sorted(sampler.spent.items())) + ")")
     switches = main_thread_switches()
     if switches is not None:
         parts.append(f"main thread waited {switches} times")

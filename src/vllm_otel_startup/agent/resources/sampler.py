@@ -111,6 +111,8 @@ class Sampler:
         self._jobs: list[list[Any]] = []  # [every s, next due (monotonic), job, every s while busy] (every)
         self._held = False  # the jobs wait while this process imports (start(importing=True) until imports_over)
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
+        self.ticks = 0
+        self.spent: dict[str, int] = {}  # this thread's CPU ns per part of a tick (the self-cost line, self_cost.py)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def start(self, importing: bool = False) -> None:
@@ -198,8 +200,11 @@ class Sampler:
                 self._wake.wait(max(0.0, due - now))
                 self._wake.clear()
                 tick += 1
+                self.ticks = tick
                 prev_sys = self._sample(tick, stride, prev_sys, every=self.waiting <= 0)
+                t0 = time.thread_time_ns()
                 self._run_jobs()
+                self._spent("jobs", t0)
                 if self._stop_at is not None and time.monotonic() >= self._stop_at:
                     break
         except Exception:  # noqa: BLE001 - the sampler never hurts the host
@@ -254,9 +259,12 @@ class Sampler:
 
     def _sample(self, tick: int, stride: int, prev_sys: Any, every: bool = False) -> Any:
         """One tick; ``every``: the readings taken every n-th tick at the fast rate are taken on this one too."""
+        t0 = time.thread_time_ns()
         self.note(time.time_ns(), time.process_time_ns(), rss_bytes(self._files) or 0)
+        t0 = self._spent("process", t0)
         if not self.host and self.gpu_memory_source.source is None and self._cuda_context():
             self._fix_gpu_source()
+            t0 = self._spent("nvml", t0)
         if self.host:
             if every or tick % stride == 0:
                 cur = system_cores(self._files)
@@ -266,22 +274,33 @@ class Sampler:
                     self.sys_busy_peak = max(busy, self.sys_busy_peak or 0)
                     self._peak("system", busy)
                 prev_sys = cur
+                t0 = self._spent("host", t0)
             if every or tick % max(1, round(self.hz)) == 1:  # new descendants (EngineCore, workers...) once a second
                 self._discover(self._files)
+                t0 = self._spent("discover", t0)
                 if self._nvml_due and self._tree:
                     self._load_nvml()
+                    t0 = self._spent("nvml", t0)
             if every or tick % TREE_EVERY == 1:
                 tree = sum(v for v in (proc_cpu_s(p, self._files) for p in [self.pid, *self._tree]) if v is not None)
                 now = time.time_ns()
                 if self.tree_cpu is not None:
                     self._peak("tree", (tree - self.tree_cpu) / max((now - self._tree_t) / 1e9, 1e-9))
                 self.tree_cpu, self._tree_t = tree, now
+                t0 = self._spent("tree", t0)
             # the GPUs from the first process this one starts on: before it the start is this interpreter importing
             # (nothing on a GPU), and each NVML call hands the GIL to that import
             if self.nvml is not None and self.nvml.ok and self.gpu_every and self._tree \
                     and (every or tick % self.gpu_every == 0):
                 self._gpu()
+                self._spent("nvml", t0)
         return prev_sys
+
+    def _spent(self, part: str, t0: int) -> int:
+        """Add this thread's CPU since ``t0`` to ``part``; the reading, for the next part."""
+        t = time.thread_time_ns()
+        self.spent[part] = self.spent.get(part, 0) + t - t0
+        return t
 
     def note(self, t: int, cpu_ns: int, rss: int) -> None:
         """A reading (a tick, or a span boundary's snapshot) into the series: the cores used since the last reading,

@@ -74,6 +74,29 @@ def test_the_line_reads_back_in_the_overhead_script():
     assert parsed["engine_core.agent_threads_s"] >= parsed.get("engine_core.vllm-otel-startup-sampler_s", 0) > 0
 
 
+def test_the_line_splits_the_samplers_cpu_by_part_of_a_tick(monkeypatch):
+    """The sampler's own CPU, per part of a tick (this process's readings, the host's, the tree's discovery and CPU,
+    its jobs): the overhead table's component rows, read back by the overhead script."""
+    from vllm_otel_startup.agent.resources.sampler import Sampler
+
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "50")
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "0")
+    sampler = Sampler(host=True)
+    ran = []
+    sampler.every(0.02, lambda: ran.append(sum(range(20_000))))
+    sampler.start()
+    t0 = time.monotonic()
+    while (sampler.ticks < 10 or not ran) and time.monotonic() - t0 < 10:
+        time.sleep(0.02)
+    sampler.stop_now(2.0)
+    assert sampler.ticks >= 10 and ran
+    line = self_cost.line("api_server", None, None, sampler=sampler)
+    parsed = vllm_log.self_cost(line)
+    assert parsed["api_server.sampler_ticks"] >= 10
+    assert {"process", "host", "discover", "tree", "jobs"} <= {k.split(".")[2][:-2] for k in parsed if ".sampler." in k}
+    assert sum(v for k, v in parsed.items() if ".sampler." in k) > 0
+
+
 def _driver_with_the_patch(driver: Path, out: Path) -> str:
     """The driver's source with GPU_DRIVER_PATCH's features, as the GPU workflow needs it: the driver as it is where it
     has every one of them already (the shared driver absorbed the patch), else the patch applied to it into ``out``
