@@ -11,7 +11,7 @@ Hook kinds:
   ready     span (unless native) + this process's startup ends when the call returns (or raises)
   guard     span (unless native) + an exception escaping the call fails this process's startup
   marker    no span: ends the current bootstrap segment and starts ``segment`` (or none)
-  cli_main  no span: a failure escaping the CLI marks the start failed
+  cli_main  no span, no wrapper: a failure escaping the CLI marks the start failed (patching/cli_exit.py)
   ctx       span around a context manager returned by the call (enter to exit)
   enrich    no span: a cause probe (causes/) records attributes for the named phase
   once      span around the first call in this process only (then the original is put back)

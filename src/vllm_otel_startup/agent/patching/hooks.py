@@ -25,6 +25,7 @@ from vllm_otel_startup.agent.foundation.patch_points import SPAN_PHASES, PatchPo
 from vllm_otel_startup.agent.foundation.versions import vllm_version
 from vllm_otel_startup.agent.foundation.wrapping import wrap
 from vllm_otel_startup.agent.patching import frameless, helper_env, post_import, proctitle
+from vllm_otel_startup.agent.patching.cli_exit import CliExit
 from vllm_otel_startup.agent.patching.compile_stages import CompileStages
 from vllm_otel_startup.agent.patching.wrappers import Hook, at_native_end, build
 
@@ -151,6 +152,7 @@ class Installer:
         self._title_kept = False  # proctitle.restore_first_env_string has run
         # span, ready, guard and enrich rows traced by sys.monitoring, not wrapped (Python >= 3.12: frameless.py)
         self.frameless = frameless.Monitor() if sysmon.available() else None
+        self.cli_exit: CliExit | None = None  # the cli_main row: no wrapper (cli_exit.py)
 
     def install(self) -> None:
         if self.rt.info.kind != API_SERVER and diagnostics.off("child_hooks"):
@@ -194,6 +196,8 @@ class Installer:
         self._undo.clear()
         if self.frameless is not None:
             safe(HOOKS, self.frameless.remove_all)
+        if self.cli_exit is not None:
+            safe(HOOKS, self.cli_exit.uninstall)
 
     def apply(self, module: Any, points: list[PatchPoint]) -> None:
         """The post-import hook of ``module`` (it runs inside vLLM's import of it: nothing may escape)."""
@@ -234,6 +238,11 @@ class Installer:
         parent, name, raw = found
         if raw is _INHERITED:
             self.status[point.key] = "inherited"
+            return
+        if point.hook == "cli_main":  # no frame of ours under the whole CLI: its end is read where Python reports it
+            self.cli_exit = (self.cli_exit or CliExit(self.rt)).install()
+            self.rt.patch_applied += 1
+            self.status[point.key] = "applied"
             return
         marks = getattr(raw, _MARK, None) or ()
         if point.key in marks or (marks and point.hook != "since"):  # ours already (a since row wraps once more)

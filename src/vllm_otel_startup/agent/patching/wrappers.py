@@ -241,19 +241,6 @@ def _since(h: Hook) -> Steps:
     return Steps(before=(record,))
 
 
-def _cli_main(h: Hook) -> Steps:
-    """A failure escaping vLLM's CLI fails the start; a CLI that returns before ready has exited."""
-    def failed(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
-        if exc is not None and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
-            h.rt.finish(error=exc)
-
-    def exited(h: Hook, c: Call, result: Any, exc: BaseException | None) -> None:
-        rt = h.rt
-        if not rt.done:
-            rt.finish(error=rt.last_error, outcome="failed" if rt.last_error else "exited")
-    return Steps(after=(failed, exited))
-
-
 def _enrich(h: Hook) -> Steps:
     """The row's probe records attributes for its phase's span."""
     return Steps(before=(_live,), after=(_probe,))
@@ -387,7 +374,6 @@ BUILDERS: dict[str, Callable[[Hook], Steps]] = {
     "ready": _ready,
     "guard": lambda h: _around(h, _guard_effect),
     "marker": _marker,
-    "cli_main": _cli_main,
     "ctx": _ctx,
     "enrich": _enrich,
     "once": _once,
