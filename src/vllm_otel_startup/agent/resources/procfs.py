@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -145,12 +146,28 @@ class ProcFiles:
             self.forget(path)
 
 
+_READERS = threading.local()  # per thread: a GIL-held pread of its own (its buffer is its own), made at first use
+OWN_READ_SIZE = 4096  # /proc/self/statm and io: under 200 bytes
+
+
+def thread_pread(fd: int) -> bytes:
+    """``fd`` read from its start by this thread's own GIL-held pread (held_pread; os.pread where unavailable). A
+    span's start and end read /proc/self/statm and io on vLLM's main thread: a GIL released there for the syscall is
+    taken by any thread waiting for it, and vLLM's thread must then wait to get it back (the EngineCore of a GPU
+    start has a hundred threads)."""
+    pread = getattr(_READERS, "pread", None)
+    if pread is None:
+        pread = _READERS.pread = held_pread(OWN_READ_SIZE) or os_pread
+    return pread(fd)
+
+
 class OwnFile:
     """One /proc file of this process kept open for readings from any thread (pread has no file position), e.g.
-    a span's start and end on vLLM's main thread: one syscall (each releases the GIL) instead of three. Opened
-    again in a forked child, whose inherited descriptor still reads its parent. No lock (one held by another thread
-    at a fork would never be released in the child) and nothing closed (a descriptor closed under a reader could be
-    another file by its read): two threads opening it at once leave one descriptor unused, a fork one more."""
+    a span's start and end on vLLM's main thread: one syscall with the GIL held (``thread_pread``) instead of three
+    that each release it. Opened again in a forked child, whose inherited descriptor still reads its parent. No lock
+    (one held by another thread at a fork would never be released in the child) and nothing closed (a descriptor
+    closed under a reader could be another file by its read): two threads opening it at once leave one descriptor
+    unused, a fork one more."""
 
     def __init__(self, name: str) -> None:
         self.name, self._pid, self._fd = name, 0, -1
@@ -165,7 +182,7 @@ class OwnFile:
             self._fd = fd  # the descriptor before the pid: a reader that sees this pid reads this descriptor
             self._pid = pid
         try:
-            return os_pread(self._fd)
+            return thread_pread(self._fd)
         except OSError:
             return None
 
@@ -257,7 +274,20 @@ def cgroup_throttled_s() -> float | None:
 
 
 def cpu_model() -> str | None:
-    raw = read_file("/proc/cpuinfo")
+    """The first processor's model name, from the file's first 4 KiB in one read: the kernel makes /proc/cpuinfo a
+    processor at a time as it is read (milliseconds each on some hosts), and reading it whole took a read, and a
+    hand-over of the GIL, per 4 KiB (dozens on a GPU host), in every process of a start. The GIL is released for the
+    one read (the first processor's record may itself take milliseconds to make)."""
+    try:
+        fd = os.open("/proc/cpuinfo", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        raw = os.pread(fd, OWN_READ_SIZE, 0)
+    except OSError:
+        raw = None
+    finally:
+        os.close(fd)
     for line in (raw or b"").splitlines():
         if line.startswith(b"model name"):
             return line.split(b":", 1)[1].strip().decode(errors="replace")

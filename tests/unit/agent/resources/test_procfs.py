@@ -152,3 +152,33 @@ def test_another_processs_children_files_are_read_whole_with_the_gil_held_and_no
         if "grandchild" in locals():
             os.kill(grandchild, 9)
         files.close()
+
+
+def test_a_span_boundarys_own_reads_keep_the_gil_each_thread_with_its_own_buffer():
+    """/proc/self/statm and io, read at every span's start and end on vLLM's thread, go through that thread's own
+    GIL-held pread: the same bytes as os.pread, and two threads never share a buffer."""
+    import threading
+
+    fd = os.open("/proc/self/stat", os.O_RDONLY)
+    try:
+        assert procfs.thread_pread(fd).split()[0] == os.pread(fd, 4096, 0).split()[0] == str(os.getpid()).encode()
+        mine = procfs._READERS.pread
+        assert mine is not procfs.os_pread  # libc's pread through ctypes.PyDLL on this host
+        theirs = []
+        t = threading.Thread(target=lambda: (procfs.thread_pread(fd), theirs.append(procfs._READERS.pread)))
+        t.start()
+        t.join()
+        assert theirs and theirs[0] is not mine
+    finally:
+        os.close(fd)
+
+
+def test_the_cpu_model_is_the_first_processors_from_one_read(monkeypatch):
+    with open("/proc/cpuinfo", "rb") as f:
+        first = next((line for line in f.read().splitlines() if line.startswith(b"model name")), None)
+    calls = []
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda *a: calls.append(a) or real(*a))
+    got = procfs.cpu_model()
+    assert got == (first.split(b":", 1)[1].strip().decode() if first else None)
+    assert len(calls) == 1
