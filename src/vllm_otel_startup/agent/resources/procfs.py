@@ -226,9 +226,11 @@ def proc_cpu_s(pid: int, read=read_file) -> float | None:
         return None
 
 
-def children(pid: int, read=read_file, used: set[str] | None = None) -> list[int]:
+def children(pid: int, read=read_file, used: set[str] | None = None, skip: set[str] | None = None,
+             empty: set[str] | None = None) -> list[int]:
     """The children of every thread of ``pid`` (a thread's children file lists those it started); ``used``
-    collects the files read."""
+    collects the files of its live threads, ``skip`` names files not to read this time, ``empty`` collects those read
+    that listed no child."""
     out: list[int] = []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -238,9 +240,13 @@ def children(pid: int, read=read_file, used: set[str] | None = None) -> list[int
         path = f"/proc/{pid}/task/{tid}/children"
         if used is not None:
             used.add(path)
+        if skip and path in skip:
+            continue
         raw = read(path)
         if raw:
             out.extend(int(x) for x in raw.split())
+        elif empty is not None:
+            empty.add(path)
     return out
 
 

@@ -54,6 +54,10 @@ MIN_INTERVAL_NS = 100_000_000
 # the process tree's CPU every 5th tick: one /proc read per descendant (with Inductor's compile workers, tens of them
 # on a GPU host): a read that grows with the tree, so it is taken less often
 TREE_EVERY = 5
+# every 5th discovery reads every thread's children file; the others skip the threads found childless (a process's
+# main thread, which is where vLLM starts its processes, and threads not seen before are always read): an EngineCore
+# of a GPU start has ~100 threads, read once a second while the API server waits on it
+FULL_DISCOVERY_EVERY = 5
 
 
 class Snapshot:
@@ -101,6 +105,8 @@ class Sampler:
         self._stop_at: float | None = None
         self._on_stop: Callable[[], None] | None = None
         self._tree: set[int] = set()
+        self._discoveries = 0
+        self._childless: set[str] = set()  # children files found empty, skipped until the next full discovery
         self.gpu_memory_source = gpu.ProcessGpuMemory(self.pid)  # fixed when this process's CUDA context is seen
         self._files = ProcFiles()
         self._thread: threading.Thread | None = None
@@ -329,15 +335,21 @@ class Sampler:
         """The process tree below this process. ``files`` (the sampler thread's): this process's threads' children
         files are kept open, read once a second while this process imports on the start's critical path; the other
         processes' (an EngineCore of a hundred threads) read with the GIL held: three hand-overs each otherwise,
-        when the API server's main thread works again after its handshake (docs/lab/overhead.md)."""
-        seen, todo, used = set(), [self.pid], set()
+        when the API server's main thread works again after its handshake (docs/lab/overhead.md). Between full
+        discoveries (FULL_DISCOVERY_EVERY) the threads found childless are skipped; without ``files`` (the root
+        span's summary) every one is read."""
+        self._discoveries += 1
+        full = files is None or self._discoveries % FULL_DISCOVERY_EVERY == 1
+        seen, todo, used, empty = set(), [self.pid], set(), set()
         while todo:
             pid = todo.pop()
             read = read_file if files is None else files if pid == self.pid else files.once
-            for c in children(pid, read, used):
+            for c in children(pid, read, used, None if full else self._childless, empty):
                 if c not in seen:
                     seen.add(c)
                     todo.append(c)
+        empty = {p for p in empty if p.split("/")[2] != p.split("/")[4]}  # a process's main thread: always read
+        self._childless = empty if full else self._childless | empty
         for gone in self._tree - seen:  # a pid may be reused: never keep reading an old process's file
             self._files.forget(f"/proc/{gone}/stat")
         if files is not None:

@@ -182,3 +182,60 @@ def test_the_cpu_model_is_the_first_processors_from_one_read(monkeypatch):
     got = procfs.cpu_model()
     assert got == (first.split(b":", 1)[1].strip().decode() if first else None)
     assert len(calls) == 1
+
+
+SPAWNER = """
+import subprocess, sys, threading, time
+go = threading.Event()
+def spawner():  # a thread that starts a process later, as Inductor's compile-worker pool may
+    go.wait()
+    print(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]).pid, flush=True)
+    time.sleep(30)
+threading.Thread(target=spawner, daemon=True).start()
+for _ in range(8):
+    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+print("ready", flush=True)
+if sys.stdin.readline().strip() == "thread":
+    go.set()
+else:  # the main thread, where vLLM starts its EngineCore and workers
+    print(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]).pid, flush=True)
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_between_full_discoveries_only_the_threads_that_may_start_a_process_are_read(where):
+    """Issue 58: an EngineCore of a GPU start has ~100 threads, each a children file read once a second while the API
+    server waits on it. A full discovery every FULL_DISCOVERY_EVERY reads them all; between two, a thread found
+    childless is skipped, its process's main thread never is: a process the main thread starts is found at the next
+    discovery, one a childless thread starts at the next full one."""
+    from vllm_otel_startup.agent.resources import sampler as sampler_mod
+
+    child = subprocess.Popen([sys.executable, "-c", SPAWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    files, s, read = ProcFiles(), Sampler(host=True), []
+    grandchild = None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        once = files.once
+        files.once = lambda path: read.append(path) or once(path)
+        s._discover(files)  # the first is full: every thread of the child
+        assert len(read) == len(os.listdir(f"/proc/{child.pid}/task")) >= 10
+        child.stdin.write(where + "\n")
+        child.stdin.flush()
+        grandchild = int(child.stdout.readline())
+        found_at = None
+        for n in range(2, sampler_mod.FULL_DISCOVERY_EVERY + 2):
+            read.clear()
+            s._discover(files)
+            if n <= sampler_mod.FULL_DISCOVERY_EVERY:  # between full ones: the child's main thread (and the spawner
+                assert f"/proc/{child.pid}/task/{child.pid}/children" in read  # once it has a child) only
+                assert len([p for p in read if p.startswith(f"/proc/{child.pid}/")]) <= 2
+            if found_at is None and grandchild in s._tree:
+                found_at = n
+        assert found_at == (2 if where == "main" else sampler_mod.FULL_DISCOVERY_EVERY + 1)
+    finally:
+        child.kill()
+        child.wait()
+        if grandchild:
+            os.kill(grandchild, 9)
+        files.close()
