@@ -9,8 +9,9 @@ first line (docs/lab/overhead.md). So the row wraps nothing; the CLI's end is re
 - an exception escaping the CLI reaches ``sys.excepthook``: ours, chained in front of the one in place, fails the
   start with it (then hands the exception on, unchanged);
 - ``sys.exit(status)`` on the main thread with a status other than 0 or None (argparse's errors among others) is
-  noted as the process's last error, so that a start which exits before ready with it is failed with that
-  ``SystemExit``, as one escaping the CLI was (the exit hook, ``vllm_otel_startup._at_exit``);
+  noted as the process's last error (a later ``sys.exit(0)`` takes it back), so that a start which exits before
+  ready with it is failed with that ``SystemExit``, as one escaping the CLI was (the exit hook,
+  ``vllm_otel_startup._at_exit``);
 - a CLI that returns, or exits with 0, before ready has exited (the same exit hook).
 
 Both are put back on uninstrument where they are still ours. A hook someone installs after ours wins, as it would
@@ -32,6 +33,7 @@ class CliExit:
         self.installed = False
         self._excepthook: Any = sys.excepthook  # the ones in place before ours (kept: a copy of ours still calls them)
         self._exit: Any = sys.exit
+        self._noted: SystemExit | None = None  # the last non-zero status noted as the start's last error
 
     def install(self) -> CliExit:
         if not self.installed:
@@ -58,7 +60,7 @@ class CliExit:
 
     def exit(self, status: Any = None) -> Any:
         """``sys.exit`` as it is, a non-zero status on the main thread noted first."""
-        if self.installed and status not in (0, None) and threading.current_thread() is threading.main_thread():
+        if self.installed and threading.current_thread() is threading.main_thread():
             safe(HOOKS, self._note, status)
         return self._exit(status)
 
@@ -68,5 +70,11 @@ class CliExit:
             rt.finish(error=exc)
 
     def _note(self, status: Any) -> None:
-        if self.rt.active and not self.rt.done:
-            self.rt.last_error = SystemExit(status)
+        """A non-zero status becomes the last error; a later 0 takes back the one noted here (the first was caught)."""
+        rt = self.rt
+        if not rt.active or rt.done:
+            return
+        if status not in (0, None):
+            self._noted = rt.last_error = SystemExit(status)
+        elif self._noted is not None and rt.last_error is self._noted:
+            self._noted = rt.last_error = None

@@ -43,11 +43,13 @@ def main():
         raise KeyboardInterrupt("terminated")
     if how.startswith("exit"):
         sys.exit(int(how[4:]))
-    if how == "caught":
+    if how.startswith("caught"):
         try:
             sys.exit(3)
         except SystemExit:
             pass
+        if how == "caught_then_exit0":
+            sys.exit(0)
         rt.finish(outcome="ready")  # the start went on to its ready point
     return None
 
@@ -81,9 +83,11 @@ def test_how_the_cli_ended_is_how_the_start_ended_and_the_process_exits_as_witho
         assert "Traceback (most recent call last)" in err and ended.split()[0] in err
 
 
-def test_a_status_caught_before_ready_does_not_fail_a_start_that_became_ready():
+def test_a_status_caught_before_ready_does_not_fail_a_start_that_became_ready_or_exited_with_0():
     rc, out, err = run("caught")
     assert (rc, out[1:]) == (0, ["finished None None ready"]), err
+    rc, out, err = run("caught_then_exit0")  # the exit that ended the process said 0: exited, not failed
+    assert (rc, out[1:]) == (0, ["finished None None exited"]), err
 
 
 def test_uninstall_puts_back_what_was_there_and_a_later_hook_is_left_alone():
