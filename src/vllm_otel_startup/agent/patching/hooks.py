@@ -240,7 +240,7 @@ class Installer:
             self.status[point.key] = "inherited"
             return
         if point.hook == "cli_main":  # no frame of ours under the whole CLI: its end is read where Python reports it
-            self.cli_exit = (self.cli_exit or CliExit(self.rt)).install()
+            self.cli_exit = self.cli_exit or CliExit(self.rt).install()
             self.rt.patch_applied += 1
             self.status[point.key] = "applied"
             return

@@ -99,28 +99,81 @@ def test_uninstall_puts_back_what_was_there_and_a_later_hook_is_left_alone():
         assert sys.excepthook == cli.excepthook and sys.exit == cli.exit
         cli.uninstall()
         assert (sys.excepthook, sys.exit) == (before_hook, before_exit)
-        cli.install()
+        cli.install()  # never twice: a later hook chained to ours would be chained back to it
+        assert (sys.excepthook, sys.exit) == (before_hook, before_exit)
+        other = CliExit(object()).install()
         later = lambda *a: None  # noqa: E731 - someone else's hook, installed after ours
         sys.excepthook = later
-        cli.uninstall()
+        other.uninstall()
         assert sys.excepthook is later and sys.exit == before_exit
     finally:
         sys.excepthook, sys.exit = before_hook, before_exit
 
 
-def test_a_failure_of_ours_never_keeps_the_exception_from_the_interpreters_report(capsys):
+class _Rt:
+    active, done = True, False
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail, self.last_error, self.finished = fail, None, []
+
+    def finish(self, error=None, outcome=None):
+        if self.fail:
+            raise OSError("planted")
+        self.finished.append((error, outcome))
+
+
+def _cli(rt, seen):
     from vllm_otel_startup.agent.patching.cli_exit import CliExit
 
-    class Broken:
-        active, done = True, False
+    cli = CliExit(rt)
+    cli._excepthook = lambda *a: seen.append(("printed", a[1]))  # noqa: SLF001 - the hook that was in place
+    cli._exit = lambda status=None: seen.append(("exit", status))  # noqa: SLF001 - sys.exit, without leaving
+    cli.installed, cli._pid = True, os.getpid()  # noqa: SLF001 - installed, without touching this interpreter's
+    return cli
 
-        def finish(self, error=None, outcome=None):
-            raise OSError("planted")
 
+def test_the_interpreters_report_comes_first_and_a_failure_of_ours_never_hides_it():
     seen = []
-    cli = CliExit(Broken())
-    cli._excepthook = lambda *a: seen.append(a[1])  # noqa: SLF001 - the hook that was in place
-    cli.installed = True
+    rt = _Rt()
     err = RuntimeError("vLLM's own")
-    cli.excepthook(RuntimeError, err, None)
-    assert seen == [err]
+    _cli(rt, seen).excepthook(RuntimeError, err, None)
+    assert seen == [("printed", err)] and rt.finished == [(err, None)]
+    seen.clear()
+    _cli(_Rt(fail=True), seen).excepthook(RuntimeError, err, None)
+    assert seen == [("printed", err)]
+
+
+def test_a_phases_error_is_not_overwritten_by_a_status_and_only_the_main_thread_counts():
+    import threading
+
+    seen, rt = [], _Rt()
+    cli = _cli(rt, seen)
+    phase = ValueError("a phase failed")
+    rt.last_error = phase
+    cli.exit(3)  # called from this function, not a console script's last line: noted, a phase's error kept
+    assert rt.last_error is phase and rt.finished == [] and seen == [("exit", 3)]
+    rt.last_error = None
+    t = threading.Thread(target=cli.exit, args=(4,))  # another thread's exit ends only that thread
+    t.start()
+    t.join()
+    t = threading.Thread(target=cli.excepthook, args=(RuntimeError, RuntimeError("x"), None))
+    t.start()
+    t.join()
+    assert rt.last_error is None and rt.finished == []
+
+
+def test_the_rows_installation_wraps_nothing_and_hooks_the_interpreter_in_the_api_server(start):
+    """The table's cli_main row, applied as vLLM's CLI module is imported (a fake vLLM tree, tests/unit/fake_vllm.py):
+    ``main`` stays vLLM's own function; our hooks are in place, and uninstrument puts back what was there."""
+    import importlib
+
+    before_hook, before_exit = sys.excepthook, sys.exit
+    s = start("api_server", "0.26.0")
+    cli = importlib.import_module("vllm.entrypoints.cli.main")
+    target = "vllm.entrypoints.cli.main:main"
+    assert s.installer.status[target] == "applied"
+    assert getattr(cli.main, "__wrapped__", None) is None and cli.main.__module__ == "vllm.entrypoints.cli.main"
+    hooks = s.installer.cli_exit
+    assert sys.excepthook == hooks.excepthook and sys.exit == hooks.exit
+    s.installer.uninstall()
+    assert (sys.excepthook, sys.exit) == (before_hook, before_exit)
