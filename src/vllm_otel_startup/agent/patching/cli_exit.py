@@ -13,7 +13,7 @@ first line (docs/lab/overhead.md). So the row wraps nothing; the CLI's end is re
 - ``sys.exit`` called anywhere else on the main thread (argparse's errors among others) with a status other than 0 or
   None is noted as the process's last error, unless a phase's is there (a later ``sys.exit(0)`` takes it back): a
   start that then leaves before ready is failed with it at the exit hook (``vllm_otel_startup._at_exit``). A
-  ``raise SystemExit`` that passes no phase, or ``os._exit``, is seen only there, as an exit.
+  ``raise SystemExit`` that passes no phase is seen only there, as an exit (``os._exit`` runs no exit hook at all).
 
 Both are put back on uninstrument where they are still ours. A hook someone installs after ours wins, as it would
 without us: the exit hook then still ends the start, failed where a phase saw the error. Only the process that
