@@ -17,13 +17,14 @@ import time
 
 from benchmarks import command_parser
 from benchmarks.discover import switches
+from benchmarks.pairs import rotated
 
 
 def trial(held: bool, boundaries: int, others: int) -> int:
     """The main thread's waits over ``boundaries`` readings beside ``others`` GIL-hungry threads."""
     from vllm_otel_startup.agent.resources import procfs
 
-    procfs._READERS.pread = procfs.held_pread(procfs.OWN_READ_SIZE) if held else procfs.os_pread  # noqa: SLF001
+    procfs._READERS.pread = procfs.held_pread() if held else procfs.os_pread  # noqa: SLF001
     stop = threading.Event()
 
     def hungry() -> None:  # a thread of vLLM's: wakes often, a little Python each time
@@ -56,8 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--boundaries", type=int, default=500)
     a = ap.parse_args(argv)
     got: dict[bool, list[int]] = {False: [], True: []}
-    for r in range(a.rounds):  # the order flipped every round
-        for held in ((False, True) if r % 2 == 0 else (True, False)):
+    for r in range(a.rounds):
+        for held in rotated((True, False), r):  # the order flipped every round
             got[held].append(trial(held, a.boundaries, a.threads))
     print(f"{a.rounds} rounds of {a.boundaries} span-boundary readings beside {a.threads} threads that want the GIL "
           f"every millisecond (main-thread waits, medians [min-max]):")

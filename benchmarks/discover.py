@@ -18,6 +18,7 @@ import sys
 import threading
 
 from benchmarks import command_parser
+from benchmarks.pairs import rotated
 
 CHILD = "import threading, time\n[threading.Thread(target=time.sleep, args=(600,), daemon=True).start() " \
         "for _ in range({n})]\ntime.sleep(600)"
@@ -68,8 +69,8 @@ def main(argv: list[str] | None = None) -> None:
         while len(os.listdir(f"/proc/{child.pid}/task")) < a.threads + 1:
             threading.Event().wait(0.05)
         pipe, got = os.pipe(), {False: [], True: []}
-        for r in range(a.rounds):  # the order flipped every round
-            for held in ((False, True) if r % 2 == 0 else (True, False)):
+        for r in range(a.rounds):
+            for held in rotated((True, False), r):  # the order flipped every round
                 got[held].append(trial(held, a.discovers, pipe))
     finally:
         child.kill()

@@ -94,6 +94,20 @@ def held_read_file(size: int = READ_SIZE) -> Callable[[str], bytes | None] | Non
     return read
 
 
+_READERS = threading.local()  # per thread: a GIL-held pread of its own (its buffer is its own), made at first use
+
+
+def thread_pread(fd: int) -> bytes:
+    """``fd`` read from its start by this thread's own GIL-held pread (held_pread; os.pread where unavailable): the
+    sampler's kept files (ProcFiles), and a span's start and end reading /proc/self/statm and io on vLLM's main
+    thread, where a GIL released for the syscall is taken by any thread waiting for it and vLLM's thread must then
+    wait to get it back (the EngineCore of a GPU start has a hundred threads)."""
+    pread = getattr(_READERS, "pread", None)
+    if pread is None:
+        pread = _READERS.pread = held_pread() or os_pread
+    return pread(fd)
+
+
 class ProcFiles:
     """/proc files kept open and re-read with pread (procfs regenerates them): one syscall per reading
     instead of three, which is most of the sampler's cost. Each syscall releases the GIL, and taking it back from
@@ -104,8 +118,7 @@ class ProcFiles:
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}
-        self._pread: Callable[[int], bytes] | None = None  # made at the first reading, on the sampler thread (ctypes)
-        self._once: Callable[[str], bytes | None] | None = None  # the same, for files read without keeping them open
+        self._once: Callable[[str], bytes | None] | None = None  # held_read_file, for files not kept open
 
     def __call__(self, path: str) -> bytes | None:
         fd = self._fds.get(path)
@@ -114,11 +127,7 @@ class ProcFiles:
         try:
             if fd is None:
                 fd = self._fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            if path in SYSTEM_WIDE:
-                return os_pread(fd)
-            if self._pread is None:
-                self._pread = held_pread() or os_pread
-            return self._pread(fd)
+            return os_pread(fd) if path in SYSTEM_WIDE else thread_pread(fd)
         except OSError:
             self.forget(path)
             return None
@@ -144,21 +153,6 @@ class ProcFiles:
     def close(self) -> None:
         for path in list(self._fds):
             self.forget(path)
-
-
-_READERS = threading.local()  # per thread: a GIL-held pread of its own (its buffer is its own), made at first use
-OWN_READ_SIZE = 4096  # /proc/self/statm and io: under 200 bytes
-
-
-def thread_pread(fd: int) -> bytes:
-    """``fd`` read from its start by this thread's own GIL-held pread (held_pread; os.pread where unavailable). A
-    span's start and end read /proc/self/statm and io on vLLM's main thread: a GIL released there for the syscall is
-    taken by any thread waiting for it, and vLLM's thread must then wait to get it back (the EngineCore of a GPU
-    start has a hundred threads)."""
-    pread = getattr(_READERS, "pread", None)
-    if pread is None:
-        pread = _READERS.pread = held_pread(OWN_READ_SIZE) or os_pread
-    return pread(fd)
 
 
 class OwnFile:
@@ -230,7 +224,7 @@ def children(pid: int, read=read_file, used: set[str] | None = None, skip: set[s
              empty: set[str] | None = None) -> list[int]:
     """The children of every thread of ``pid`` (a thread's children file lists those it started); ``used``
     collects the files of its live threads, ``skip`` names files not to read this time, ``empty`` collects those read
-    that listed no child."""
+    that listed no child, but the main thread's (where vLLM starts its processes)."""
     out: list[int] = []
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -245,7 +239,7 @@ def children(pid: int, read=read_file, used: set[str] | None = None, skip: set[s
         raw = read(path)
         if raw:
             out.extend(int(x) for x in raw.split())
-        elif empty is not None:
+        elif empty is not None and tid != str(pid):  # a process's main thread is never taken for childless
             empty.add(path)
     return out
 
@@ -279,6 +273,9 @@ def cgroup_throttled_s() -> float | None:
     return None
 
 
+CPUINFO_HEAD = 4096  # the first processor's record
+
+
 def cpu_model() -> str | None:
     """The first processor's model name, from the file's first 4 KiB in one read: the kernel makes /proc/cpuinfo a
     processor at a time as it is read (milliseconds each on some hosts), and reading it whole took a read, and a
@@ -289,7 +286,7 @@ def cpu_model() -> str | None:
     except OSError:
         return None
     try:
-        raw = os.pread(fd, OWN_READ_SIZE, 0)
+        raw = os.pread(fd, CPUINFO_HEAD, 0)
     except OSError:
         raw = None
     finally:

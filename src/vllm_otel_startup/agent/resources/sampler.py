@@ -117,7 +117,7 @@ class Sampler:
         self._jobs: list[list[Any]] = []  # [every s, next due (monotonic), job, every s while busy] (every)
         self._held = False  # the jobs wait while this process imports (start(importing=True) until imports_over)
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
-        self.ticks = 0
+        self.ticks = 0  # ticks so far (the self-cost line)
         self.spent: dict[str, int] = {}  # this thread's CPU ns per part of a tick (the self-cost line, self_cost.py)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
@@ -198,16 +198,14 @@ class Sampler:
             self._setup()
             stride = max(1, (os.cpu_count() or 1) // 16)  # /proc/stat grows with the core count
             prev_sys = system_cores(self._files) if self.host else None
-            tick = 0
             while True:
                 now = time.monotonic()
                 due = min([now + self._interval(), *(job[1] for job in self._jobs if not self._held),
                            *((self._stop_at,) if self._stop_at is not None else ())])
                 self._wake.wait(max(0.0, due - now))
                 self._wake.clear()
-                tick += 1
-                self.ticks = tick
-                prev_sys = self._sample(tick, stride, prev_sys, every=self.waiting <= 0)
+                self.ticks += 1
+                prev_sys = self._sample(self.ticks, stride, prev_sys, every=self.waiting <= 0)
                 t0 = time.thread_time_ns()
                 self._run_jobs()
                 self._spent("jobs", t0)
@@ -348,7 +346,6 @@ class Sampler:
                 if c not in seen:
                     seen.add(c)
                     todo.append(c)
-        empty = {p for p in empty if p.split("/")[2] != p.split("/")[4]}  # a process's main thread: always read
         self._childless = empty if full else self._childless | empty
         for gone in self._tree - seen:  # a pid may be reused: never keep reading an old process's file
             self._files.forget(f"/proc/{gone}/stat")
