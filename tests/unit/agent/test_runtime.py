@@ -21,9 +21,10 @@ def test_the_api_servers_root_opens_at_the_processs_creation_with_the_start_mode
     assert rt.open_segment == (sc.IMPORTS_SPAN, rt.info.hook_ns)
     # made once the imports are over: a span ended while a process imports has the SDK's batch processor export it
     # on its thread beside those imports (issue 58)
-    assert s.spans(sc.INTERPRETER_START_SPAN) == [] and rt.sampler._held  # noqa: SLF001
+    # and no sampler thread while the process imports: it starts, with its jobs, once they are over
+    assert s.spans(sc.INTERPRETER_START_SPAN) == [] and rt.sampler._thread is None  # noqa: SLF001
     rt.close_segment(time.time_ns(), sc.CLI_SPAN)
-    assert not rt.sampler._held  # noqa: SLF001 - the sampler's jobs (progress refresh, metrics export) run from now
+    assert rt.sampler._thread.is_alive()  # noqa: SLF001
     [interp] = s.spans(sc.INTERPRETER_START_SPAN)
     assert (interp.start_time, interp.end_time) == (rt.info.create_ns, rt.info.hook_ns)
     assert interp.parent.span_id == rt.process_span.get_span_context().span_id

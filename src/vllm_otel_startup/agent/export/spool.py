@@ -50,29 +50,44 @@ def usable_root() -> str | None:
     return None
 
 
+_checked: set[str] = set()  # start directories found (or made) owner-only by this process: not checked again
+
+
 def _own_directory(trace_id: str) -> str | None:
+    """The start's directory, owner-only; checked once per process (a child's in-progress state is written every
+    few seconds while it starts, and each check is a few syscalls, each a hand-over of the GIL from vLLM's thread)."""
+    d = directory(trace_id)
+    if d in _checked:
+        return d
     base = usable_root()
     if base is None:
         return None
-    d = os.path.join(base, trace_id)
-    return d if private_dir.prepare(d, follow=False) is None else None
+    if private_dir.prepare(d, follow=False) is not None:
+        return None
+    _checked.add(d)
+    return d
 
 
 def _write(trace_id: str, name: str, text: str) -> bool:
     """Write ``<trace id>/<name>`` owner-only and atomically (readers never see half a file)."""
-    d = _own_directory(trace_id)
-    if d is None:
-        return False
-    try:
-        tmp = os.path.join(d, f".{name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, os.path.join(d, name))
-        return True
-    except OSError as exc:
-        _log.debug("spool write of %s failed: %s", name, exc)
-        return False
+    for _ in range(2):  # a directory checked earlier and gone since: checked (made) again, once
+        cached = directory(trace_id) in _checked
+        d = _own_directory(trace_id)
+        if d is None:
+            return False
+        try:
+            tmp = os.path.join(d, f".{name}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, os.path.join(d, name))
+            return True
+        except OSError as exc:
+            _checked.discard(d)
+            if not cached:
+                _log.debug("spool write of %s failed: %s", name, exc)
+                return False
+    return False
 
 
 def _read(trace_id: str, suffix: str) -> list[tuple[str, Any]]:
@@ -130,6 +145,7 @@ def count(trace_id: str, prefix: str) -> int:
 def remove(trace_id: str) -> None:
     if os.path.lexists(directory(trace_id)) and _own_directory(trace_id) is not None:
         shutil.rmtree(directory(trace_id), ignore_errors=True)
+    _checked.discard(directory(trace_id))
 
 
 def prune(now: float | None = None) -> None:

@@ -105,6 +105,7 @@ class Live:
         self.children: list[dict[str, Any]] = []  # the EngineCore's / workers' last states (API server)
         self.server: Any = None  # status_server.StatusServer (API server, opt-in)
         self._progress: tuple[str, float] | None = None  # (phase, monotonic time) of the last progress span
+        self._written: list[tuple[int, str]] | None = None  # a child: the open phases its last spool state had
 
     # ---- what the span processor reports (any thread) -------------------------------------------------------
     def opened(self, span: Any, phase: str) -> None:
@@ -279,7 +280,12 @@ class Live:
         if not rt.info.root:
             if self._stop.is_set():  # stop() removed the state: a tick racing it must not write it back
                 return
-            spool.write_live(tid, self._spool_name(), json.dumps(snap, separators=(",", ":")))
+            # only when its open phases changed: the API server moves a state's elapsed times on from its at_ns
+            # (processes), and each write is a few syscalls on our thread beside vLLM's busy main thread
+            opened = [(e["start_ns"], e["name"]) for e in snap["stack"]]
+            if opened != self._written and spool.write_live(tid, self._spool_name(),
+                                                            json.dumps(snap, separators=(",", ":"))):
+                self._written = opened
         else:
             self.children = spool.read_live(tid)
             self._estimate()

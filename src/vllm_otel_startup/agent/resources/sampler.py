@@ -115,27 +115,41 @@ class Sampler:
         self._last = (time.time_ns(), time.process_time_ns())  # the last reading in the series (wall, CPU ns)
         self._rss_since = 0  # the most RSS read since that reading (a reading too close to it is folded in)
         self._jobs: list[list[Any]] = []  # [every s, next due (monotonic), job, every s while busy] (every)
-        self._held = False  # the jobs wait while this process imports (start(importing=True) until imports_over)
+        self._deferred = False  # no thread while this process imports (start(importing=True) until imports_over)
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
         self.ticks = 0  # ticks so far (the self-cost line)
         self.spent: dict[str, int] = {}  # this thread's CPU ns per part of a tick (the self-cost line, self_cost.py)
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def start(self, importing: bool = False) -> None:
-        """The sampler thread; ``importing``: its jobs wait until :meth:`imports_over` (a refresh or an export on our
-        thread beside the process's imports makes its first lazy imports and encodings compete with them: more waits
-        of the main thread before its first log line, docs/lab/overhead.md)."""
-        self._held = importing
+        """The sampler thread; ``importing``: not before :meth:`imports_over`. A thread of ours beside a process's
+        imports takes the GIL from them at its start and at every tick, and a refresh or an export there makes its
+        first lazy imports and encodings compete with them: more waits of the main thread before its first log line
+        (docs/lab/overhead.md). Until then the span boundaries take the readings."""
         if self.hz <= 0:
             self.stopped = True
             return
+        self._deferred = importing
+        if not importing:
+            self._launch()
+
+    def _launch(self) -> None:
         self._last = (time.time_ns(), time.process_time_ns())
         self._thread = threads.Thread(target=self._run, name="vllm-otel-startup-sampler", daemon=True)
         self._thread.start()
 
     def imports_over(self) -> None:
-        """This process's imports are over (its first segment closed): the jobs run from their next due tick."""
-        self._held = False
+        """This process's imports are over (its first segment closed): the thread starts, and the jobs run an
+        interval from now (their pace while the process works), not at once beside the main thread's next steps."""
+        if not self._deferred:
+            return
+        self._deferred = False
+        if self.stopping:
+            return
+        now = time.monotonic()
+        for job in self._jobs:
+            job[1] = now + (job[0] if self.waiting > 0 else max(job[0], job[3]))
+        self._launch()
 
     def waiting_changed(self, delta: int) -> None:
         """A waiting phase of this process began (+1) or ended (-1): fast ticks while one is open (its main thread
@@ -200,7 +214,7 @@ class Sampler:
             prev_sys = system_cores(self._files) if self.host else None
             while True:
                 now = time.monotonic()
-                due = min([now + self._interval(), *(job[1] for job in self._jobs if not self._held),
+                due = min([now + self._interval(), *(job[1] for job in self._jobs),
                            *((self._stop_at,) if self._stop_at is not None else ())])
                 self._wake.wait(max(0.0, due - now))
                 self._wake.clear()
@@ -217,8 +231,6 @@ class Sampler:
         self._finish()
 
     def _run_jobs(self) -> None:
-        if self._held:
-            return
         now = time.monotonic()
         for job in self._jobs:
             if job[1] <= now:
@@ -385,7 +397,7 @@ class Sampler:
         and never a process whose torch.cuda is not initialised (asking would create a context)."""
         if self.host or not self._cuda_context():
             return None, None
-        sampling = self._thread is not None and self._thread.is_alive() and not self.stopping
+        sampling = not self.stopping and (self._deferred or (self._thread is not None and self._thread.is_alive()))
         return self.gpu_memory_source.reading(self.nvml, sampling)
 
     def summary(self, a: Snapshot, b: Snapshot) -> dict[str, Any]:

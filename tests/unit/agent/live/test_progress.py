@@ -3,6 +3,7 @@ progress series and their end at ready, the one-line tick. The real proof is tes
 
 from __future__ import annotations
 
+import json
 import time
 
 from spans import ANY, assert_attributes
@@ -81,3 +82,24 @@ def test_tick_prints_one_line_and_records_a_progress_span(start, capsys):
     s.rt.live.tick()  # same phase, seconds later: no second record
     assert len(s.spans(sc.PROGRESS_SPAN)) == 1
     span.end()
+
+
+def test_a_child_writes_its_state_for_the_api_server_only_when_its_open_phases_changed(start, monkeypatch):
+    """Each write is a few syscalls on our thread beside vLLM's busy main thread; the API server moves a state's
+    elapsed times on from its ``at_ns`` (Live.processes), so an unchanged stack needs no new write."""
+    from vllm_otel_startup.agent.export import spool
+
+    written: list[dict] = []
+    monkeypatch.setattr(spool, "write_live", lambda tid, name, text: written.append(json.loads(text)) or True)
+    s = start("engine_core")
+    span = s.rt.tracer.start_span("Load weights")
+    s.rt.live.tick()
+    s.rt.live.tick()  # the same open phases: not written again
+    assert [w["phase"] for w in written] == ["weights_load"]
+    span.end()
+    s.rt.live.tick()  # its phase ended: written
+    assert len(written) == 2 and written[-1]["phase"] != "weights_load"
+    s.rt.live.children = [written[0]]  # as the API server reads it, later: its elapsed times moved on to now
+    time.sleep(0.02)
+    child = s.rt.live.processes()[1]  # (this process's own state first)
+    assert child["phase"] == "weights_load" and child["phase_elapsed_s"] >= written[0]["phase_elapsed_s"] + 0.02
