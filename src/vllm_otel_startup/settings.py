@@ -41,9 +41,16 @@ DISABLED = _s("DISABLED", "false", "true: the instrumentor does nothing in this 
 DIR = _s("DIR", "", "local startup-trace files (the `vllm_startup_file` exporter); default "
          "`$XDG_CACHE_HOME/vllm-otel-startup/starts` (`~/.cache/...`)")
 KEEP = _s("KEEP", "20", "newest start files kept there")
-FLUSH_MS = _s("FLUSH_MS", "25", "longest wait for the export at a process's ready point (the export goes on in the "
-              "background; three processes pass a ready point, so a collector that never answers costs at most "
-              "3 × 25 ms)")
+FLUSH_MS = _s("FLUSH_MS", "25", "longest wait at a process's ready point for its local hand-over (spans spooled for "
+              "the API server, startup metrics recorded) and, with `READY_EXPORT_DELAY_MS=0`, its export (which "
+              "goes on in the background; three processes pass a ready point, so a collector that never answers "
+              "costs at most 3 × 25 ms)")
+READY_EXPORT_DELAY_MS = _s("READY_EXPORT_DELAY_MS", "1000", "after a process's ready point: how long its export "
+                           "(spans and metrics, to the collector and the local file) and the API server's printed "
+                           "breakdown wait, so that its main thread serves its first requests (the readiness probe, "
+                           "the API server's last calls to its engine) with no thread of ours beside it. Its spans and "
+                           "startup metrics are handed over locally at once (the ready point's `FLUSH_MS`); a process "
+                           "that exits sooner exports them at its exit. `0`: at once")
 FAILURE_FLUSH_MS = _s("FAILURE_FLUSH_MS", "1000", "when a process fails or exits before ready: longest wait for its "
                       "local hand-over (startup metrics recorded, spans spooled; no network); its export then waits at "
                       "most `FLUSH_MS`, as at a ready point, and what is left goes with the SDK's shutdown at exit")
@@ -100,8 +107,8 @@ TRACEPARENT = _s("TRACEPARENT", "", "W3C traceparent of the span a spawned child
 CHILD_KIND = _s("CHILD_KIND", "", "`engine_core` or `worker`: what a spawned child is", internal=True)
 CHILD_RANK = _s("CHILD_RANK", "", "a spawned worker's global rank", internal=True)
 
-ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, FAILURE_FLUSH_MS, EXPORT_EACH_PHASE, EXPORT_BUSY_MS,
-                            DEBUG, SUMMARY,
+ALL: tuple[Setting, ...] = (DISABLED, DIR, KEEP, FLUSH_MS, READY_EXPORT_DELAY_MS, FAILURE_FLUSH_MS,
+                            EXPORT_EACH_PHASE, EXPORT_BUSY_MS, DEBUG, SUMMARY,
                             TEMPO_URL, TEMPO_TENANT, JAEGER_URL, SAMPLE_HZ, SAMPLE_BUSY_MS, GPU_SAMPLE_HZ,
                             SAMPLE_TAIL_MS, METRICS_FLUSH_MS, LIVE_INTERVAL_MS, STATUS_PORT, HISTORY, LABELS,
                             TRACEPARENT, CHILD_KIND, CHILD_RANK)

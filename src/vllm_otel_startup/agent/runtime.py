@@ -177,12 +177,11 @@ class Runtime(SpanLedger, PatchRecord):
             self.facts = start_facts(self.facts, self.sampler)
         ready.close_process_span(self, end_ns, outcome, error)
         self.nudge.over()  # the batch processors' own schedule from now on
-        # a start that fails or exits waits for its export no longer than a ready point; only its local hand-over
-        # (metrics recorded before the SDK shuts down at exit) may take up to FAILURE_FLUSH_MS
+        delay_s = ready.export_delay(self.info, failing)  # failed or exiting: at once (hand-over: FAILURE_FLUSH_MS)
         ready.flush(self, settings.seconds_from_ms(settings.FLUSH_MS), before=lambda: ready.publish(self),
-                    handover_s=settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if failing else 0.0)
+                    handover_s=settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if failing else 0.0, delay_s=delay_s)
         if self.info.root and error is None:
-            ready.print_summary_later(self)
+            ready.print_summary_later(self, delay_s)
         if self.sampler is not None:
             self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), ready.flush_metrics)
 

@@ -1,6 +1,10 @@
 """The ready point's work: what a process publishes when its startup ends (startup metrics recorded; a child's
 spans spooled for the API server; in the API server the whole start on vLLM's /metrics and the printout), and
-the bounded flush that exports it without holding the ready point for more than a few milliseconds.
+the bounded flush that exports it without holding the ready point for more than a few milliseconds. The export and
+the printout wait ``READY_EXPORT_DELAY_MS`` (1 s): right after its ready point a process's main thread serves its
+first requests (the readiness probe; an EngineCore, its API server's last calls), and a thread of ours exporting or
+rendering beside it makes it wait for the GIL (docs/lab/overhead.md). A process that exits before then exports at
+its exit (the SDK's shutdown) and prints its breakdown there; a forked child exports at once (export_delay).
 
 Everything here runs on the flush thread, off the ready path, and never raises into the host. A failure of
 ours here (publish, printout) costs one warning per process (guard.READY); a failing export is the exporter's to
@@ -35,6 +39,19 @@ from vllm_otel_startup.agent.foundation.process import (
 )
 
 _log = logging.getLogger("vllm_otel_startup")
+_EXITING = threading.Event()  # set at exit: ready-point work still waiting its delay is done there, or by the SDK
+_UNPRINTED: list[Any] = []  # the runtime whose breakdown waits its delay (printed at exit if it comes first)
+_PRINT_LOCK = threading.Lock()
+
+
+def _at_exit() -> None:
+    """Registered after the SDK's own exit hooks (this module is imported once the providers exist): runs before them,
+    so a delayed export is left to the SDK's shutdown and a delayed breakdown is printed here."""
+    _EXITING.set()
+    _print_pending()
+
+
+atexit.register(_at_exit)
 
 
 class ReadyHost(Protocol):
@@ -155,13 +172,28 @@ def _record_metrics(rt: ReadyHost, own: list[Any], whole: list[Any], labels: dic
     rt.recorder.record(observations)
 
 
-def print_summary_later(rt: ReadyHost) -> None:
-    """The compact breakdown in the server's log at ready (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread
-    of its own started once the ready point's wait is over: the rendering never competes with the main thread for
-    the GIL while it waits (under load, the rendering competing for the GIL stretched them past their budget)."""
-    if not threads.start(threads.Thread(target=print_summary, args=(rt,), name="vllm-otel-startup-summary",
-                                        daemon=True)):
-        print_summary(rt)  # interpreter shutdown (a start that exits): nothing left to compete with
+def print_summary_later(rt: ReadyHost, delay_s: float = 0.0) -> None:
+    """The compact breakdown in the server's log (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread of its own,
+    ``delay_s`` after the ready point (READY_EXPORT_DELAY_MS): the rendering never competes with the main thread for
+    the GIL while it waits at its ready point nor while it serves its first requests; at exit if that comes first."""
+    with _PRINT_LOCK:
+        _UNPRINTED.append(rt)
+
+    def run() -> None:
+        if delay_s > 0:
+            _EXITING.wait(delay_s)
+        _print_pending()
+
+    if not threads.start(threads.Thread(target=run, name="vllm-otel-startup-summary", daemon=True)):
+        _print_pending()  # interpreter shutdown (a start that exits): nothing left to compete with
+
+
+def _print_pending() -> None:
+    with _PRINT_LOCK:
+        pending = list(_UNPRINTED)
+        _UNPRINTED.clear()
+    for rt in pending:
+        print_summary(rt)
 
 
 def print_summary(rt: ReadyHost) -> None:
@@ -207,11 +239,23 @@ def flush_metrics() -> None:
         flush(10_000)
 
 
-def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None, handover_s: float = 0.0) -> None:
+def export_delay(info: ProcessInfo, failing: bool) -> float:
+    """How long a process's export waits after its start ended: READY_EXPORT_DELAY_MS at a ready point; nothing for a
+    start that fails or exits (the process is leaving), nor in a forked child (multiprocessing ends one with
+    ``os._exit``: no exit hook, where an export still waiting would be lost)."""
+    if failing or info.create_source == "fork":
+        return 0.0
+    return settings.seconds_from_ms(settings.READY_EXPORT_DELAY_MS)
+
+
+def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None, handover_s: float = 0.0,
+          delay_s: float = 0.0) -> None:
     """Export what this process has, waiting at most ``wait_s``; the export goes on in the background.
-    ``before`` runs first on the same thread (work that must not delay the ready point). ``handover_s`` (a start
-    that fails or exits: the SDK shuts down next): first wait up to that long for ``before`` (local work, no
-    network: metrics recorded, spans spooled), then ``wait_s`` for the export, as at a ready point."""
+    ``before`` runs first on the same thread (work that must not delay the ready point). ``delay_s`` (a ready point:
+    READY_EXPORT_DELAY_MS): the wait is for ``before`` alone, and the export begins that long after it (at exit
+    sooner: then the SDK's shutdown exports). ``handover_s`` (a start that fails or exits: the SDK shuts down next):
+    first wait up to that long for ``before`` (local work, no network: metrics recorded, spans spooled), then
+    ``wait_s`` for the export, as at a ready point."""
     debug = settings.flag(settings.DEBUG)
     handed_over = threading.Event()
 
@@ -220,6 +264,8 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
         if before is not None:
             safe(READY, before)
         handed_over.set()
+        if delay_s > 0 and _EXITING.wait(delay_s):
+            return  # exiting: the SDK's shutdown, right after the exit hooks, exports what is queued
         try:
             flush_each(rt.provider, 30_000)  # each exporter on its own: a stuck collector never holds up the file
             flush_metrics()
@@ -247,7 +293,11 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
     # wait_s is the caller's whole budget, timed from outside (tests/e2e/ready_probe.py): the thread's start counts
     # (the GIL handed to the new thread and back), and twice that, at least two switch intervals, is kept for
     # getting the GIL back from busy threads when the join times out (a plain join(wait_s) overran its budget)
-    t.join(max(0.0, wait_s - started - 2 * max(started, sys.getswitchinterval())))
+    budget = max(0.0, wait_s - started - 2 * max(started, sys.getswitchinterval()))
+    if delay_s > 0:
+        handed_over.wait(budget)  # the local hand-over; the export comes later
+    else:
+        t.join(budget)
     if debug:
         threads.say(f"[vllm-otel-startup] {rt.info.kind} pid {os.getpid()} ready-point wait "
                     f"{1e3 * (time.monotonic() - t0):.1f} ms (export {'running' if t.is_alive() else 'done'})",

@@ -116,6 +116,7 @@ class Sampler:
         self._rss_since = 0  # the most RSS read since that reading (a reading too close to it is folded in)
         self._jobs: list[list[Any]] = []  # [every s, next due (monotonic), job, every s while busy] (every)
         self._deferred = False  # no thread while this process imports (start(importing=True) until imports_over)
+        self._replan = False  # a wake-up only to wait for a new time (stop_after), not a tick
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
         self.ticks = 0  # ticks so far (the self-cost line)
         self.spent: dict[str, int] = {}  # this thread's CPU ns per part of a tick (the self-cost line, self_cost.py)
@@ -174,6 +175,7 @@ class Sampler:
         """Keep sampling ``tail_s`` more seconds, then take a last sample, call ``on_stop`` and end."""
         self._on_stop = on_stop
         self._stop_at = time.monotonic() + tail_s
+        self._replan = True  # woken to wait for the stop time: no tick now, beside the ready point's main thread
         self._wake.set()
         if self._thread is None or not self._thread.is_alive():
             self._finish()
@@ -216,8 +218,11 @@ class Sampler:
                 now = time.monotonic()
                 due = min([now + self._interval(), *(job[1] for job in self._jobs),
                            *((self._stop_at,) if self._stop_at is not None else ())])
-                self._wake.wait(max(0.0, due - now))
+                woken = self._wake.wait(max(0.0, due - now))
                 self._wake.clear()
+                if woken and self._replan:
+                    self._replan = False
+                    continue
                 self.ticks += 1
                 prev_sys = self._sample(self.ticks, stride, prev_sys, every=self.waiting <= 0)
                 t0 = time.thread_time_ns()

@@ -120,3 +120,43 @@ def test_a_thread_refused_for_any_other_reason_is_raised_as_before(monkeypatch):
     with pytest.raises(RuntimeError, match="can't start new thread"):
         ready.flush(rt, 0.025, before=lambda: handed.append(1))
     assert handed == []
+
+
+def test_at_a_ready_point_the_wait_is_for_the_local_hand_over_and_the_export_comes_a_delay_later():
+    """Right after its ready point a process's main thread serves its first requests: an export or a rendering of
+    ours beside it makes it wait for the GIL, so they begin READY_EXPORT_DELAY_MS later."""
+    exported, handed = [], []
+    rt = SimpleNamespace(provider=SimpleNamespace(force_flush=lambda timeout: exported.append(time.monotonic())),
+                         info=SimpleNamespace(kind="worker"))
+    t0 = time.monotonic()
+    ready.flush(rt, 5.0, before=lambda: handed.append(time.monotonic()), delay_s=0.3)
+    back = time.monotonic()
+    assert handed and back - t0 < 0.25 and exported == []  # back once handed over, not after the export
+    deadline = time.monotonic() + 5
+    while not exported and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert exported and exported[0] - handed[0] >= 0.29
+
+
+def test_no_delay_for_a_start_that_fails_or_a_forked_child():
+    spawned = SimpleNamespace(create_source="proc")
+    assert ready.export_delay(spawned, failing=False) == 1.0  # READY_EXPORT_DELAY_MS's default
+    assert ready.export_delay(spawned, failing=True) == 0.0  # the process is leaving
+    # multiprocessing ends a forked child with os._exit: no exit hook would export what still waits
+    assert ready.export_delay(SimpleNamespace(create_source="fork"), failing=False) == 0.0
+
+
+def test_a_breakdown_still_waiting_at_exit_is_printed_there_once(monkeypatch):
+    printed: list[object] = []
+    monkeypatch.setattr(ready, "print_summary", printed.append)
+    monkeypatch.setattr(ready, "_EXITING", threading.Event())
+    rt = object()
+    ready.print_summary_later(rt, delay_s=30.0)
+    assert printed == []
+    ready._at_exit()  # noqa: SLF001 - the process exits before the delay is over
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and threading.active_count() > 1 and printed == [rt]:
+        time.sleep(0.05)  # the waiting thread wakes too: it must not print it again
+        if not any(t.name == "vllm-otel-startup-summary" for t in threading.enumerate()):
+            break
+    assert printed == [rt]

@@ -177,3 +177,24 @@ def test_a_start_that_ends_while_importing_never_starts_the_thread():
     s.stop_after(0.0, lambda: stopped.append(True))
     s.imports_over()
     assert stopped == [True] and s.stopped and s._thread is None  # noqa: SLF001
+
+
+def test_told_when_to_stop_it_takes_no_tick_then_but_its_last_one_at_the_stop(monkeypatch):
+    """stop_after comes at a ready point, when the main thread serves its first requests: a tick there would take the
+    GIL from it; the thread only wakes to wait for the stop time, where it takes its last reading."""
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "60000")
+    s = Sampler(host=False)
+    ticks: list[float] = []
+    sample = s._sample  # noqa: SLF001
+
+    def counted(*args, **kwargs):
+        ticks.append(time.monotonic())
+        return sample(*args, **kwargs)
+
+    monkeypatch.setattr(s, "_sample", counted)
+    s.start()
+    time.sleep(0.1)
+    told, stopped = time.monotonic(), []
+    s.stop_after(0.4, lambda: stopped.append(True))
+    s.join(5)
+    assert stopped == [True] and len(ticks) == 1 and ticks[0] - told >= 0.39
