@@ -52,6 +52,8 @@ def _at_exit() -> None:
 
 
 atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):  # a child forked while a breakdown waits: the parent's, never printed there
+    os.register_at_fork(after_in_child=_UNPRINTED.clear)
 
 
 class ReadyHost(Protocol):

@@ -160,3 +160,17 @@ def test_a_breakdown_still_waiting_at_exit_is_printed_there_once(monkeypatch):
         if not any(t.name == "vllm-otel-startup-summary" for t in threading.enumerate()):
             break
     assert printed == [rt]
+
+
+def test_a_child_forked_while_a_breakdown_waits_never_prints_its_parents(monkeypatch):
+    printed: list[object] = []
+    monkeypatch.setattr(ready, "print_summary", printed.append)
+    monkeypatch.setattr(ready, "_EXITING", threading.Event())
+    ready.print_summary_later(object(), delay_s=30.0)
+    pid = os.fork()
+    if pid == 0:
+        ready._at_exit()  # noqa: SLF001 - the child's exit
+        os._exit(0 if printed == [] else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    ready._at_exit()  # noqa: SLF001 - the parent still prints its own, once
+    assert len(printed) == 1
