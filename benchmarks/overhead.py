@@ -51,7 +51,8 @@ rounds).
         installed), every full garbage collection of both arms is counted per process (full_gc.*);
         every start leaves threads.json (per
         thread of each of its processes at the first /health 200: CPU seconds, context switches, page faults, CPU
-        migrations and NUMA counters; a 2 Hz timeline of the main threads; the host's /proc/vmstat deltas).
+        migrations and NUMA counters; a 2 Hz timeline of the main threads and of ours, `vos-*`, with each
+        process's threads' summed waits; the host's /proc/vmstat deltas).
     python -m benchmarks overhead rows WORKDIR/rows.json   (a cpu run's starts again)
     python -m benchmarks overhead gpu RUNS_DIR [RUNS_DIR ...]
         the analysis of such a queue's runs (each run dir: serve.log, stopwatch.json; with threads.json also, per
