@@ -45,8 +45,9 @@ _PRINT_LOCK = threading.Lock()
 
 
 def _at_exit() -> None:
-    """Registered after the SDK's own exit hooks (this module is imported once the providers exist): runs before them,
-    so a delayed export is left to the SDK's shutdown and a delayed breakdown is printed here."""
+    """At exit: a delayed export is left to the SDK's shutdown (this hook is registered after the SDK's where the
+    providers exist before the agent, and runs first; in the other order the export has gone already), and a
+    delayed breakdown is printed here."""
     _EXITING.set()
     _print_pending()
 

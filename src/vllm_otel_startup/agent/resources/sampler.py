@@ -142,14 +142,11 @@ class Sampler:
     def imports_over(self) -> None:
         """This process's imports are over (its first segment closed): the thread starts, and the jobs run an
         interval from now (their pace while the process works), not at once beside the main thread's next steps."""
-        if not self._deferred:
+        deferred, self._deferred = self._deferred, False
+        if not deferred or self.stopping:
             return
-        self._deferred = False
-        if self.stopping:
-            return
-        now = time.monotonic()
         for job in self._jobs:
-            job[1] = now + (job[0] if self.waiting > 0 else max(job[0], job[3]))
+            job[1] = time.monotonic() + self._pace(job)
         self._launch()
 
     def waiting_changed(self, delta: int) -> None:
@@ -239,11 +236,14 @@ class Sampler:
         now = time.monotonic()
         for job in self._jobs:
             if job[1] <= now:
-                job[1] = now + (job[0] if self.waiting > 0 else max(job[0], job[3]))
+                job[1] = now + self._pace(job)
                 try:
                     job[2]()
                 except Exception:  # noqa: BLE001 - a job (the in-progress refresh) is best effort
                     _log.debug("sampler job failed", exc_info=True)
+
+    def _pace(self, job: list[Any]) -> float:  # a job's interval now: its own while a waiting phase is open
+        return job[0] if self.waiting > 0 else max(job[0], job[3])
 
     def _setup(self) -> None:
         # No process loads NVML while it imports. The API server loads it once it has a descendant (_load_nvml:
