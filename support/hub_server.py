@@ -14,7 +14,10 @@ huggingface_hub 2.x calls for a model:
 Everything else is 404 with the hub's X-Error-Code. The commit is a hash of the repository's file hashes.
 
 Bandwidth: one token bucket shared by all connections paces every file body (the limit a slow link would set);
-``bytes_sent`` counts the file bytes that left the server. The tests run it in a process of its own
+``bytes_sent`` counts the file bytes that left the server; ``sends`` holds, per file, its bytes sent and the
+seconds from the first body request's arrival to the last byte written: the rate the link delivered, the yardstick
+of the download span (on a starved host the delivery falls below the limit, and the span must follow it, not the
+limit). The tests run it in a process of its own
 (:class:`HubProcess`, ``python -m support.hub_server``): its pacing sleeps and sends would otherwise share the test
 process's interpreter lock with whatever the tests run meanwhile (measured: 20 % under its rate).
 """
@@ -117,6 +120,7 @@ class HubServer:
         self.bucket = TokenBucket(rate)
         self.rate = rate
         self.bytes_sent = 0
+        self.sends: dict[str, list[float]] = {}  # path -> [first body's start, last byte's end, bytes] (monotonic s)
         self.requests: list[str] = []  # "METHOD path status": what the clients asked for
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -135,6 +139,16 @@ class HubServer:
     def count_sent(self, n: int) -> None:
         with self._lock:
             self.bytes_sent += n
+
+    def note_send(self, path: str, t0: float, t1: float, n: int) -> None:
+        with self._lock:
+            w = self.sends.setdefault(path, [t0, t1, 0])
+            w[0], w[1], w[2] = min(w[0], t0), max(w[1], t1), w[2] + n
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {"bytes_sent": self.bytes_sent,
+                    "sends": {p: {"bytes": int(n), "seconds": t1 - t0} for p, (t0, t1, n) in self.sends.items()}}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         return type("Handler", (HubHandler,), {"hub": self})
@@ -187,7 +201,7 @@ class HubHandler(BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         path, query = urllib.parse.unquote(url.path), urllib.parse.parse_qs(url.query)
         if path == "/_vos/stats":  # the test's view of what left the server (HubProcess)
-            self._json({"bytes_sent": self.hub.bytes_sent})
+            self._json(self.hub.stats())
         elif m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
             repo = self._repo(m[1])
             if repo and self._rev_ok(repo, m[2] or "main"):
@@ -269,6 +283,7 @@ class HubHandler(BaseHTTPRequestHandler):
         self.hub.requests.append(f"{self.command} {self.path} {206 if rng else 200}")
         if self.command == "HEAD":
             return
+        t0 = time.monotonic()
         with f.local.open("rb") as src:
             src.seek(start)
             left = length
@@ -280,10 +295,11 @@ class HubHandler(BaseHTTPRequestHandler):
                 self.wfile.write(block)
                 self.hub.count_sent(len(block))
                 left -= len(block)
+        self.hub.note_send(rel, t0, time.monotonic(), length - left)
 
 
 class HubProcess:
-    """A :class:`HubServer` in a process of its own, with the same ``url``, ``bytes_sent`` and ``stop()``."""
+    """A :class:`HubServer` in a process of its own, with the same ``url``, ``bytes_sent``, ``sends`` and ``stop()``."""
 
     def __init__(self, repos: dict[str, Path], rate: float) -> None:
         self.repos, self.rate = repos, rate
@@ -301,12 +317,20 @@ class HubProcess:
         self.url = f"http://127.0.0.1:{line.split()[1]}"
         return self
 
-    @property
-    def bytes_sent(self) -> int:
+    def stats(self) -> dict:
         import urllib.request
 
         with urllib.request.urlopen(f"{self.url}/_vos/stats", timeout=10) as r:  # noqa: S310 - loopback
-            return int(json.loads(r.read())["bytes_sent"])
+            return json.loads(r.read())
+
+    @property
+    def bytes_sent(self) -> int:
+        return int(self.stats()["bytes_sent"])
+
+    @property
+    def sends(self) -> dict[str, dict]:
+        """Per file: ``{"bytes": n, "seconds": s}`` (HubServer.sends)."""
+        return self.stats()["sends"]
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -166,7 +166,7 @@ def _hub_download(s: Session) -> Observed:
     """`vllm serve ORG/NAME` with an empty HF_HOME: the weights come down from the hub server."""
     hub = _hub(s)
     obs = observe(s.backends, _hub_serve(s))
-    obs.hub_bytes_sent = hub.bytes_sent
+    obs.hub_bytes_sent, obs.hub_sends = hub.bytes_sent, hub.sends
     return obs
 
 

@@ -276,9 +276,10 @@ def test_weights_downloaded_alert_fires_on_the_real_download(stores, hub_downloa
         assert value == w.attrs[sc.WEIGHTS_BYTES], (path, result)
 
 
-def test_throughput_panel_shows_each_source_at_its_speed(stores, slow_storage, hub_cached):
-    """The fleet dashboard's GB/s-by-source panel on the weight-source fleet: the slow FUSE start (local_dir) at its
-    link's limit, the hub-cache rerun (local disk) far faster, the download (hub_download) in between."""
+def test_throughput_panel_shows_each_source_at_its_speed(stores, slow_storage, hub_cached, hub_download):
+    """The fleet dashboard's GB/s-by-source panel on the weight-source fleet: each source at the rate its start's
+    `Load weights` span measured; the slow FUSE start (local_dir) at its link's limit, the hub-cache rerun (local
+    disk) well above it."""
     from e2e_params import SLOW_RATE, WEIGHTS_NS
 
     backends, _ = stores
@@ -288,5 +289,8 @@ def test_throughput_panel_shows_each_source_at_its_speed(stores, slow_storage, h
     print(gbps)
     assert set(gbps) == {"hub_download", "hub_cache", "local_dir"}, gbps
     assert gbps["local_dir"] == pytest.approx(slow_storage.one("Load weights").attrs[sc.WEIGHTS_GBPS], rel=0.02)
+    for source, obs in (("hub_cache", hub_cached), ("hub_download", hub_download)):
+        assert gbps[source] == pytest.approx(obs.one("Load weights").attrs[sc.WEIGHTS_GBPS], rel=0.02), source
     assert 0.85 * SLOW_RATE / 1e9 <= gbps["local_dir"] <= 1.05 * SLOW_RATE / 1e9
-    assert gbps["hub_cache"] > 5 * gbps["local_dir"] and gbps["hub_cache"] > gbps["hub_download"]
+    # a CPU-bound copy from local disk: 0.34-0.60 GB/s on the development host, 0.068 once on a slow CI host
+    assert gbps["hub_cache"] > 2 * gbps["local_dir"]

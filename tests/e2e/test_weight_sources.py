@@ -3,7 +3,8 @@
 - hub download: `vllm serve ORG/NAME` against a hub-protocol server on 127.0.0.1 (support/hub_server.py: a minimal
   standard-library server for the endpoints huggingface_hub calls, since olah cannot serve a local repository
   offline; its docstring says why) that paces every file at HUB_RATE. The `Download weights - HF` span carries the
-  bytes, files and GB/s of what arrived in the hub cache during it: within 15 % of the limit.
+  bytes, files and GB/s of what arrived in the hub cache during it: within 15 % of the rate the server delivered
+  (the limit on an idle host, less on a starved one).
 - the same start again with the same HF_HOME: the weights come from the hub cache, nothing is downloaded, and
   `vllm-otel-startup compare` says so.
 - slow shared storage: the model on a throttled FUSE passthrough mount (support/slow_fs.py) at SLOW_RATE: `Load
@@ -48,10 +49,16 @@ def test_download_span_measures_the_hub_limit(hub_download, padded_model):
     size = _weights_file(padded_model)
     assert dl.attrs[sc.DOWNLOAD_FILES] == 1 and dl.attrs[sc.DOWNLOAD_BYTES] == size, dl.attrs
     gbps = dl.attrs[sc.DOWNLOAD_GBPS]
-    err = gbps / (HUB_RATE / 1e9) - 1
-    print(f"hub limit {HUB_RATE / 1e9:.3f} GB/s, download span {gbps:.4f} GB/s ({100 * err:+.1f} %), "
-          f"{size} bytes in {dl.duration:.2f} s")
-    assert abs(err) <= 0.15
+    sent = hub_download.hub_sends["model.safetensors"]
+    assert sent["bytes"] == size, sent
+    link = size / sent["seconds"] / 1e9  # what the server delivered: the limit, or less on a starved host
+    err = gbps / link - 1
+    print(f"hub limit {HUB_RATE / 1e9:.3f} GB/s, delivered {link:.4f} GB/s in {sent['seconds']:.2f} s, "
+          f"download span {gbps:.4f} GB/s ({100 * err:+.1f} %), {size} bytes in {dl.duration:.2f} s")
+    assert link <= 1.02 * HUB_RATE / 1e9  # the limit held (its 1 MiB burst is 0.5 % of the file)
+    # the span holds the transfer and vLLM's few metadata requests around it: its rate is the link's, a little under
+    # (-3 to -11 % against the limit on the development host, -24 % once on a slower CI host, delivery not recorded)
+    assert -0.15 <= err <= 0.01
     assert hub_download.hub_bytes_sent >= size  # the server did send them (plus config and tokenizer files)
     w = hub_download.one("Load weights")
     assert w.attrs[sc.WEIGHTS_SOURCE] == "hub_download" and w.attrs[sc.DOWNLOAD_BYTES] == size
@@ -104,5 +111,8 @@ def test_slow_storage_load_reflects_the_limit_and_the_advice_fires(slow_storage,
     print(a.lines())
     assert "fuse.slowfs" in a.evidence and a.saving_s > 0.8 * w.duration
     local = hub_cached.one("Load weights")
-    assert local.attrs[sc.WEIGHTS_GBPS] > 5 * gbps  # the same bytes from local disk
+    # the same bytes from local disk, not held to the link's rate: a CPU-bound copy, 0.34-0.60 GB/s on the development
+    # host and 0.068-0.084 GB/s on a slow or busy one (twice in ten full runs)
+    assert local.attrs[sc.WEIGHTS_GBPS] > 2 * gbps
+    assert local.attrs[sc.RES_CORES_AVG] > 2 * w.attrs[sc.RES_CORES_AVG]  # the slow one waits on its link
     assert "slow_weights" not in _advice(hub_cached)
