@@ -122,17 +122,26 @@ def per_process(lines: Iterable[str], api_pid: int | None = None,
 
 
 def tree(root: int) -> dict[int, str]:
-    """``root`` and its descendants now: pid -> name (/proc)."""
+    """``root`` and its descendants now: pid -> name (/proc). A process vLLM did not rename (under OpenTelemetry alone
+    its EngineCore stayed ``python``) is named by its place: the API server's child that has children of its own is
+    the EngineCore, their children its workers (the multiprocessing resource tracker has none)."""
     out: dict[int, str] = {}
+    kids: dict[int, list[int]] = {}
     todo = [root]
     while todo:
         pid = todo.pop()
         try:
             out[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
+            kids[pid] = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                         for c in (task / "children").read_text().split()]
         except OSError:
             continue  # gone
+        todo += kids[pid]
+    for ec in (c for c in kids.get(root, []) if kids.get(c) and not out.get(c, "").startswith("VLLM::")):
+        out[ec] = "VLLM::EngineCor"
+        for worker in kids[ec]:
+            if not out.get(worker, "").startswith("VLLM::"):
+                out[worker] = "VLLM::Worker"
     return out
 
 
