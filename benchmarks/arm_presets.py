@@ -2,11 +2,13 @@
 item 3): what of it is the launcher, the SDK, and our distro's and configurator's choices. Environment only, no code
 of ours: each is what a user could set.
 
-- ``otelonly``: OpenTelemetry alone under our distro and configurator (its bootstrap, the SDK, our exporters, our
-  resource attributes); our instrumentor not loaded.
-- ``sdkoff``: that with ``OTEL_SDK_DISABLED=true``: the launcher, its entry-point scans, our distro and configurator
-  importing the SDK and its exporters and building its providers disabled (no span, no metric, no export). Not the
-  launcher alone: the SDK's configuration runs under this flag (opentelemetry-sdk reads it in its providers).
+- ``otelonly``: OpenTelemetry alone under our distro and configurator (its bootstrap, the SDK with its exporters,
+  batch processor and metric reader threads, its resource detection, our resource attributes); our instrumentor does
+  nothing (``OTEL_PYTHON_VLLM_STARTUP_OFF=instrumentor``, a diagnostics switch). Until 2026-12-07 this arm was
+  ``OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=vllm_startup``, which since "off means off" (issue 60) also stops our distro
+  and configurator: it measured the launcher with no SDK at all (docs/lab/overhead.md says which figures).
+- ``sdkoff``: ``OTEL_SDK_DISABLED=true``: the launcher, its entry-point scans, our distro and configurator loaded as
+  entry points and returning at once (off means off: no SDK is configured).
 - ``launcher``: the launcher and its entry-point scans only: distro and configurator names that match no entry point
   (opentelemetry-instrument then takes its DefaultDistro and configures nothing; one warning line a process that
   ``vllm_startup`` was not loaded), every instrumentor skipped (``*``).
@@ -29,7 +31,7 @@ GPU_DISTRO_PATH = "@tools/otel-distro:@R/site:@R/site-otel"  # the patched drive
 NOT_OURS = {"OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "vllm_startup"}
 
 PRESETS: dict[str, dict[str, str]] = {
-    "otelonly": dict(NOT_OURS),
+    "otelonly": {"OTEL_PYTHON_VLLM_STARTUP_OFF": "instrumentor"},
     "sdkoff": {"OTEL_SDK_DISABLED": "true", **NOT_OURS},
     "launcher": {"OTEL_PYTHON_DISTRO": "none", "OTEL_PYTHON_CONFIGURATOR": "none",
                  "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "*"},

@@ -48,6 +48,10 @@ class VllmStartupInstrumentor(BaseInstrumentor):
 
         if switched_off():  # OTEL_SDK_DISABLED, our entry point disabled, or our DISABLED: nothing of ours runs
             return
+        from .diagnostics import off
+
+        if off("instrumentor"):  # diagnostics.OFF: the SDK as our distro and configurator set it up, nothing else
+            return
         try:
             self._setup(**kwargs)
         except Exception:  # noqa: BLE001 - never break the host's start

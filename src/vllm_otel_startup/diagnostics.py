@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from vllm_otel_startup.settings import PREFIX, Setting, text
 
 OFF = Setting(PREFIX + "OFF", "", "diagnostics, for overhead measurements (the overhead benchmark's `--variant`): "
-              "parts of the agent to leave out, comma-separated: `compile_stages` (PyTorch's compile regions as "
+              "parts of the agent to leave out, comma-separated: `instrumentor` (our distro and configurator set up "
+              "OpenTelemetry's SDK, its exporters and threads; our instrumentor does nothing: OpenTelemetry alone "
+              "under our configuration, the overhead benchmark's `otelonly`), `compile_stages` (PyTorch's compile "
+              "regions as "
               "spans), `watchers` (the garbage-collection and import watchers), `probes` (the cause probes), "
               "`span_resources` (each phase span's CPU / I/O / GPU-memory readings), `helper_env` (PyTorch's Python "
               "helpers start without OpenTelemetry's sitecustomize: agent/patching/helper_env.py), `child_nvml` (an "
@@ -34,7 +37,7 @@ OFF = Setting(PREFIX + "OFF", "", "diagnostics, for overhead measurements (the o
               "guard and enrich rows are wrapped as on 3.11, instead of traced through `sys.monitoring` with no frame "
               "of ours under vLLM's call)", internal=True)
 
-PARTS = frozenset({"compile_stages", "watchers", "probes", "span_resources", "helper_env", "child_nvml",
+PARTS = frozenset({"instrumentor", "compile_stages", "watchers", "probes", "span_resources", "helper_env", "child_nvml",
                    "phase_spans", "export_nudge", "process_context", "span_processor", "child_hooks",
                    "child_wrappers", "child_agent", "frameless"})
 

@@ -52,6 +52,7 @@ def test_two_gpu_runs_of_eight_rounds_continue_one_square_as_one_queue_of_sixtee
 def test_the_named_arms_are_environment_only_and_the_sdk_defaults_arm_finds_opentelemetry_distro_on_each_form():
     got = pairs.parse_variants(["sdkoff", "launcher", "sdkdefaults", "otelonly", "env", "mine=X=1"])
     assert got["sdkoff"] == {"OTEL_SDK_DISABLED": "true", "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "vllm_startup"}
+    assert got["otelonly"] == {"OTEL_PYTHON_VLLM_STARTUP_OFF": "instrumentor"}  # the SDK set up, our instrumentor idle
     assert got["launcher"]["OTEL_PYTHON_CONFIGURATOR"] == "none" and got["launcher"][
         "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] == "*"
     assert got["sdkdefaults"]["OTEL_PYTHON_DISTRO"] == "distro"

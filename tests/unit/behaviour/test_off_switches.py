@@ -108,6 +108,27 @@ def test_without_a_switch_the_same_program_is_instrumented(tmp_path, plain):
     assert seen["meta_path"] != plain["seen"]["meta_path"] or sys.version_info >= (3, 12)
 
 
+@pytest.mark.skipif(not INSTRUMENT.exists(), reason="opentelemetry-instrument is not beside this interpreter")
+def test_the_instrumentor_diagnostic_leaves_opentelemetry_alone_under_our_configuration(tmp_path, plain):
+    """The overhead benchmark's `otelonly` arm (OTEL_PYTHON_VLLM_STARTUP_OFF=instrumentor): the SDK as our distro and
+    configurator set it up, its threads included, and nothing of the agent. The off switches above cannot stand in
+    for it: under them our configurator sets up no SDK either, and the arm priced the launcher alone."""
+    seen, out, err = _run(tmp_path, {"OTEL_PYTHON_VLLM_STARTUP_OFF": "instrumentor"}, instrumented=True)
+    assert seen["provider"] == "TracerProvider"  # the SDK's
+    assert any(t.startswith("Otel") for t in seen["threads"]), seen["threads"]  # its batch processor's worker
+    assert not any(t.startswith("vllm-otel-startup") for t in seen["threads"])
+    assert not {m for m in seen["ours"] if m.split(".")[2:3] in (["runtime"], ["assembly"], ["patching"])}
+    assert seen["meta_path"] == plain["seen"]["meta_path"] and not seen["profile"] and not seen["trace"]
+    assert (out, err) == (plain["out"], plain["err"])
+
+
+def test_the_overhead_benchmarks_otelonly_arm_is_that_diagnostic():
+    from benchmarks.arm_presets import PRESETS
+
+    assert PRESETS["otelonly"] == {"OTEL_PYTHON_VLLM_STARTUP_OFF": "instrumentor"}
+    assert settings.switched_off(PRESETS["otelonly"]) is None  # not an off switch: the SDK is set up
+
+
 @pytest.mark.parametrize("environ, which", [
     ({}, None),
     ({"OTEL_SDK_DISABLED": "false"}, None),
