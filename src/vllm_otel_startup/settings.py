@@ -45,12 +45,13 @@ FLUSH_MS = _s("FLUSH_MS", "25", "longest wait at a process's ready point for its
               "the API server, startup metrics recorded) and, with `READY_EXPORT_DELAY_MS=0`, its export (which "
               "goes on in the background; three processes pass a ready point, so a collector that never answers "
               "costs at most 3 × 25 ms)")
-READY_EXPORT_DELAY_MS = _s("READY_EXPORT_DELAY_MS", "1000", "after a process's ready point: how long its export "
+READY_EXPORT_DELAY_MS = _s("READY_EXPORT_DELAY_MS", "0", "after a process's ready point: how long its export "
                            "(spans and metrics, to the collector and the local file) and the API server's printed "
                            "breakdown wait, so that its main thread serves its first requests (the readiness probe, "
                            "the API server's last calls to its engine) with no thread of ours beside it. Its spans and "
                            "startup metrics are handed over locally at once (the ready point's `FLUSH_MS`); a process "
-                           "that exits sooner exports them at its exit. `0`: at once")
+                           "that exits sooner exports them at its exit, which an EngineCore its API server stops at "
+                           "once may not finish (its spans then never reach the collector). `0` (default): at once")
 FAILURE_FLUSH_MS = _s("FAILURE_FLUSH_MS", "1000", "when a process fails or exits before ready: longest wait for its "
                       "local hand-over (startup metrics recorded, spans spooled; no network); its export then waits at "
                       "most `FLUSH_MS`, as at a ready point, and what is left goes with the SDK's shutdown at exit")

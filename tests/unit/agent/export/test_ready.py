@@ -138,9 +138,13 @@ def test_at_a_ready_point_the_wait_is_for_the_local_hand_over_and_the_export_com
     assert exported and exported[0] - handed[0] >= 0.29
 
 
-def test_no_delay_for_a_start_that_fails_or_a_forked_child():
+def test_no_delay_by_default_nor_for_a_start_that_fails_or_a_forked_child(monkeypatch):
     spawned = SimpleNamespace(create_source="proc")
-    assert ready.export_delay(spawned, failing=False) == 1.0  # READY_EXPORT_DELAY_MS's default
+    monkeypatch.delenv("OTEL_PYTHON_VLLM_STARTUP_READY_EXPORT_DELAY_MS", raising=False)
+    # off by default: an EngineCore its API server stops within the delay exported at its exit, and lost that race
+    assert ready.export_delay(spawned, failing=False) == 0.0
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_READY_EXPORT_DELAY_MS", "1000")
+    assert ready.export_delay(spawned, failing=False) == 1.0
     assert ready.export_delay(spawned, failing=True) == 0.0  # the process is leaving
     # multiprocessing ends a forked child with os._exit: no exit hook would export what still waits
     assert ready.export_delay(SimpleNamespace(create_source="fork"), failing=False) == 0.0
