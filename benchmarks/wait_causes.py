@@ -39,6 +39,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from benchmarks import command_parser
+from benchmarks.proc_threads import descendants
+from benchmarks.threads import kind_of
 
 CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (  # the first cause with a frame that begins so wins
     ("futex", ("futex_", "__futex", "do_futex", "__x64_sys_futex")),
@@ -54,7 +56,7 @@ SCHEDULER = ("__schedule", "schedule", "schedule_timeout", "schedule_hrtimeout",
              "preempt_schedule")
 HEADER = re.compile(r"\s*(?P<comm>.+?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+[\d.]+:\s+prev_comm=.*?"
                     r"prev_state=(?P<state>\S+) ==>")
-ROLES = (("VLLM::EngineCor", "EngineCore"), ("VLLM::Worker", "worker"), ("VLLM::", "other vLLM"))
+ROLES = {"engine_core": "EngineCore", "worker": "worker"}  # threads.kind_of's kinds, as the table names them
 
 
 def cause(kernel_frames: list[str]) -> str:
@@ -95,9 +97,11 @@ def switches(lines: Iterable[str]) -> Iterable[tuple[int, str, str]]:
 def role(pid: int, comm: str, api_pid: int | None) -> str | None:
     if pid == api_pid:
         return "API server"
-    for prefix, name in ROLES:
-        if comm.startswith(prefix):
-            return name
+    kind = kind_of(comm)
+    if kind is not None:
+        return ROLES[kind]
+    if comm.startswith("VLLM::"):
+        return "other vLLM"
     return "API server" if api_pid is None and comm == "vllm" else None
 
 
@@ -122,25 +126,23 @@ def per_process(lines: Iterable[str], api_pid: int | None = None,
 
 
 def tree(root: int) -> dict[int, str]:
-    """``root`` and its descendants now: pid -> name (/proc). A process vLLM did not rename (under OpenTelemetry alone
-    its EngineCore stayed ``python``) is named by its place: the API server's child that has children of its own is
-    the EngineCore, their children its workers (the multiprocessing resource tracker has none)."""
+    """``root`` and its descendants now: pid -> name (/proc). A process vLLM did not title (without our agent, whose
+    proctitle repair it lacks, its EngineCore stays ``python``: threads.titled) is named by its place: the API
+    server's child that has children of its own is the EngineCore, their children its workers (the multiprocessing
+    resource tracker has none)."""
     out: dict[int, str] = {}
     kids: dict[int, list[int]] = {}
-    todo = [root]
-    while todo:
-        pid = todo.pop()
+    for pid in descendants(root):
         try:
-            out[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
-            kids[pid] = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
-                         for c in (task / "children").read_text().split()]
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue  # gone
-        todo += kids[pid]
-    for ec in (c for c in kids.get(root, []) if kids.get(c) and not out.get(c, "").startswith("VLLM::")):
+        out[pid] = stat[stat.index("(") + 1:stat.rindex(")")]
+        kids.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(pid)  # its parent's pid
+    for ec in (c for c in kids.get(root, []) if kids.get(c) and not out[c].startswith("VLLM::")):
         out[ec] = "VLLM::EngineCor"
         for worker in kids[ec]:
-            if not out.get(worker, "").startswith("VLLM::"):
+            if not out[worker].startswith("VLLM::"):
                 out[worker] = "VLLM::Worker"
     return out
 

@@ -299,7 +299,8 @@ class HubHandler(BaseHTTPRequestHandler):
 
 
 class HubProcess:
-    """A :class:`HubServer` in a process of its own, with the same ``url``, ``bytes_sent``, ``sends`` and ``stop()``."""
+    """A :class:`HubServer` in a process of its own, with the same ``url``, ``bytes_sent``, ``stats()`` and
+    ``stop()``."""
 
     def __init__(self, repos: dict[str, Path], rate: float) -> None:
         self.repos, self.rate = repos, rate
@@ -326,11 +327,6 @@ class HubProcess:
     @property
     def bytes_sent(self) -> int:
         return int(self.stats()["bytes_sent"])
-
-    @property
-    def sends(self) -> dict[str, dict]:
-        """Per file: ``{"bytes": n, "seconds": s}`` (HubServer.sends)."""
-        return self.stats()["sends"]
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -166,7 +166,8 @@ def _hub_download(s: Session) -> Observed:
     """`vllm serve ORG/NAME` with an empty HF_HOME: the weights come down from the hub server."""
     hub = _hub(s)
     obs = observe(s.backends, _hub_serve(s))
-    obs.hub_bytes_sent, obs.hub_sends = hub.bytes_sent, hub.sends
+    stats = hub.stats()  # one reading of both
+    obs.hub_bytes_sent, obs.hub_sends = stats["bytes_sent"], stats["sends"]
     return obs
 
 
