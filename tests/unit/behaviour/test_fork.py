@@ -10,13 +10,18 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from vllm_otel_startup import semconv as sc
+from vllm_otel_startup import settings
 from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
 from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
 from vllm_otel_startup.agent.foundation.process import ENV_KIND, ENV_PARENT, ProcessInfo
 from vllm_otel_startup.agent.runtime import Runtime
 
 
-def test_forked_child_becomes_the_announced_process_and_delivers_without_atexit(tmp_path):
+def test_forked_child_becomes_the_announced_process_and_delivers_without_atexit(tmp_path, monkeypatch):
+    # the child leaves through os._exit right at its ready point, whose wait for the export is FLUSH_MS (25 ms): on a
+    # loaded host (CI ran this beside real starts) the file export took longer and was cut off. A real forked child
+    # serves on after its ready point; here the wait may last until the export is done.
+    monkeypatch.setenv(settings.FLUSH_MS.name, "10000")
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(StartupFileExporter(str(tmp_path))))
     tracer = provider.get_tracer(sc.INSTRUMENTATION_NAME)
