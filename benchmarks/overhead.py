@@ -66,9 +66,8 @@ VLLM_LOGGING_CONFIG_PATH, in both arms). With ``OTEL_PYTHON_VLLM_STARTUP_DEBUG=1
 collects the agent's own self-cost lines (agent/foundation/self_cost.py). ``--variant NAME=K=V,...`` adds a third
 arm per pair: instrumented with those environment variables (a component switched off: e.g.
 ``--variant nowatch=OTEL_PYTHON_VLLM_STARTUP_OFF=watchers,probes`` or ``--variant nosampler=..._SAMPLE_HZ=0``;
-diagnostics.PARTS lists the parts), or OpenTelemetry's own floor: ``--variant
-otelonly=OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=vllm_startup`` (its bootstrap, SDK and exporters under our distro, our
-instrumentor not loaded; on the H100 1.026 against the whole agent's 1.038, docs/results.md). A variant named
+diagnostics.PARTS lists the parts), or OpenTelemetry's own floor: ``--variant otelonly`` (its bootstrap, SDK and
+exporters under our distro, our instrumentor doing nothing: benchmarks/arm_presets.py). A variant named
 ``env…`` (``--variant env=``: no extra variables) is activated the way deploy/adoption does it for an unchanged
 command, with no ``opentelemetry-instrument`` launcher: OpenTelemetry's sitecustomize folder on ``PYTHONPATH`` and
 ``OTEL_PYTHON_DISTRO`` / ``OTEL_PYTHON_CONFIGURATOR`` (on the GPU with the driver patched by

@@ -216,7 +216,11 @@ def _live(s: Session) -> dict:
             port=vllm_port, on_start=watch,
             env={"K8S_CLUSTER_NAME": CLUSTER, "OTEL_PYTHON_VLLM_STARTUP_STATUS_PORT": f"127.0.0.1:{status_port}",
                  "OTEL_PYTHON_VLLM_STARTUP_LIVE_INTERVAL_MS": "1000",
-                 "OTEL_PYTHON_VLLM_STARTUP_METRICS_FLUSH_MS": "1000"},
+                 "OTEL_PYTHON_VLLM_STARTUP_METRICS_FLUSH_MS": "1000",
+                 # each process's own series every second throughout: by default a working process (the worker in
+                 # torch.compile) exports at most every EXPORT_BUSY_MS (30 s), its first an interval after its imports,
+                 # and this start's whole torch.compile can pass before the worker's series reach VictoriaMetrics
+                 "OTEL_PYTHON_VLLM_STARTUP_EXPORT_BUSY_MS": "0"},
             on_ready=lambda proc: watch.thread and watch.thread.join(120))
         harness.wait_until(lambda: bool(alerting.webhook.alerts("resolved")), 90,
                            "the resolved alert at the webhook receiver")
