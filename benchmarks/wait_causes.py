@@ -5,9 +5,9 @@ The overhead benchmark counts waits (``voluntary_ctxt_switches``); a count mixes
 a start's waits were page-cache misses: ``read()`` and ``getdents64()`` sleeping on a file page or directory block
 being read from disk (its cold file pages are reclaimed between starts), in every arm, plain included, by hundreds
 from one start to the next (docs/lab/overhead.md). A thread of ours makes the main thread wait on a futex: the GIL
-handed to it, or a lock. So this benchmark records, with ``perf record -a -g -e sched:sched_switch`` from the launch
-to the first ``/health`` 200, every switch of each vLLM process's main thread that was not a preemption, and names
-its cause from the kernel call chain:
+handed to it, or a lock. So this benchmark records, with ``perf record -a -g -e sched:sched_switch -e
+sched:sched_wakeup`` from the launch to the first ``/health`` 200, every switch of each vLLM process's main thread that
+was not a preemption, and names its cause from the kernel call chain:
 
   disk         a file page or directory block being read in (folio / bit wait, io_schedule)
   futex        the GIL or a lock (any futex wait)
@@ -19,9 +19,16 @@ its cause from the kernel call chain:
   python -m benchmarks wait-causes cpu [--rounds N] [--variant NAME=K=V,...] [--out F]   (perf, as root)
   python -m benchmarks wait-causes read ARM=PERF_SCRIPT.txt ...   (``perf script -F comm,pid,tid,time,trace,ip,sym``)
 
+A futex wait ends when another thread wakes the sleeper: with ``sched:sched_wakeup`` recorded too, each futex wait
+of a main thread is also named by the thread that woke it, the one that held the GIL (or lock) it wanted, by its
+OS-level name: ``vos-…`` a thread of ours (agent/foundation/threads.py names them), ``unnamed`` a Python thread
+the OS knows by its process's name (OpenTelemetry's batch span processor and metric reader, vLLM's own Python
+threads; one started before vLLM renamed its process keeps the older name, ``python`` or ``vllm``), another name a
+native thread (ZMQ, PyTorch), ``no wake-up`` where none was recorded.
+
 ``cpu`` runs the overhead benchmark's arms (plain, the agent, each ``--variant``; a Latin-square order, round 0 a
 warm-up not counted) on the e2e suite's tiny model, and prints per process the median count of each cause over the
-rounds. Not a wall-clock measure: perf's own recording costs the host CPU.
+rounds, then of each waker. Not a wall-clock measure: perf's own recording costs the host CPU.
 """
 
 from __future__ import annotations
@@ -56,6 +63,9 @@ SCHEDULER = ("__schedule", "schedule", "schedule_timeout", "schedule_hrtimeout",
              "preempt_schedule")
 HEADER = re.compile(r"\s*(?P<comm>.+?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+[\d.]+:\s+prev_comm=.*?"
                     r"prev_state=(?P<state>\S+) ==>")
+WAKE = re.compile(r"\s*(?P<comm>.+?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+[\d.]+:\s+comm=.*? pid=(?P<target>\d+) prio=")
+WAKER = "by:"  # a Counter key naming the thread that woke a futex wait: "by:vos-sampler"
+NO_WAKER = "no wake-up"
 ROLES = {"engine_core": "EngineCore", "worker": "worker"}  # threads.kind_of's kinds, as the table names them
 
 
@@ -70,28 +80,63 @@ def cause(kernel_frames: list[str]) -> str:
 
 def switches(lines: Iterable[str]) -> Iterable[tuple[int, str, str]]:
     """``(pid, comm, cause)`` of every voluntary switch of a main thread (tid == pid) in ``perf script`` text."""
+    for row in waits(lines):
+        yield row[:3]
+
+
+def waits(lines: Iterable[str]) -> Iterable[tuple[int, str, str, str | None]]:
+    """``(pid, comm, cause, waker)`` of every voluntary switch of a main thread: ``waker`` (futex waits, where the
+    recording has ``sched_wakeup`` events) the OS-level name of the thread that woke it, ``unnamed`` where that is
+    its process's own name; a wait is given once its wake-up is seen (or at the end, with ``NO_WAKER``)."""
     head: re.Match[str] | None = None
     frames: list[str] = []
+    asleep: dict[int, tuple[int, str, str]] = {}  # main thread -> its futex wait, until a wake-up names the waker
+    unwoken: list[tuple[int, str, str]] = []  # futex waits no wake-up ended, before any wake-up was seen
+    woken = False  # any wake-up recorded (else the recording has none, and no waker is named)
+
+    def no_waker(row: tuple[int, str, str]) -> Iterable[tuple[int, str, str, str | None]]:
+        if woken:
+            yield (*row, NO_WAKER)
+        else:
+            unwoken.append(row)
 
     def done() -> tuple[int, str, str] | None:
         if head is None or head["pid"] != head["tid"] or head["state"].startswith("R"):
             return None  # another thread, or a preemption (still runnable)
         return int(head["pid"]), head["comm"], cause(frames)
 
+    def ended() -> Iterable[tuple[int, str, str, str | None]]:
+        if (row := done()) is None:
+            return
+        if row[2] == "futex":
+            if row[0] in asleep:  # its last wait's wake-up not recorded
+                yield from no_waker(asleep.pop(row[0]))
+            asleep[row[0]] = row
+        else:
+            yield (*row, None)
+
     for raw in lines:
         line = raw.rstrip("\n")
         if not line.strip():
-            if (row := done()) is not None:
-                yield row
+            yield from ended()
             head, frames = None, []
         elif head is None:
             head = HEADER.match(line)
+            if head is None and (wake := WAKE.match(line)) is not None:
+                if not woken:
+                    woken = True
+                    yield from ((*row, NO_WAKER) for row in unwoken)
+                target = int(wake["target"])
+                if target in asleep and wake["tid"] != wake["target"]:
+                    pid, comm, why = asleep.pop(target)
+                    yield pid, comm, why, "unnamed" if wake["comm"] == comm else wake["comm"]
         elif "[kernel.kallsyms]" in line:  # "  ffffffff82248208 __schedule ([kernel.kallsyms])"
             parts = line.split()
             if len(parts) >= 2:
                 frames.append(parts[1])
-    if (row := done()) is not None:
-        yield row
+    yield from ended()
+    for row in [*unwoken, *asleep.values()]:
+        yield (*row, NO_WAKER if woken else None)
 
 
 def role(pid: int, comm: str, api_pid: int | None) -> str | None:
@@ -107,14 +152,18 @@ def role(pid: int, comm: str, api_pid: int | None) -> str | None:
 
 def per_process(lines: Iterable[str], api_pid: int | None = None,
                 procs: dict[int, str] | None = None) -> dict[str, Counter]:
-    """Each vLLM process's main-thread waits by cause (several processes of a role: summed). ``procs``: the start's
+    """Each vLLM process's main-thread waits by cause, and its futex waits by waker (``by:NAME`` keys; several
+    processes of a role: summed). ``procs``: the start's
     process tree at ready, pid -> its name then (perf's own name for a process may be the one before vLLM renamed
     it); without it, the names perf recorded, and the API server is ``api_pid`` or the process named ``vllm``."""
     last_comm: dict[int, str] = {}
     by_pid: dict[int, Counter] = {}
-    for pid, comm, why in switches(lines):
+    for pid, comm, why, waker in waits(lines):
         last_comm[pid] = comm  # a process renames itself (VLLM::EngineCore) after its first switches
-        by_pid.setdefault(pid, Counter())[why.split(":")[0]] += 1
+        counts = by_pid.setdefault(pid, Counter())
+        counts[why.split(":")[0]] += 1
+        if waker is not None:
+            counts[WAKER + waker] += 1
     out: dict[str, Counter] = {}
     for pid, counts in by_pid.items():
         if procs is not None and pid not in procs:
@@ -166,8 +215,32 @@ def table(arms: dict[str, list[dict[str, Counter]]]) -> str:
         for arm, starts in arms.items():
             have = [s.get(r, Counter()) for s in starts]
             med = {c: statistics.median(s[c] for s in have) for c in ORDER}
-            total = statistics.median(sum(s.values()) for s in have)
+            total = statistics.median(sum(s[c] for c in ORDER) for s in have)
             out.append(f"{r:<11} {arm:<12} {len(have):>6} {total:>6g} " + " ".join(f"{med[c]:>11g}" for c in ORDER))
+    return "\n".join(out)
+
+
+def waker_table(arms: dict[str, list[dict[str, Counter]]], top: int = 8) -> str:
+    """Per process, per arm: the median count of futex waits each waker ended (the ``top`` wakers over all arms of
+    the process, the rest summed as ``rest``); empty where the recordings had no wake-ups."""
+    out = []
+    roles = [r for r in ("API server", "EngineCore", "worker", "other vLLM")
+             if any(r in start for starts in arms.values() for start in starts)]
+    for r in roles:
+        every: Counter = Counter()
+        for starts in arms.values():
+            for s in starts:
+                every.update({k[len(WAKER):]: v for k, v in s.get(r, Counter()).items() if k.startswith(WAKER)})
+        if not every:
+            continue
+        names = [n for n, _ in every.most_common(top)]
+        out.append(f"{r + ': futex waits by waker':<34} " + " ".join(f"{n[:15]:>15}" for n in [*names, "rest"]))
+        for arm, starts in arms.items():
+            have = [s.get(r, Counter()) for s in starts]
+            med = [statistics.median(s[WAKER + n] for s in have) for n in names]
+            rest = statistics.median(sum(v for k, v in s.items() if k.startswith(WAKER) and k[len(WAKER):]
+                                         not in names) for s in have)
+            out.append(f"  {arm:<32} " + " ".join(f"{m:>15g}" for m in [*med, rest]))
     return "\n".join(out)
 
 
@@ -190,7 +263,8 @@ def record_start(model: Path, cache: Path, backends, arm_env: dict[str, str] | N
 
     def on_start(proc) -> None:
         meta["pid"] = proc.pid
-        perf["p"] = subprocess.Popen(["perf", "record", "-q", "-a", "-g", "-e", "sched:sched_switch", "-o", str(out)],
+        perf["p"] = subprocess.Popen(["perf", "record", "-q", "-a", "-g", "-e", "sched:sched_switch", "-e",
+                                      "sched:sched_wakeup", "-o", str(out)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def on_ready(proc) -> None:
@@ -278,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
             with path.open() as f:
                 arms.setdefault(arm, []).append(per_process(f, api, procs))
     print(table(arms))
+    if wakers := waker_table(arms):
+        print(wakers)
     if a.out:
         a.out.write_text(json.dumps({arm: [{r: dict(c) for r, c in s.items()} for s in starts]
                                      for arm, starts in arms.items()}, indent=1))

@@ -20,6 +20,12 @@ def event(comm: str, pid: int, tid: int, state: str, *frames: str) -> str:
     return "\n".join([head, *body, "\t           ee137 read (/usr/lib/x86_64-linux-gnu/libc.so.6)", ""]) + "\n"
 
 
+def wake(comm: str, pid: int, tid: int, target: int, target_comm: str = "vllm") -> str:
+    """A sched_wakeup record: ``comm`` (thread ``tid`` of ``pid``) wakes thread ``target``."""
+    return (f"{comm:>15} {pid}/{tid}  60503.327000: comm={target_comm} pid={target} prio=120 target_cpu=001\n"
+            "\tffffffff813b4dc5 ttwu_do_activate ([kernel.kallsyms])\n\n")
+
+
 DISK = ("__schedule", "schedule", "io_schedule", "folio_wait_bit_common", "filemap_get_pages", "vfs_read")
 DIR = ("__schedule", "schedule", "io_schedule", "bit_wait_io", "__wait_on_bit", "ext4_readdir", "iterate_dir")
 GIL = ("__schedule", "schedule", "futex_wait_queue", "__futex_wait", "futex_wait", "do_futex", "__x64_sys_futex")
@@ -44,8 +50,8 @@ def test_only_main_threads_that_chose_to_wait_count():
             + event("vllm", 100, 100, "R+", "__schedule", "preempt_schedule")  # preempted: not a wait
             + event("vos-sampler", 100, 104, "S", *NAP)  # a thread of ours: not the main thread
             + event("vllm", 100, 100, "D", *DISK))
-    assert [(pid, why) for pid, _, why in wait_causes.switches(text.splitlines(keepends=True))] == \
-        [(100, "futex"), (100, "disk")]
+    assert sorted((pid, why) for pid, _, why in wait_causes.switches(text.splitlines(keepends=True))) == \
+        [(100, "disk"), (100, "futex")]
 
 
 def test_processes_are_named_by_their_names_at_ready_when_the_recording_says_so():
@@ -92,3 +98,29 @@ def test_a_real_perf_header_parses():
 
         """)  # noqa: E501 - perf's line as it is
     assert list(wait_causes.switches(line.splitlines(keepends=True))) == [(11970, "VLLM::EngineCor", "futex")]
+
+
+def test_each_futex_wait_is_named_by_the_thread_that_woke_it():
+    """The waker held the GIL the main thread wanted: a thread of ours by its OS-level name, a Python thread the OS
+    names as its process, none where no wake-up was recorded; only futex waits are attributed."""
+    text = (event("vllm", 100, 100, "S", *GIL) + wake("vos-sampler", 100, 104, 100)
+            + event("vllm", 100, 100, "S", *GIL) + wake("vllm", 100, 101, 100)  # an unnamed Python thread
+            + event("vllm", 100, 100, "D", *DISK) + wake("kworker/0:1", 9, 9, 100)  # I/O done: not a futex wait
+            + event("vllm", 100, 100, "S", *GIL) + event("vllm", 100, 100, "S", *GIL)  # the first's wake-up unseen
+            + wake("ZMQbg/IO/0", 100, 107, 100)
+            + event("vllm", 100, 100, "S", *GIL))  # the recording ends while it waits
+    counts = wait_causes.per_process(text.splitlines(keepends=True), 100, {100: "vllm"})["API server"]
+    assert counts == Counter({"futex": 5, "disk": 1, "by:vos-sampler": 1, "by:unnamed": 1, "by:ZMQbg/IO/0": 1,
+                              "by:no wake-up": 2})
+    arms = {"instr": [{"API server": counts}]}
+    assert wait_causes.table(arms).splitlines()[1].split()[4] == "6"  # all waits: the waker keys not counted again
+    rows = wait_causes.waker_table(arms).splitlines()
+    assert rows[0].split()[6:] == ["no", "wake-up", "vos-sampler", "unnamed", "ZMQbg/IO/0", "rest"]
+    assert rows[1].split() == ["instr", "2", "1", "1", "1", "0"]
+
+
+def test_a_recording_without_wake_ups_names_no_waker():
+    text = event("vllm", 100, 100, "S", *GIL) + event("vllm", 100, 100, "S", *GIL)
+    counts = wait_causes.per_process(text.splitlines(keepends=True), 100, {100: "vllm"})
+    assert counts == {"API server": Counter(futex=2)}
+    assert wait_causes.waker_table({"plain": [counts]}) == ""
