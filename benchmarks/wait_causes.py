@@ -21,10 +21,13 @@ was not a preemption, and names its cause from the kernel call chain:
 
 A futex wait ends when another thread wakes the sleeper: with ``sched:sched_wakeup`` recorded too, each futex wait
 of a main thread is also named by the thread that woke it, the one that held the GIL (or lock) it wanted, by its
-OS-level name: ``vos-…`` a thread of ours (agent/foundation/threads.py names them), ``unnamed`` a Python thread
-the OS knows by its process's name (OpenTelemetry's batch span processor and metric reader, vLLM's own Python
-threads; one started before vLLM renamed its process keeps the older name, ``python`` or ``vllm``), another name a
-native thread (ZMQ, PyTorch), ``no wake-up`` where none was recorded.
+OS-level name: ``vos-…`` a thread of ours (agent/foundation/threads.py names them); a thread alive at ready by its
+Python name where py-spy is on PATH (``otel-span-export``, ``otel-metric-read``: OpenTelemetry's); ``unnamed`` a
+Python thread the OS knows by its process's name (without py-spy: OpenTelemetry's batch span processor and metric
+reader, vLLM's own Python threads; one started before vLLM renamed its process keeps the older name, ``python`` or
+``vllm``); another name a native thread (ZMQ, PyTorch); ``swapper`` a wait that timed out while the CPU idled (a
+thread waiting for the GIL wakes every 5 ms to ask for it: its holder then wakes it again); ``no wake-up`` where none
+was recorded.
 
 ``cpu`` runs the overhead benchmark's arms (plain, the agent, each ``--variant``; a Latin-square order, round 0 a
 warm-up not counted) on the e2e suite's tiny model, and prints per process the median count of each cause over the
@@ -66,6 +69,9 @@ HEADER = re.compile(r"\s*(?P<comm>.+?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+[\d.]+:\s+p
 WAKE = re.compile(r"\s*(?P<comm>.+?)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+[\d.]+:\s+comm=.*? pid=(?P<target>\d+) prio=")
 WAKER = "by:"  # a Counter key naming the thread that woke a futex wait: "by:vos-sampler"
 NO_WAKER = "no wake-up"
+PYTHON_NAMES = {"OtelBatchSpanRecordProcessor": "otel-span-export", "OtelPeriodicExportingMetricReader":
+                "otel-metric-read"}  # OpenTelemetry's threads, short
+THREAD = re.compile(r"Thread (?P<tid>\d+) \([^)]*\): \"(?P<name>.*)\"")  # a line of `py-spy dump`
 ROLES = {"engine_core": "EngineCore", "worker": "worker"}  # threads.kind_of's kinds, as the table names them
 
 
@@ -84,10 +90,20 @@ def switches(lines: Iterable[str]) -> Iterable[tuple[int, str, str]]:
         yield row[:3]
 
 
-def waits(lines: Iterable[str]) -> Iterable[tuple[int, str, str, str | None]]:
+def waker_name(comm: str, tid: int, sleeper_comm: str, names: dict[int, str] | None = None) -> str:
+    """A waker by its OS-level name where that is ours (``vos-…``), else its Python name where ``names`` (thread id ->
+    name, read at ready) has it, else ``unnamed`` where the OS names it as the sleeper's process, else its OS name."""
+    if comm.startswith("vos-"):
+        return comm
+    if names and tid in names:
+        return PYTHON_NAMES.get(names[tid], names[tid])
+    return "unnamed" if comm == sleeper_comm else comm
+
+
+def waits(lines: Iterable[str], names: dict[int, str] | None = None) -> Iterable[tuple[int, str, str, str | None]]:
     """``(pid, comm, cause, waker)`` of every voluntary switch of a main thread: ``waker`` (futex waits, where the
-    recording has ``sched_wakeup`` events) the OS-level name of the thread that woke it, ``unnamed`` where that is
-    its process's own name; a wait is given once its wake-up is seen (or at the end, with ``NO_WAKER``)."""
+    recording has ``sched_wakeup`` events) the thread that woke it (waker_name); a wait is given once its wake-up is
+    seen (or at the end, with ``NO_WAKER``)."""
     head: re.Match[str] | None = None
     frames: list[str] = []
     asleep: dict[int, tuple[int, str, str]] = {}  # main thread -> its futex wait, until a wake-up names the waker
@@ -129,7 +145,7 @@ def waits(lines: Iterable[str]) -> Iterable[tuple[int, str, str, str | None]]:
                 target = int(wake["target"])
                 if target in asleep and wake["tid"] != wake["target"]:
                     pid, comm, why = asleep.pop(target)
-                    yield pid, comm, why, "unnamed" if wake["comm"] == comm else wake["comm"]
+                    yield pid, comm, why, waker_name(wake["comm"], int(wake["tid"]), comm, names)
         elif "[kernel.kallsyms]" in line:  # "  ffffffff82248208 __schedule ([kernel.kallsyms])"
             parts = line.split()
             if len(parts) >= 2:
@@ -150,15 +166,15 @@ def role(pid: int, comm: str, api_pid: int | None) -> str | None:
     return "API server" if api_pid is None and comm == "vllm" else None
 
 
-def per_process(lines: Iterable[str], api_pid: int | None = None,
-                procs: dict[int, str] | None = None) -> dict[str, Counter]:
+def per_process(lines: Iterable[str], api_pid: int | None = None, procs: dict[int, str] | None = None,
+                names: dict[int, str] | None = None) -> dict[str, Counter]:
     """Each vLLM process's main-thread waits by cause, and its futex waits by waker (``by:NAME`` keys; several
-    processes of a role: summed). ``procs``: the start's
+    processes of a role: summed; ``names``: Python thread names, waker_name). ``procs``: the start's
     process tree at ready, pid -> its name then (perf's own name for a process may be the one before vLLM renamed
     it); without it, the names perf recorded, and the API server is ``api_pid`` or the process named ``vllm``."""
     last_comm: dict[int, str] = {}
     by_pid: dict[int, Counter] = {}
-    for pid, comm, why, waker in waits(lines):
+    for pid, comm, why, waker in waits(lines, names):
         last_comm[pid] = comm  # a process renames itself (VLLM::EngineCore) after its first switches
         counts = by_pid.setdefault(pid, Counter())
         counts[why.split(":")[0]] += 1
@@ -196,14 +212,34 @@ def tree(root: int) -> dict[int, str]:
     return out
 
 
-def read_meta(text: Path) -> tuple[int | None, dict[int, str] | None]:
-    """The API server's pid and the process tree at ready, from the JSON beside a `perf script` text."""
+def read_meta(text: Path) -> tuple[int | None, dict[int, str] | None, dict[int, str] | None]:
+    """The API server's pid, the process tree at ready and the Python names of the threads alive then, from the JSON
+    beside a `perf script` text."""
     meta = text.with_suffix(".json")
     if not meta.is_file():
-        return None, None
+        return None, None, None
     doc = json.loads(meta.read_text())
-    procs = doc.get("procs")
-    return doc.get("pid"), ({int(k): v for k, v in procs.items()} if isinstance(procs, dict) else None)
+
+    def ints(key: str) -> dict[int, str] | None:
+        got = doc.get(key)
+        return {int(k): v for k, v in got.items()} if isinstance(got, dict) else None
+
+    return doc.get("pid"), ints("procs"), ints("threads")
+
+
+def python_threads(pids: Iterable[int]) -> dict[int, str]:
+    """Thread id -> Python name of every thread of ``pids`` now, from ``py-spy dump`` where py-spy is on PATH (the
+    OS knows a Python thread only by its process's name); else nothing."""
+    spy = shutil.which("py-spy")
+    out: dict[int, str] = {}
+    for pid in pids if spy else ():
+        try:
+            text = subprocess.run([spy, "dump", "--nonblocking", "--pid", str(pid)], capture_output=True, text=True,
+                                  timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        out.update({int(m["tid"]): m["name"] for m in map(THREAD.match, text.splitlines()) if m})
+    return out
 
 
 def table(arms: dict[str, list[dict[str, Counter]]]) -> str:
@@ -234,13 +270,13 @@ def waker_table(arms: dict[str, list[dict[str, Counter]]], top: int = 8) -> str:
         if not every:
             continue
         names = [n for n, _ in every.most_common(top)]
-        out.append(f"{r + ': futex waits by waker':<34} " + " ".join(f"{n[:15]:>15}" for n in [*names, "rest"]))
+        out.append(f"{r + ': futex waits by waker':<34} " + " ".join(f"{n[:18]:>18}" for n in [*names, "rest"]))
         for arm, starts in arms.items():
             have = [s.get(r, Counter()) for s in starts]
             med = [statistics.median(s[WAKER + n] for s in have) for n in names]
             rest = statistics.median(sum(v for k, v in s.items() if k.startswith(WAKER) and k[len(WAKER):]
                                          not in names) for s in have)
-            out.append(f"  {arm:<32} " + " ".join(f"{m:>15g}" for m in [*med, rest]))
+            out.append(f"  {arm:<32} " + " ".join(f"{m:>18g}" for m in [*med, rest]))
     return "\n".join(out)
 
 
@@ -272,6 +308,7 @@ def record_start(model: Path, cache: Path, backends, arm_env: dict[str, str] | N
         time.sleep(0.2)
         perf["p"].send_signal(signal.SIGINT)
         perf["p"].wait(120)
+        meta["threads"] = python_threads(meta["procs"])
 
     instr = arm_env is not None
     try:
@@ -305,9 +342,8 @@ def cpu(rounds: int, variants: dict[str, dict[str, str]], work: Path) -> dict[st
             for arm, env in arms_of(rnd, variants):
                 text = record_start(model, work / "cache-eager", backends, env, work / "starts",
                                     work / f"r{rnd}-{arm}.data")
-                api, procs = read_meta(text)
                 with text.open() as f:
-                    counts = per_process(f, api, procs)
+                    counts = per_process(f, *read_meta(text))
                 print(f"  round {rnd}{' (warm-up)' if rnd == 0 else ''} {arm}: "
                       + ", ".join(f"{r} {sum(c.values())}" for r, c in counts.items()), flush=True)
                 if rnd:
@@ -348,9 +384,8 @@ def main(argv: list[str] | None = None) -> int:
             path = Path(name)
             if not sep or not path.is_file():
                 raise SystemExit(f"{spec!r}: ARM=FILE, FILE a `perf script` text")
-            api, procs = read_meta(path)
             with path.open() as f:
-                arms.setdefault(arm, []).append(per_process(f, api, procs))
+                arms.setdefault(arm, []).append(per_process(f, *read_meta(path)))
     print(table(arms))
     if wakers := waker_table(arms):
         print(wakers)

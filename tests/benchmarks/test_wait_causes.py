@@ -124,3 +124,24 @@ def test_a_recording_without_wake_ups_names_no_waker():
     counts = wait_causes.per_process(text.splitlines(keepends=True), 100, {100: "vllm"})
     assert counts == {"API server": Counter(futex=2)}
     assert wait_causes.waker_table({"plain": [counts]}) == ""
+
+
+def test_a_waker_alive_at_ready_is_named_by_its_python_name():
+    """The OS names a Python thread as its process; py-spy's dump at ready (recorded beside the text) names it."""
+    line = 'Thread 6047 (idle): "OtelBatchSpanRecordProcessor"'  # py-spy 0.4's dump
+    m = wait_causes.THREAD.match(line)
+    assert m is not None and (m["tid"], m["name"]) == ("6047", "OtelBatchSpanRecordProcessor")
+    names = {101: "OtelBatchSpanRecordProcessor", 102: "Thread-3 (_run)", 104: "vllm-otel-startup-sampler"}
+    assert wait_causes.waker_name("vllm", 101, "vllm", names) == "otel-span-export"
+    assert wait_causes.waker_name("vllm", 102, "vllm", names) == "Thread-3 (_run)"
+    assert wait_causes.waker_name("vos-sampler", 104, "vllm", names) == "vos-sampler"  # ours: the OS name
+    assert wait_causes.waker_name("vllm", 103, "vllm", names) == "unnamed"  # gone by ready
+
+
+def test_read_takes_the_thread_names_recorded_beside_the_text(tmp_path, capsys):
+    f = tmp_path / "a.txt"
+    f.write_text(event("vllm", 100, 100, "S", *GIL) + wake("vllm", 100, 101, 100))
+    (tmp_path / "a.json").write_text(json.dumps({"pid": 100, "procs": {"100": "vllm"},
+                                                 "threads": {"101": "OtelPeriodicExportingMetricReader"}}))
+    assert wait_causes.main(["read", f"instr={f}"]) == 0
+    assert "otel-metric-read" in capsys.readouterr().out
