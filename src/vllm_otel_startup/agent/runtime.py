@@ -56,6 +56,7 @@ class Runtime(SpanLedger, PatchRecord):
         self.retro: RetroSpans | None = None  # long garbage collections and imports inside phases, as spans
         self.recorder: Any = None  # otel_metrics.StartupRecorder, made at the ready point
         self.collector: Any = None  # prometheus.StartupCollector (API server)
+        self.whole: list[Any] | None = None  # the root at its ready point: the whole start's spans (export/ready.py)
         self.frontends, self._launcher = 0, None  # API servers this launcher spawned, the wait for them (frontends.py)
         self.live: Any = None  # live.Live: the start in progress (series, progress message, status endpoint)
         self.cost = MainThreadCost()  # our span processor's time on vLLM's threads (self_cost.py)
@@ -178,10 +179,10 @@ class Runtime(SpanLedger, PatchRecord):
         ready.close_process_span(self, end_ns, outcome, error)
         self.nudge.over()  # the batch processors' own schedule from now on
         delay_s = ready.export_delay(self.info, failing)  # failed or exiting: at once (hand-over: FAILURE_FLUSH_MS)
-        ready.flush(self, settings.seconds_from_ms(settings.FLUSH_MS), before=lambda: ready.publish(self),
+        printout = self.info.root and error is None
+        ready.flush(self, settings.seconds_from_ms(settings.FLUSH_MS),
+                    before=lambda: ready.publish_then_print(self, printout, delay_s),
                     handover_s=settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if failing else 0.0, delay_s=delay_s)
-        if self.info.root and error is None:
-            ready.print_summary_later(self, delay_s)
         if self.sampler is not None:
             self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), ready.flush_metrics)
 

@@ -65,20 +65,34 @@ def _flushes(provider: Any) -> list[Callable[..., Any]]:
 
 
 def flush_each(provider: Any, timeout_ms: int) -> None:
-    """The ready point's export: every batch span processor flushed at once, each on a thread of its own, then the
-    provider's own flush on this thread (every processor in turn, the batch ones' queues by then empty or on their
-    way): a collector that does not answer never holds up the local file, whose processor comes after it in the
-    provider's order. While a process works its spans wait for this (the pace above), so they are all still queued."""
+    """The ready point's export, with as few threads as a stuck collector allows: the local file's batch processors
+    first, on this thread (a local write: no collector ever holds it up); then, where several batch processors export
+    elsewhere, each on a thread of its own (one stuck collector never holds up another); then the provider's own flush
+    on this thread (every processor in turn; a single remote one exports there). Each thread started here takes the
+    GIL beside the process's main thread at its ready point. While a process works its spans wait for this (the pace
+    above), so they are all still queued."""
     try:
         processors = _batch_processors(provider) or []
     except Exception:  # noqa: BLE001 - not the SDK we know: the provider's flush alone
         processors = []
-    for i, p in enumerate(processors):
+    remote = [p for p in processors if not _local(p)]
+    for p in processors:
+        if _local(p):
+            p.force_flush(timeout_ms)
+    for i, p in enumerate(remote if len(remote) > 1 else ()):
         threads.start(threads.Thread(target=p.force_flush, args=(timeout_ms,), name=f"vllm-otel-startup-flush-{i}",
                                      daemon=True))
     force_flush = getattr(provider, "force_flush", None)
     if force_flush is not None:
         force_flush(timeout_ms)
+
+
+def _local(processor: Any) -> bool:
+    """Does this batch span processor export to our local file (a write on this host, never a collector)?"""
+    from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
+
+    exporter = getattr(getattr(processor, "_batch_processor", None), "_exporter", None)  # SDK >= 1.34
+    return isinstance(exporter or getattr(processor, "span_exporter", None), StartupFileExporter)
 
 
 class ExportCount:

@@ -64,6 +64,7 @@ class ReadyHost(Protocol):
     frontends: int  # API server processes this launcher spawned
     recorder: Any  # otel_metrics.StartupRecorder, or None without a meter provider
     collector: Any  # prometheus.StartupCollector once registered (API server)
+    whole: list[Any] | None  # the root: the whole start's spans as publish read them (the printout reuses them)
     provider: Any  # the tracer provider (its force_flush)
     cost: Any  # self_cost.MainThreadCost
     retro: Any  # retro_spans.RetroSpans, or None
@@ -137,6 +138,7 @@ def publish(rt: ReadyHost) -> None:
     ended = rt.ended_spans()
     own = [from_readable(s) for s in ended]
     trace_id = rt.trace_id()
+    rt.whole = None
     if not rt.info.root or rt.frontends:  # a launcher's spans: for its API servers' /metrics
         safe(READY, spool.write, trace_id, spool_name(rt), ended)
     labels = safe(READY, rt.fleet)  # every series carries them: without them, no series
@@ -146,10 +148,22 @@ def publish(rt: ReadyHost) -> None:
         safe(READY, serve_on_vllm_metrics, rt, own, trace_id, labels)
     # the root's view of the whole start (its own spans and every other process's), read once
     whole = own + (safe(READY, spool.read, trace_id, spool_name(rt), default=[]) if rt.info.root else [])
+    if rt.info.root:
+        rt.whole = whole  # the printout's too: the children's spool read and parsed once at the ready point
     if rt.info.root and os.environ.get(MULTIPROC_DIR):
         safe(READY, _write_multiprocess, whole, labels)
     if rt.recorder is not None:
         safe(READY, _record_metrics, rt, own, whole, labels)
+
+
+def publish_then_print(rt: ReadyHost, printout: bool, delay_s: float) -> None:
+    """The ready point's local work on the flush thread: publish, then (``printout``: the root's ready point) the
+    printout's thread, started from here rather than from vLLM's thread, with the spans publish read."""
+    try:
+        publish(rt)
+    finally:
+        if printout:
+            print_summary_later(rt, delay_s)
 
 
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -178,7 +192,10 @@ def _record_metrics(rt: ReadyHost, own: list[Any], whole: list[Any], labels: dic
 def print_summary_later(rt: ReadyHost, delay_s: float = 0.0) -> None:
     """The compact breakdown in the server's log (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread of its own,
     ``delay_s`` after the ready point (READY_EXPORT_DELAY_MS): the rendering never competes with the main thread for
-    the GIL while it waits at its ready point nor while it serves its first requests; at exit if that comes first."""
+    the GIL while it waits at its ready point nor while it serves its first requests; at exit if that comes first.
+    Switched off: no thread."""
+    if not settings.flag(settings.SUMMARY):
+        return
     with _PRINT_LOCK:
         _UNPRINTED.append(rt)
 
@@ -207,7 +224,9 @@ def print_summary(rt: ReadyHost) -> None:
 
     try:
         if summary.enabled():
-            spans = [from_readable(s) for s in rt.ended_spans()] + spool.read(rt.trace_id(), skip=spool_name(rt))
+            spans = getattr(rt, "whole", None)  # as publish read them, or (publish failed) read here
+            if spans is None:
+                spans = [from_readable(s) for s in rt.ended_spans()] + spool.read(rt.trace_id(), skip=spool_name(rt))
             threads.say(scrub(summary.render(spans)))
     except Exception:  # noqa: BLE001 - telemetry never raises into the host
         failed(READY, "the printed breakdown")

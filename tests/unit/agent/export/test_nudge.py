@@ -20,7 +20,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from vllm_otel_startup import semconv as sc
 from vllm_otel_startup import settings
-from vllm_otel_startup.agent.export import ready
+from vllm_otel_startup.agent.export import nudge, ready
+from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
 from vllm_otel_startup.agent.export.processor import StartupSpanProcessor
 from vllm_otel_startup.agent.foundation.process import ProcessInfo
 from vllm_otel_startup.agent.runtime import Runtime
@@ -295,3 +296,60 @@ def test_without_debug_nothing_counts_the_exports(monkeypatch):
         assert rt.exports is None
     finally:
         stop(rt, provider)
+
+
+def ready_flush(monkeypatch, *exporters) -> tuple[TracerProvider, threading.Thread, list[str]]:
+    """A phase span queued in each of ``exporters``' batch processors (in that order), then the ready point's flush on
+    a thread of its own, as ready.flush runs it; also the names of the threads it starts."""
+    provider = TracerProvider()
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=TICK_MS))
+    with provider.get_tracer(sc.INSTRUMENTATION_NAME).start_as_current_span("Load weights",
+                                                                           attributes={sc.PHASE: "load_weights"}):
+        pass
+    started: list[str] = []
+    real_start = nudge.threads.start
+
+    def start(thread: threading.Thread) -> bool:
+        started.append(thread.name)
+        return real_start(thread)
+
+    monkeypatch.setattr(nudge.threads, "start", start)
+    t = threading.Thread(target=nudge.flush_each, args=(provider, 30_000), daemon=True)
+    t.start()
+    return provider, t, started
+
+
+def exported(exporter) -> set[str]:
+    return {s.name for s in exporter.get_finished_spans()}
+
+
+def test_the_ready_point_writes_the_local_file_first_and_exports_to_a_lone_collector_with_no_thread_of_its_own(
+        tmp_path, monkeypatch):
+    """Each thread the ready point starts takes the GIL beside vLLM's main thread: the local file is written on the
+    flush thread before any collector is asked, and a single collector exports there too."""
+    collector, local = Stuck(), StartupFileExporter(str(tmp_path))
+    provider, t, started = ready_flush(monkeypatch, collector, local)  # as OTEL_TRACES_EXPORTER=otlp,vllm_startup_file
+    try:
+        assert collector.entered.wait(10)  # the collector holds the export ...
+        assert wait_for(lambda: any(tmp_path.glob("*.jsonl")))  # ... and the local file has the span already
+        assert "Load weights" in next(tmp_path.glob("*.jsonl")).read_text()
+        assert started == []
+    finally:
+        collector.release.set()
+    t.join(10)
+    assert not t.is_alive() and exported(collector) == {"Load weights"}
+    provider.shutdown()
+
+
+def test_with_several_collectors_a_stuck_one_never_holds_up_another(monkeypatch):
+    stuck, other = Stuck(), InMemorySpanExporter()
+    provider, t, started = ready_flush(monkeypatch, stuck, other)
+    try:
+        assert stuck.entered.wait(10)
+        assert wait_for(lambda: exported(other) == {"Load weights"})
+        assert started == ["vllm-otel-startup-flush-0", "vllm-otel-startup-flush-1"]
+    finally:
+        stuck.release.set()
+    t.join(10)
+    provider.shutdown()

@@ -178,3 +178,43 @@ def test_a_child_forked_while_a_breakdown_waits_never_prints_its_parents(monkeyp
     assert os.waitpid(pid, 0)[1] == 0
     ready._at_exit()  # noqa: SLF001 - the parent still prints its own, once
     assert len(printed) == 1
+
+
+def test_the_printout_starts_its_thread_after_publish_from_the_flush_thread_and_reuses_its_spans(monkeypatch):
+    """At the root's ready point publish reads the children's spool once; the breakdown is rendered from what it read
+    (no second read and parse), on a thread the flush thread starts, not vLLM's."""
+    from vllm_otel_startup.agent.export import spool
+    from vllm_otel_startup.model import summary
+
+    rt = SimpleNamespace(whole=None)
+    order: list[str] = []
+    whole = [object()]
+
+    def publish(host) -> None:
+        order.append("publish")
+        host.whole = whole
+
+    rendered: list[object] = []
+    monkeypatch.setattr(ready, "publish", publish)
+    monkeypatch.setattr(spool, "read", lambda *a, **k: order.append("spool read") or [])
+    monkeypatch.setattr(summary, "render", lambda spans: rendered.append(spans) or "breakdown")
+    monkeypatch.setattr(ready.threads, "say", lambda *a, **k: None)
+    starters: list[str] = []
+    real_start = ready.threads.start
+    monkeypatch.setattr(ready.threads, "start", lambda t: starters.append(threading.current_thread().name)
+                        or real_start(t))
+    flusher = threading.Thread(target=ready.publish_then_print, args=(rt, True, 0.0), name="flush")
+    flusher.start()
+    flusher.join(5)
+    deadline = time.monotonic() + 5
+    while not rendered and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert order == ["publish"] and rendered == [whole] and starters == ["flush"]
+
+
+def test_a_switched_off_printout_starts_no_thread(monkeypatch):
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SUMMARY", "0")
+    started: list[object] = []
+    monkeypatch.setattr(ready.threads, "start", started.append)
+    ready.print_summary_later(SimpleNamespace(), 0.0)
+    assert started == [] and ready._UNPRINTED == []  # noqa: SLF001
