@@ -179,9 +179,9 @@ class Runtime(SpanLedger, PatchRecord):
         ready.close_process_span(self, end_ns, outcome, error)
         self.nudge.over()  # the batch processors' own schedule from now on
         delay_s = ready.export_delay(self.info, failing)  # failed or exiting: at once (hand-over: FAILURE_FLUSH_MS)
-        printout = self.info.root and error is None
-        ready.flush(self, settings.seconds_from_ms(settings.FLUSH_MS),
-                    before=lambda: ready.publish_then_print(self, printout, delay_s),
+        printout = self.info.root and error is None and ready.summary_due(self)  # on the flush thread
+        ready.flush(self, settings.seconds_from_ms(settings.FLUSH_MS), before=lambda: ready.publish(self),
+                    then=ready.print_pending if printout else None,
                     handover_s=settings.seconds_from_ms(settings.FAILURE_FLUSH_MS) if failing else 0.0, delay_s=delay_s)
         if self.sampler is not None:
             self.sampler.stop_after(settings.seconds_from_ms(settings.SAMPLE_TAIL_MS), ready.flush_metrics)

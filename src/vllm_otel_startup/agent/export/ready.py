@@ -1,10 +1,11 @@
 """The ready point's work: what a process publishes when its startup ends (startup metrics recorded; a child's
 spans spooled for the API server; in the API server the whole start on vLLM's /metrics and the printout), and
-the bounded flush that exports it without holding the ready point for more than a few milliseconds. The export and
-the printout wait ``READY_EXPORT_DELAY_MS`` (1 s): right after its ready point a process's main thread serves its
-first requests (the readiness probe; an EngineCore, its API server's last calls), and a thread of ours exporting or
-rendering beside it makes it wait for the GIL (docs/lab/overhead.md). A process that exits before then exports at
-its exit (the SDK's shutdown) and prints its breakdown there; a forked child exports at once (export_delay).
+the bounded flush that exports it without holding the ready point for more than a few milliseconds. All of it runs on
+one thread (each thread of ours beside vLLM's main thread at its ready point makes that thread wait for the GIL:
+docs/lab/overhead.md): the local work, the printout, then the export. The printout and the export can wait
+``READY_EXPORT_DELAY_MS`` (off by default): right after its ready point a process's main thread serves its first
+requests. A process that exits before then exports at its exit (the SDK's shutdown) and prints its breakdown there; a
+forked child exports at once (export_delay).
 
 Everything here runs on the flush thread, off the ready path, and never raises into the host. A failure of
 ours here (publish, printout) costs one warning per process (guard.READY); a failing export is the exporter's to
@@ -49,7 +50,7 @@ def _at_exit() -> None:
     providers exist before the agent, and runs first; in the other order the export has gone already), and a
     delayed breakdown is printed here."""
     _EXITING.set()
-    _print_pending()
+    print_pending()
 
 
 atexit.register(_at_exit)
@@ -156,16 +157,6 @@ def publish(rt: ReadyHost) -> None:
         safe(READY, _record_metrics, rt, own, whole, labels)
 
 
-def publish_then_print(rt: ReadyHost, printout: bool, delay_s: float) -> None:
-    """The ready point's local work on the flush thread: publish, then (``printout``: the root's ready point) the
-    printout's thread, started from here rather than from vLLM's thread, with the spans publish read."""
-    try:
-        publish(rt)
-    finally:
-        if printout:
-            print_summary_later(rt, delay_s)
-
-
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -189,26 +180,20 @@ def _record_metrics(rt: ReadyHost, own: list[Any], whole: list[Any], labels: dic
     rt.recorder.record(observations)
 
 
-def print_summary_later(rt: ReadyHost, delay_s: float = 0.0) -> None:
-    """The compact breakdown in the server's log (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0: off), on a thread of its own,
-    ``delay_s`` after the ready point (READY_EXPORT_DELAY_MS): the rendering never competes with the main thread for
-    the GIL while it waits at its ready point nor while it serves its first requests; at exit if that comes first.
-    Switched off: no thread."""
+def summary_due(rt: ReadyHost) -> bool:
+    """The root's ready point: its compact breakdown is due in the server's log (OTEL_PYTHON_VLLM_STARTUP_SUMMARY=0:
+    off, False). The flush thread prints it (print_pending) after the ready point's local work and before the export,
+    ``READY_EXPORT_DELAY_MS`` after the ready point if set; at exit if that comes first. No thread of its own: each
+    thread started at the ready point takes the GIL beside vLLM's main thread."""
     if not settings.flag(settings.SUMMARY):
-        return
+        return False
     with _PRINT_LOCK:
         _UNPRINTED.append(rt)
-
-    def run() -> None:
-        if delay_s > 0:
-            _EXITING.wait(delay_s)
-        _print_pending()
-
-    if not threads.start(threads.Thread(target=run, name="vllm-otel-startup-summary", daemon=True)):
-        _print_pending()  # interpreter shutdown (a start that exits): nothing left to compete with
+    return True
 
 
-def _print_pending() -> None:
+def print_pending() -> None:
+    """Print the breakdowns due and not printed yet (each once: the flush thread or the exit, whichever comes first)."""
     with _PRINT_LOCK:
         pending = list(_UNPRINTED)
         _UNPRINTED.clear()
@@ -271,9 +256,10 @@ def export_delay(info: ProcessInfo, failing: bool) -> float:
 
 
 def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None, handover_s: float = 0.0,
-          delay_s: float = 0.0) -> None:
+          delay_s: float = 0.0, then: Callable[[], None] | None = None) -> None:
     """Export what this process has, waiting at most ``wait_s``; the export goes on in the background.
-    ``before`` runs first on the same thread (work that must not delay the ready point). ``delay_s`` (a ready point:
+    ``before`` runs first on the same thread (work that must not delay the ready point), ``then`` (the printout) after
+    the delay and before the export (a collector never holds it up). ``delay_s`` (a ready point:
     READY_EXPORT_DELAY_MS): the wait is for ``before`` alone, and the export begins that long after it (at exit
     sooner: then the SDK's shutdown exports). ``handover_s`` (a start that fails or exits: the SDK shuts down next):
     first wait up to that long for ``before`` (local work, no network: metrics recorded, spans spooled), then
@@ -288,6 +274,8 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
         handed_over.set()
         if delay_s > 0 and _EXITING.wait(delay_s):
             return  # exiting: the SDK's shutdown, right after the exit hooks, exports what is queued
+        if then is not None:
+            safe(READY, then)
         try:
             flush_each(rt.provider, 30_000)  # each exporter on its own: a stuck collector never holds up the file
             flush_metrics()
@@ -307,6 +295,8 @@ def flush(rt: ReadyHost, wait_s: float, before: Callable[[], None] | None = None
     if not threads.start(t):  # interpreter shutdown: the local hand-over on this thread, the export with the
         if before is not None:  # SDK's own shutdown, which comes next
             safe(READY, before)
+        if then is not None:
+            safe(READY, then)
         _log.debug("flush at interpreter shutdown: local hand-over only")
         return
     started = time.monotonic() - t0

@@ -105,7 +105,8 @@ def test_at_interpreter_shutdown_the_hand_over_runs_on_the_calling_thread_and_no
 
     printed = []
     monkeypatch.setattr(ready, "print_summary", lambda rt: printed.append(rt))
-    ready.print_summary_later(rt)
+    assert ready.summary_due(rt)
+    ready.flush(rt, 5.0, before=lambda: handed.append(2), then=ready.print_pending)
     assert printed == [rt]  # a start that exits still prints its breakdown, on the exiting thread
 
 
@@ -154,23 +155,24 @@ def test_a_breakdown_still_waiting_at_exit_is_printed_there_once(monkeypatch):
     printed: list[object] = []
     monkeypatch.setattr(ready, "print_summary", printed.append)
     monkeypatch.setattr(ready, "_EXITING", threading.Event())
-    rt = object()
-    ready.print_summary_later(rt, delay_s=30.0)
+    exported: list[int] = []
+    rt = SimpleNamespace(provider=SimpleNamespace(force_flush=lambda timeout: exported.append(1)),
+                         info=SimpleNamespace(kind="api_server"))
+    assert ready.summary_due(rt)
+    ready.flush(rt, 0.025, delay_s=30.0, then=ready.print_pending)
     assert printed == []
     ready._at_exit()  # noqa: SLF001 - the process exits before the delay is over
     deadline = time.monotonic() + 2
-    while time.monotonic() < deadline and threading.active_count() > 1 and printed == [rt]:
-        time.sleep(0.05)  # the waiting thread wakes too: it must not print it again
-        if not any(t.name == "vllm-otel-startup-summary" for t in threading.enumerate()):
-            break
-    assert printed == [rt]
+    while time.monotonic() < deadline and any(t.name == "vllm-otel-startup-flush" for t in threading.enumerate()):
+        time.sleep(0.05)  # the waiting flush thread wakes too: it must neither print it again nor export
+    assert printed == [rt] and exported == []  # the export is the SDK's shutdown's, right after the exit hooks
 
 
 def test_a_child_forked_while_a_breakdown_waits_never_prints_its_parents(monkeypatch):
     printed: list[object] = []
     monkeypatch.setattr(ready, "print_summary", printed.append)
     monkeypatch.setattr(ready, "_EXITING", threading.Event())
-    ready.print_summary_later(object(), delay_s=30.0)
+    assert ready.summary_due(object())
     pid = os.fork()
     if pid == 0:
         ready._at_exit()  # noqa: SLF001 - the child's exit
@@ -180,41 +182,38 @@ def test_a_child_forked_while_a_breakdown_waits_never_prints_its_parents(monkeyp
     assert len(printed) == 1
 
 
-def test_the_printout_starts_its_thread_after_publish_from_the_flush_thread_and_reuses_its_spans(monkeypatch):
+def test_the_breakdown_is_printed_on_the_flush_thread_after_publish_and_before_the_export(monkeypatch):
     """At the root's ready point publish reads the children's spool once; the breakdown is rendered from what it read
-    (no second read and parse), on a thread the flush thread starts, not vLLM's."""
+    (no second read and parse) on the flush thread, no thread of its own, and before the export (a collector that
+    does not answer never holds it up)."""
     from vllm_otel_startup.agent.export import spool
     from vllm_otel_startup.model import summary
 
-    rt = SimpleNamespace(whole=None)
-    order: list[str] = []
+    order: list[tuple[str, str]] = []
     whole = [object()]
+    rt = SimpleNamespace(whole=None, info=SimpleNamespace(kind="api_server"),
+                         provider=SimpleNamespace(force_flush=lambda timeout: order.append(
+                             ("export", threading.current_thread().name))))
 
-    def publish(host) -> None:
-        order.append("publish")
-        host.whole = whole
+    def publish() -> None:
+        order.append(("publish", threading.current_thread().name))
+        rt.whole = whole
 
-    rendered: list[object] = []
-    monkeypatch.setattr(ready, "publish", publish)
-    monkeypatch.setattr(spool, "read", lambda *a, **k: order.append("spool read") or [])
-    monkeypatch.setattr(summary, "render", lambda spans: rendered.append(spans) or "breakdown")
-    monkeypatch.setattr(ready.threads, "say", lambda *a, **k: None)
-    starters: list[str] = []
+    monkeypatch.setattr(spool, "read", lambda *a, **k: order.append(("spool read", "")) or [])
+    monkeypatch.setattr(summary, "render", lambda spans: order.append(("render", threading.current_thread().name))
+                        or f"{len(spans)} spans")
+    said: list[str] = []
+    monkeypatch.setattr(ready.threads, "say", lambda text, *a: said.append(text))
+    started: list[str] = []
     real_start = ready.threads.start
-    monkeypatch.setattr(ready.threads, "start", lambda t: starters.append(threading.current_thread().name)
-                        or real_start(t))
-    flusher = threading.Thread(target=ready.publish_then_print, args=(rt, True, 0.0), name="flush")
-    flusher.start()
-    flusher.join(5)
-    deadline = time.monotonic() + 5
-    while not rendered and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert order == ["publish"] and rendered == [whole] and starters == ["flush"]
+    monkeypatch.setattr(ready.threads, "start", lambda t: started.append(t.name) or real_start(t))
+    assert ready.summary_due(rt)
+    ready.flush(rt, 5.0, before=publish, then=ready.print_pending)
+    flush = "vllm-otel-startup-flush"
+    assert started == [flush]
+    assert order[:3] == [("publish", flush), ("render", flush), ("export", flush)] and said == ["1 spans"]
 
 
-def test_a_switched_off_printout_starts_no_thread(monkeypatch):
+def test_a_switched_off_printout_is_never_due(monkeypatch):
     monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SUMMARY", "0")
-    started: list[object] = []
-    monkeypatch.setattr(ready.threads, "start", started.append)
-    ready.print_summary_later(SimpleNamespace(), 0.0)
-    assert started == [] and ready._UNPRINTED == []  # noqa: SLF001
+    assert not ready.summary_due(SimpleNamespace()) and ready._UNPRINTED == []  # noqa: SLF001
