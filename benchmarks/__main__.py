@@ -19,7 +19,7 @@ COMMANDS = {  # command -> (module, what it measures)
     "profiles": ("profiles", "two py-spy profiles of a GPU queue's profile pair, compared per process"),
     "stack-chunks": ("stack_chunks", "CPython's data-stack chunk cost per call at each stack depth"),
     "discover": ("discover", "the sampler's process-tree discovery beside a working main thread: its waits"),
-    "wait-causes": ("wait_causes", "why vLLM's main threads wait (disk, futex/GIL, pipe...): perf's switches per arm"),
+    "wait-causes": ("wait_causes", "why vLLM's main threads wait (disk, futex/GIL, pipe...), who woke them: perf"),
     "boundary": ("boundary", "a span's start and end readings beside threads that want the GIL: the main's waits"),
     "native-detection": ("native_detection", "vLLM's own tracing recognised in every release's wheel"),
     "file-exporter": ("file_exporter", "per-export cost of our local file exporter against the OTLP JSON file package"),
