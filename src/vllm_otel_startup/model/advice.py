@@ -27,6 +27,7 @@ STREAMER_GBPS = 2.0
 # "Far below" the storage's capability: under 1 / SLOW_FACTOR of it; loads under SLOW_MIN_BYTES are not judged.
 SLOW_FACTOR = 2
 SLOW_MIN_BYTES = 100_000_000
+CACHED_SHARE = 0.1  # a local load that read less than this share of its weights from block storage read the page cache
 # File systems of shared / network storage (vllm.weights.filesystem): copying to local disk is the first fix.
 SHARED_FS = ("nfs", "lustre", "fuse", "cifs", "smb", "9p", "ceph", "glusterfs", "gpfs", "beegfs", "virtiofs")
 # Capture sizes we suggest keeping (1, 2, 4, 8, 16, 32, 64, 128): capture time scales with their number.
@@ -229,6 +230,8 @@ def _slow_weights(f: Facts, spans: list[Span]) -> Advice | None:
     disk = w.attrs.get(sc.RES_DISK_READ) if w is not None else None
     fs_type = str(w.attrs.get(sc.WEIGHTS_FILESYSTEM) or "") if w is not None else ""
     shared = fs_type.startswith(SHARED_FS)
+    if fs_type and not shared and isinstance(disk, (int, float)) and disk < CACHED_SHARE * f.weights_bytes:
+        return None  # local storage that was not read: the bytes came from the page cache, the load was CPU-bound
     where = (f" from a {fs_type} file system" if fs_type else "") + (
         f"; {human_bytes(disk)} came from block storage" if isinstance(disk, (int, float)) and disk else "")
     change = ("copy the weights to local NVMe (or bake them into the image / a local volume) before start, or "
@@ -299,7 +302,8 @@ RULES: list[Rule] = [
     Rule("aot_load_failed", "saved AOT artifact present but its load failed", _aot_load_failed),
     Rule("many_cudagraph_sizes", f"CUDA-graph capture of more than {SUGGESTED_SIZES} sizes", _many_graph_sizes),
     Rule("slow_weights", "weights (>= 100 MB, not a download, not a streamed object store) loaded below half of "
-         "what the storage could do (storage_reference)", _slow_weights),
+         "what the storage could do (storage_reference); not a load from local storage that read under 10 % of its "
+         "bytes from it (page cache: CPU-bound)", _slow_weights),
     Rule("streamer_concurrency", "Run:ai streamer from an object store below half of a streamed load's rate",
          _streamer_concurrency),
     Rule("cpu_throttled", "cgroup CPU throttling during the start (resource sampler)", _throttled),

@@ -273,3 +273,17 @@ def test_streamer_concurrency_fires_for_a_slow_object_store_stream_only():
     w.end = w.start + int(16e9 / 0.3)
     got = _advice(st)  # an object store read by another loader: not the streamer's concurrency
     assert "streamer_concurrency" not in got and "slow_weights" in got
+
+
+def test_slow_weights_silent_for_a_local_load_from_the_page_cache():
+    """CI's slow host loaded 206 MB from ext4 at 0.068 GB/s with 4.2 MB read from block storage: the page cache held
+    the rest, the copy was CPU-bound, and faster storage or a streamer would change nothing."""
+    st = dev("eager-warm")
+    w = _load(st, 206_000_000, 0.068, **{sc.WEIGHTS_SOURCE: "hub_cache", sc.WEIGHTS_FILESYSTEM: "ext4"})
+    w.attrs[sc.RES_DISK_READ] = 4_200_000
+    assert "slow_weights" not in _advice(st)
+    w.attrs[sc.RES_DISK_READ] = 206_000_000  # read from the disk itself: the storage was the limit
+    assert "slow_weights" in _advice(st)
+    w.attrs[sc.WEIGHTS_FILESYSTEM] = "fuse.slowfs"  # shared storage: its reads are not this process's block I/O
+    w.attrs[sc.RES_DISK_READ] = 0
+    assert "slow_weights" in _advice(st)
