@@ -75,10 +75,12 @@ def flush_each(provider: Any, timeout_ms: int) -> None:
         processors = _batch_processors(provider) or []
     except Exception:  # noqa: BLE001 - not the SDK we know: the provider's flush alone
         processors = []
-    remote = [p for p in processors if not _local(p)]
+    remote = []
     for p in processors:
         if _local(p):
             p.force_flush(timeout_ms)
+        else:
+            remote.append(p)
     for i, p in enumerate(remote if len(remote) > 1 else ()):
         threads.start(threads.Thread(target=p.force_flush, args=(timeout_ms,), name=f"vllm-otel-startup-flush-{i}",
                                      daemon=True))
@@ -87,12 +89,16 @@ def flush_each(provider: Any, timeout_ms: int) -> None:
         force_flush(timeout_ms)
 
 
+def _exporter_of(processor: Any) -> Any:
+    """A batch span processor's exporter (the SDK's private ``_batch_processor._exporter``, >= 1.34), or None."""
+    return getattr(getattr(processor, "_batch_processor", None), "_exporter", None)
+
+
 def _local(processor: Any) -> bool:
     """Does this batch span processor export to our local file (a write on this host, never a collector)?"""
     from vllm_otel_startup.agent.export.file_exporter import StartupFileExporter
 
-    exporter = getattr(getattr(processor, "_batch_processor", None), "_exporter", None)  # SDK >= 1.34
-    return isinstance(exporter or getattr(processor, "span_exporter", None), StartupFileExporter)
+    return isinstance(_exporter_of(processor) or getattr(processor, "span_exporter", None), StartupFileExporter)
 
 
 class ExportCount:
@@ -106,7 +112,7 @@ class ExportCount:
     def install(self, provider: Any) -> ExportCount:
         try:
             for p in _batch_processors(provider) or []:
-                exporter = getattr(getattr(p, "_batch_processor", None), "_exporter", None)
+                exporter = _exporter_of(p)
                 if exporter is not None:
                     exporter.export = self._counted(exporter.export)
         except Exception:  # noqa: BLE001 - a debug figure: nothing counted

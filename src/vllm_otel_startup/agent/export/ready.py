@@ -209,7 +209,7 @@ def print_summary(rt: ReadyHost) -> None:
 
     try:
         if summary.enabled():
-            spans = getattr(rt, "whole", None)  # as publish read them, or (publish failed) read here
+            spans = rt.whole  # as publish read them, or (publish failed) read here
             if spans is None:
                 spans = [from_readable(s) for s in rt.ended_spans()] + spool.read(rt.trace_id(), skip=spool_name(rt))
             threads.say(scrub(summary.render(spans)))
