@@ -6,7 +6,7 @@ a start's waits were page-cache misses: ``read()`` and ``getdents64()`` sleeping
 being read from disk (its cold file pages are reclaimed between starts), in every arm, plain included, by hundreds
 from one start to the next (docs/lab/overhead.md). A thread of ours makes the main thread wait on a futex: the GIL
 handed to it, or a lock. So this benchmark records, with ``perf record -a -g -e sched:sched_switch -e
-sched:sched_wakeup`` from the launch to the first ``/health`` 200, every switch of each vLLM process's main thread that
+sched:sched_waking`` from the launch to the first ``/health`` 200, every switch of each vLLM process's main thread that
 was not a preemption, and names its cause from the kernel call chain:
 
   disk         a file page or directory block being read in (folio / bit wait, io_schedule)
@@ -19,15 +19,17 @@ was not a preemption, and names its cause from the kernel call chain:
   python -m benchmarks wait-causes cpu [--rounds N] [--variant NAME=K=V,...] [--out F]   (perf, as root)
   python -m benchmarks wait-causes read ARM=PERF_SCRIPT.txt ...   (``perf script -F comm,pid,tid,time,trace,ip,sym``)
 
-A futex wait ends when another thread wakes the sleeper: with ``sched:sched_wakeup`` recorded too, each futex wait
-of a main thread is also named by the thread that woke it, the one that held the GIL (or lock) it wanted, by its
-OS-level name: ``vos-…`` a thread of ours (agent/foundation/threads.py names them); a thread alive at ready by its
-Python name where py-spy is on PATH (``otel-span-export``, ``otel-metric-read``: OpenTelemetry's); ``unnamed`` a
-Python thread the OS knows by its process's name (without py-spy: OpenTelemetry's batch span processor and metric
-reader, vLLM's own Python threads; one started before vLLM renamed its process keeps the older name, ``python`` or
-``vllm``); another name a native thread (ZMQ, PyTorch); ``swapper`` a wait that timed out while the CPU idled (a
-thread waiting for the GIL wakes every 5 ms to ask for it: its holder then wakes it again); ``no wake-up`` where none
-was recorded.
+A futex wait ends when another thread wakes the sleeper: with ``sched:sched_waking`` recorded too, each futex wait
+of a main thread is also named by the thread that woke it, the one that held the GIL (or lock) it wanted
+(``sched_waking`` fires in the waker; ``sched_wakeup`` fires where the wake-up lands, for a sleeper on an idle CPU
+in that CPU's idle task, so a recording of it names most wakers ``swapper``), by its OS-level name: ``vos-…`` a
+thread of ours (agent/foundation/threads.py names them); a thread alive at ready by its Python name where py-spy is
+on PATH (``otel-span-export``, ``otel-metric-read``: OpenTelemetry's); ``unnamed`` a Python thread the OS knows by
+its process's name (without py-spy: OpenTelemetry's batch span processor and metric reader, vLLM's own Python
+threads; one started before vLLM renamed its process keeps the older name, ``python`` or ``vllm``; a thread of ours
+before it named itself); another name a native thread (ZMQ, PyTorch); ``swapper`` a wake-up in an idle CPU's
+interrupt (a timed wait that timed out: a thread waiting for the GIL wakes every 5 ms to ask for it); ``no
+wake-up`` where none was recorded.
 
 ``cpu`` runs the overhead benchmark's arms (plain, the agent, each ``--variant``; a Latin-square order, round 0 a
 warm-up not counted) on the e2e suite's tiny model, and prints per process the median count of each cause over the
@@ -102,7 +104,7 @@ def waker_name(comm: str, tid: int, sleeper_comm: str, names: dict[int, str] | N
 
 def waits(lines: Iterable[str], names: dict[int, str] | None = None) -> Iterable[tuple[int, str, str, str | None]]:
     """``(pid, comm, cause, waker)`` of every voluntary switch of a main thread: ``waker`` (futex waits, where the
-    recording has ``sched_wakeup`` events) the thread that woke it (waker_name); a wait is given once its wake-up is
+    recording has ``sched_waking`` events) the thread that woke it (waker_name); a wait is given once its wake-up is
     seen (or at the end, with ``NO_WAKER``)."""
     head: re.Match[str] | None = None
     frames: list[str] = []
@@ -300,7 +302,7 @@ def record_start(model: Path, cache: Path, backends, arm_env: dict[str, str] | N
     def on_start(proc) -> None:
         meta["pid"] = proc.pid
         perf["p"] = subprocess.Popen(["perf", "record", "-q", "-a", "-g", "-e", "sched:sched_switch", "-e",
-                                      "sched:sched_wakeup", "-o", str(out)],
+                                      "sched:sched_waking", "-o", str(out)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def on_ready(proc) -> None:

@@ -21,10 +21,14 @@ def test_the_api_servers_root_opens_at_the_processs_creation_with_the_start_mode
     assert rt.open_segment == (sc.IMPORTS_SPAN, rt.info.hook_ns)
     # made once the imports are over: a span ended while a process imports has the SDK's batch processor export it
     # on its thread beside those imports (issue 58)
-    # and no sampler thread while the process imports: it starts, with its jobs, once they are over
+    # and no sampler thread while the process imports: the API server's starts once they are over, as it first
+    # waits on its engine (or at a span boundary a busy interval later)
     assert s.spans(sc.INTERPRETER_START_SPAN) == [] and rt.sampler._thread is None  # noqa: SLF001
     rt.close_segment(time.time_ns(), sc.CLI_SPAN)
+    assert rt.sampler._thread is None and rt.sampler._launch_at is not None  # noqa: SLF001
+    rt.sampler.waiting_changed(+1)
     assert rt.sampler._thread.is_alive()  # noqa: SLF001
+    rt.sampler.waiting_changed(-1)
     [interp] = s.spans(sc.INTERPRETER_START_SPAN)
     assert (interp.start_time, interp.end_time) == (rt.info.create_ns, rt.info.hook_ns)
     assert interp.parent.span_id == rt.process_span.get_span_context().span_id

@@ -45,6 +45,7 @@ from vllm_otel_startup.agent.resources.procfs import (
     rss_bytes,
     system_cores,
 )
+from vllm_otel_startup.agent.resources.snapshot import Snapshot, summarize
 
 _log = logging.getLogger("vllm_otel_startup")
 MAX_SAMPLES = 36_000  # one hour of readings 100 ms apart
@@ -58,19 +59,6 @@ TREE_EVERY = 5
 # main thread, which is where vLLM starts its processes, and threads not seen before are always read): an EngineCore
 # of a GPU start has ~100 threads, read once a second while the API server waits on it
 FULL_DISCOVERY_EVERY = 5
-
-
-class Snapshot:
-    """Exact readings at one instant (a span's start or end). ``gpu``/``gpu_src``: (None, None) without a CUDA
-    context (none held), (bytes, source) or, where the reading failed, (None, source) (gpu.ProcessGpuMemory)."""
-
-    __slots__ = ("t", "cpu_ns", "read", "gpu", "gpu_src", "child_cpu", "child_rss", "rss", "hwm")
-
-    def __init__(self, t: int, cpu_ns: int, read: int | None, gpu: int | None, gpu_src: str | None = None,
-                 child_cpu: float = 0.0, child_rss: int = 0, rss: int | None = None, hwm: int | None = None) -> None:
-        self.t, self.cpu_ns, self.read, self.gpu, self.gpu_src = t, cpu_ns, read, gpu, gpu_src
-        self.child_cpu, self.child_rss = child_cpu, child_rss  # reaped subprocesses (getrusage)
-        self.rss, self.hwm = rss, hwm  # resident memory now, and its high-water mark (getrusage's ru_maxrss)
 
 
 def _hz() -> float:
@@ -116,6 +104,7 @@ class Sampler:
         self._rss_since = 0  # the most RSS read since that reading (a reading too close to it is folded in)
         self._jobs: list[list[Any]] = []  # [every s, next due (monotonic), job, every s while busy] (every)
         self._deferred = False  # no thread while this process imports (start(importing=True) until imports_over)
+        self._launch_at: float | None = None  # imports over, no thread yet: it starts at the first wait, or then
         self._replan = False  # a wake-up only to wait for a new time (stop_after), not a tick
         self._nvml_due = False  # API server with a GPU driver: NVML is loaded once it has a descendant
         self.ticks = 0  # ticks so far (the self-cost line)
@@ -134,29 +123,57 @@ class Sampler:
         if not importing:
             self._launch()
 
-    def _launch(self) -> None:
-        self._last = (time.time_ns(), time.process_time_ns())
+    def _launch(self, reset: bool = True) -> None:
+        if reset:
+            self._last = (time.time_ns(), time.process_time_ns())
         self._thread = threads.Thread(target=self._run, name="vllm-otel-startup-sampler", daemon=True)
         self._thread.start()
 
     def imports_over(self) -> None:
-        """This process's imports are over (its first segment closed): the thread starts, and the jobs run an
-        interval from now (their pace while the process works), not at once beside the main thread's next steps."""
+        """This process's imports are over (its first segment closed): the jobs run an interval from now (their pace
+        while the process works), not at once beside the main thread's next steps. The API server's thread starts
+        when its main thread first waits (on its engine, moments later: a thread's start hands the GIL back and forth
+        with the thread that starts it), else at its first span boundary a busy interval from now, or at the ready
+        point for the tail; its span boundaries take the readings until then. A child's starts now: a long phase
+        (a weight load) may have no boundary for minutes, and its in-progress refresh runs on this thread."""
         deferred, self._deferred = self._deferred, False
         if not deferred or self.stopping:
             return
+        now = time.monotonic()
         for job in self._jobs:
-            job[1] = time.monotonic() + self._pace(job)
-        self._launch()
+            job[1] = now + self._pace(job)
+        if not self.host or self.waiting > 0 or self.busy_s <= 0:
+            self._launch()
+        else:
+            self._launch_at = now + self._interval()
+
+    def _launch_pending(self, now: float | None = None) -> None:
+        """Start the thread whose start waits (imports_over), if it is due (``now`` past its time; None: at once)."""
+        at = self._launch_at
+        if at is None or (now is not None and now < at):
+            return
+        with self._lock:
+            if self._launch_at is None:
+                return
+            self._launch_at = None
+            self._launch(reset=False)  # the readings go on from the span boundaries' last one
 
     def waiting_changed(self, delta: int) -> None:
         """A waiting phase of this process began (+1) or ended (-1): fast ticks while one is open (its main thread
-        idles on another process), from now on."""
+        idles on another process), from now on. When the last one ends the main thread works again (the API server
+        builds its app once its engine answered): the next tick and each job come a busy interval from now, not the
+        fast tick already due beside its next steps (a tick there took the GIL from it a dozen times)."""
         self.waiting += delta
+        now = time.monotonic()
         if delta > 0 and self.waiting == 1:
-            soon = time.monotonic()
             for job in self._jobs:  # a job slowed while the process worked: its own interval from now
-                job[1] = min(job[1], soon + job[0])
+                job[1] = min(job[1], now + job[0])
+            self._launch_pending()
+            self._wake.set()
+        elif delta < 0 and self.waiting == 0 and self.busy_s > 0:
+            for job in self._jobs:
+                job[1] = max(job[1], now + self._pace(job))
+            self._replan = True  # woken to wait for the busy interval: no tick now
             self._wake.set()
 
     def every(self, seconds: float, job: Callable[[], None], busy_s: float = 0.0) -> bool:
@@ -173,6 +190,7 @@ class Sampler:
         self._on_stop = on_stop
         self._stop_at = time.monotonic() + tail_s
         self._replan = True  # woken to wait for the stop time: no tick now, beside the ready point's main thread
+        self._launch_pending()  # a start that was ready before its thread's time: the tail still samples
         self._wake.set()
         if self._thread is None or not self._thread.is_alive():
             self._finish()
@@ -393,6 +411,8 @@ class Sampler:
         t, cpu, rss = time.time_ns(), time.process_time_ns(), rss_bytes()
         if self.gap_ns:  # a reading between the sampler's ticks
             self.note(t, cpu, rss or 0)
+        if self._launch_at is not None:
+            self._launch_pending(time.monotonic())
         return Snapshot(t, cpu, io[0] if io else None, held, src, ch.ru_utime + ch.ru_stime if ch else 0.0,
                         ch.ru_maxrss * 1024 if ch else 0, rss, hwm)
 
@@ -402,39 +422,16 @@ class Sampler:
         and never a process whose torch.cuda is not initialised (asking would create a context)."""
         if self.host or not self._cuda_context():
             return None, None
-        sampling = not self.stopping and (self._deferred or (self._thread is not None and self._thread.is_alive()))
+        sampling = not self.stopping and (self._deferred or self._launch_at is not None
+                                          or (self._thread is not None and self._thread.is_alive()))
         return self.gpu_memory_source.reading(self.nvml, sampling)
 
     def summary(self, a: Snapshot, b: Snapshot) -> dict[str, Any]:
-        """Resource attributes of the interval between two snapshots."""
-        seconds = max((b.t - a.t) / 1e9, 1e-9)
-        cpu = (b.cpu_ns - a.cpu_ns) / 1e9
-        attrs: dict[str, Any] = {sc.RES_CPU_TIME: round(cpu, 4), sc.RES_CORES_AVG: round(cpu / seconds, 3)}
+        """Resource attributes of the interval between two snapshots, its peaks from the readings inside it."""
         with self._lock:
             i, j = bisect.bisect_right(self.times, a.t), bisect.bisect_right(self.times, b.t)
             cores, rss = self.cores[i:j], self.rss[i:j]
-        attrs[sc.RES_SAMPLES] = len(cores)
-        if cores:
-            attrs[sc.RES_CORES_PEAK] = round(max(cores), 3)
-        if a.hwm is not None and b.hwm is not None and b.hwm > a.hwm:
-            peak = b.hwm  # the process's high-water mark rose inside the span: its peak was reached here
-        else:
-            peak = max([*rss, a.rss or 0, b.rss if b.rss is not None else (rss_bytes() or 0)])
-        if peak:
-            attrs[sc.RES_RSS_PEAK] = peak
-        if a.read is not None and b.read is not None:
-            attrs[sc.RES_DISK_READ] = b.read - a.read
-            attrs[sc.RES_DISK_READ_GBPS] = round((b.read - a.read) / seconds / 1e9, 4)
-        child = b.child_cpu - a.child_cpu
-        if child > 0.005:  # a subprocess this span waited for (e.g. the model-inspection subprocess)
-            attrs[sc.RES_CHILDREN_CPU_TIME] = round(child, 4)
-            attrs[sc.RES_CHILDREN_CORES_AVG] = round(child / seconds, 3)
-            if b.child_rss:
-                attrs[sc.RES_CHILDREN_RSS_PEAK] = b.child_rss
-        delta = gpu.gpu_delta(a, b)
-        if delta is not None:
-            attrs[sc.RES_GPU_MEMORY_DELTA], attrs[sc.RES_GPU_MEMORY_SOURCE] = delta
-        return attrs
+        return summarize(a, b, cores, rss)
 
     def host_summary(self) -> dict[str, Any]:
         """Root-only attributes, from process creation until now: the whole tree's CPU, the busiest host

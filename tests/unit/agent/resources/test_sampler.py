@@ -7,6 +7,7 @@ boundaries read the same, and the kernel's high-water mark gives a span's RSS pe
 from __future__ import annotations
 
 import resource
+import threading
 import time
 
 import pytest
@@ -198,3 +199,93 @@ def test_told_when_to_stop_it_takes_no_tick_then_but_its_last_one_at_the_stop(mo
     s.stop_after(0.4, lambda: stopped.append(True))
     s.join(5)
     assert stopped == [True] and len(ticks) == 1 and ticks[0] - told >= 0.39
+
+
+def _counting(monkeypatch, s: Sampler) -> list[float]:
+    ticks: list[float] = []
+    sample = s._sample  # noqa: SLF001
+
+    def counted(*args, **kwargs):
+        ticks.append(time.monotonic())
+        return sample(*args, **kwargs)
+
+    monkeypatch.setattr(s, "_sample", counted)
+    return ticks
+
+
+def test_the_api_servers_thread_starts_when_it_first_waits_not_as_its_imports_end(monkeypatch):
+    """Right after its imports the API server parses its arguments and starts its engine, then waits on it: a
+    thread's start there hands the GIL back and forth with its main thread (6 waits on the 2-core host), so the
+    thread starts as that wait begins. Until then its span boundaries take the readings."""
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "60000")
+    s = Sampler(host=True)
+    ran: list[float] = []
+    s.start(importing=True)
+    assert s.every(0.2, lambda: ran.append(time.monotonic()))
+    try:
+        s.imports_over()
+        assert s.snapshot().cpu_ns > 0 and s._thread is None  # noqa: SLF001
+        time.sleep(0.3)
+        assert ran == [] and s._thread is None  # noqa: SLF001
+        s.waiting_changed(+1)  # the engine's start: its main thread idles
+        assert s._thread is not None and s._thread.is_alive()  # noqa: SLF001
+        deadline = time.monotonic() + 5
+        while not ran and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ran  # its jobs at their own pace while it waits
+    finally:
+        s.stop_now(2.0)
+
+
+def test_an_api_server_that_never_waits_starts_its_thread_at_a_boundary_a_busy_interval_on(monkeypatch):
+    """An engine in the API server's own process (no waiting phase): its thread starts at the first span boundary
+    once a busy interval passed, when its first tick would be due anyway."""
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "10")
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "300")
+    s = Sampler(host=True)
+    s.start(importing=True)
+    try:
+        s.imports_over()
+        s.snapshot()
+        assert s._thread is None  # noqa: SLF001
+        time.sleep(0.35)
+        s.snapshot()
+        assert s._thread is not None and s._thread.is_alive()  # noqa: SLF001
+    finally:
+        s.stop_now(2.0)
+
+
+def test_a_ready_point_before_the_threads_start_still_samples_the_tail_on_its_thread(monkeypatch):
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "60000")
+    s = Sampler(host=True)
+    s.start(importing=True)
+    s.imports_over()
+    stopped: list[str] = []
+    s.stop_after(0.2, lambda: stopped.append(threading.current_thread().name))
+    assert stopped == []  # never the ready point's main thread
+    s.join(5)
+    assert stopped == ["vllm-otel-startup-sampler"] and s.stopped
+
+
+def test_when_the_last_wait_ends_the_next_tick_comes_a_busy_interval_later(monkeypatch):
+    """The API server builds its app once its engine answered: the fast tick already due then would take the GIL
+    from its main thread a dozen times (the 2-core host), so ticks and jobs slow down as the wait ends."""
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_HZ", "4")
+    monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "60000")
+    s = Sampler(host=False)
+    ticks = _counting(monkeypatch, s)
+    ran: list[float] = []
+    s.start()
+    s.waiting_changed(+1)
+    assert s.every(0.25, lambda: ran.append(time.monotonic()), busy_s=60)
+    try:
+        deadline = time.monotonic() + 5
+        while len(ticks) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(ticks) >= 2  # fast while it waits
+        s.waiting_changed(-1)
+        ended, seen, jobs = time.monotonic(), len(ticks), len(ran)
+        time.sleep(0.7)
+        assert len(ticks) == seen and len(ran) == jobs, (ticks, ended)
+    finally:
+        s.stop_now(2.0)
