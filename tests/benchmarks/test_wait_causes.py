@@ -21,7 +21,8 @@ def event(comm: str, pid: int, tid: int, state: str, *frames: str) -> str:
 
 
 def wake(comm: str, pid: int, tid: int, target: int, target_comm: str = "vllm") -> str:
-    """A sched_wakeup record: ``comm`` (thread ``tid`` of ``pid``) wakes thread ``target``."""
+    """A sched_waking record (sched_wakeup has the same fields): ``comm`` (thread ``tid`` of ``pid``) wakes thread
+    ``target``."""
     return (f"{comm:>15} {pid}/{tid}  60503.327000: comm={target_comm} pid={target} prio=120 target_cpu=001\n"
             "\tffffffff813b4dc5 ttwu_do_activate ([kernel.kallsyms])\n\n")
 
