@@ -422,8 +422,7 @@ class Sampler:
         and never a process whose torch.cuda is not initialised (asking would create a context)."""
         if self.host or not self._cuda_context():
             return None, None
-        sampling = not self.stopping and (self._deferred or self._launch_at is not None
-                                          or (self._thread is not None and self._thread.is_alive()))
+        sampling = not self.stopping and (self._deferred or (self._thread is not None and self._thread.is_alive()))
         return self.gpu_memory_source.reading(self.nvml, sampling)
 
     def summary(self, a: Snapshot, b: Snapshot) -> dict[str, Any]:
