@@ -138,6 +138,19 @@ def test_the_sampler_stops_after_its_tail_and_its_instruments_go_quiet(metrics_r
     assert summary[sc.RES_TREE_CPU_TIME] > 0 and summary[sc.RES_SYSTEM_CORES_BUSY_PEAK] >= 0
 
 
+def _counting(monkeypatch, s: Sampler) -> list[float]:
+    """The times of ``s``'s ticks, as they come."""
+    ticks: list[float] = []
+    sample = s._sample  # noqa: SLF001
+
+    def counted(*args, **kwargs):
+        ticks.append(time.monotonic())
+        return sample(*args, **kwargs)
+
+    monkeypatch.setattr(s, "_sample", counted)
+    return ticks
+
+
 def test_it_has_no_thread_while_the_process_imports_and_its_jobs_run_an_interval_after_them(monkeypatch):
     """A thread of ours beside a process's imports takes the GIL from them at its start and at every tick (on the
     H100 the API server's two busy ticks inside its imports cost its main thread 20-46 waits each), and a refresh or
@@ -145,14 +158,7 @@ def test_it_has_no_thread_while_the_process_imports_and_its_jobs_run_an_interval
     interval later, not at once beside the main thread's next steps."""
     monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "300")
     s = Sampler(host=False)
-    ticks: list[int] = []
-    sample = s._sample  # noqa: SLF001
-
-    def counted(*args, **kwargs):
-        ticks.append(1)
-        return sample(*args, **kwargs)
-
-    monkeypatch.setattr(s, "_sample", counted)
+    ticks = _counting(monkeypatch, s)
     s.start(importing=True)
     ran: list[float] = []
     assert s.every(0.4, lambda: ran.append(time.monotonic()))
@@ -185,32 +191,13 @@ def test_told_when_to_stop_it_takes_no_tick_then_but_its_last_one_at_the_stop(mo
     GIL from it; the thread only wakes to wait for the stop time, where it takes its last reading."""
     monkeypatch.setenv("OTEL_PYTHON_VLLM_STARTUP_SAMPLE_BUSY_MS", "60000")
     s = Sampler(host=False)
-    ticks: list[float] = []
-    sample = s._sample  # noqa: SLF001
-
-    def counted(*args, **kwargs):
-        ticks.append(time.monotonic())
-        return sample(*args, **kwargs)
-
-    monkeypatch.setattr(s, "_sample", counted)
+    ticks = _counting(monkeypatch, s)
     s.start()
     time.sleep(0.1)
     told, stopped = time.monotonic(), []
     s.stop_after(0.4, lambda: stopped.append(True))
     s.join(5)
     assert stopped == [True] and len(ticks) == 1 and ticks[0] - told >= 0.39
-
-
-def _counting(monkeypatch, s: Sampler) -> list[float]:
-    ticks: list[float] = []
-    sample = s._sample  # noqa: SLF001
-
-    def counted(*args, **kwargs):
-        ticks.append(time.monotonic())
-        return sample(*args, **kwargs)
-
-    monkeypatch.setattr(s, "_sample", counted)
-    return ticks
 
 
 def test_the_api_servers_thread_starts_when_it_first_waits_not_as_its_imports_end(monkeypatch):
