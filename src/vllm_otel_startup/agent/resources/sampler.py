@@ -162,7 +162,7 @@ class Sampler:
         """A waiting phase of this process began (+1) or ended (-1): fast ticks while one is open (its main thread
         idles on another process), from now on. When the last one ends the main thread works again (the API server
         builds its app once its engine answered): the next tick and each job come a busy interval from now, not the
-        fast tick already due beside its next steps (a tick there took the GIL from it a dozen times)."""
+        fast tick already due beside its next steps (each tick there takes the GIL from it: docs/lab/overhead.md)."""
         self.waiting += delta
         now = time.monotonic()
         if delta > 0 and self.waiting == 1:
